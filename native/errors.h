@@ -1,0 +1,31 @@
+// The closed list of error codes the native core can produce. The same strings are listed in
+// src/errors.ts, which owns the user-facing messages; C++ only attaches a developer detail.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace bgone {
+
+enum class ErrorCode { UnsupportedMediaType, InvalidImage, ImageTooLarge, ForegroundNotFound, Internal };
+
+inline const char* error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::UnsupportedMediaType: return "unsupported_media_type";
+    case ErrorCode::InvalidImage: return "invalid_image";
+    case ErrorCode::ImageTooLarge: return "image_too_large";
+    case ErrorCode::ForegroundNotFound: return "foreground_not_found";
+    case ErrorCode::Internal: return "internal_error";
+  }
+  return "internal_error";
+}
+
+class PipelineError : public std::runtime_error {
+ public:
+  PipelineError(ErrorCode code, const std::string& detail) : std::runtime_error(detail), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace bgone

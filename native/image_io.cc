@@ -1,0 +1,321 @@
+#include "image_io.h"
+
+#include <vips/vips.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "errors.h"
+
+namespace bgone {
+namespace {
+
+// Owns one VipsImage reference.
+struct VipsRef {
+  VipsImage* image = nullptr;
+  VipsRef() = default;
+  explicit VipsRef(VipsImage* i) : image(i) {}
+  VipsRef(const VipsRef&) = delete;
+  VipsRef& operator=(const VipsRef&) = delete;
+  VipsRef(VipsRef&& other) noexcept : image(other.image) { other.image = nullptr; }
+  VipsRef& operator=(VipsRef&& other) noexcept {
+    if (this != &other) {
+      reset();
+      image = other.image;
+      other.image = nullptr;
+    }
+    return *this;
+  }
+  ~VipsRef() { reset(); }
+  void reset() {
+    if (image != nullptr) g_object_unref(image);
+    image = nullptr;
+  }
+  VipsImage* get() const { return image; }
+};
+
+// libvips reports failures through a global error buffer; take its text and clear it.
+std::string take_vips_error() {
+  std::string message = vips_error_buffer();
+  vips_error_clear();
+  if (message.size() > 500) message.resize(500);
+  return message;
+}
+
+[[noreturn]] void fail(ErrorCode code, const char* what) {
+  throw PipelineError(code, std::string(what) + ": " + take_vips_error());
+}
+
+// Opens the bytes with the loader chosen by sniffing, never a generic one. Sequential access and
+// explicit materialisation in memory keep libvips from decoding to a temporary file.
+VipsRef open_image(const uint8_t* data, size_t length, InputFormat format) {
+  VipsImage* out = nullptr;
+  void* buf = const_cast<uint8_t*>(data);  // the loaders do not write to it
+  int rc = -1;
+  switch (format) {
+    case InputFormat::Jpeg:
+      rc = vips_jpegload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+    case InputFormat::Png:
+      rc = vips_pngload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+    case InputFormat::Webp:
+      rc = vips_webpload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+  }
+  if (rc != 0) fail(ErrorCode::InvalidImage, "cannot read the image header");
+  return VipsRef(out);
+}
+
+// Decodes all pixels now, into memory. Errors in the compressed data surface here.
+VipsRef materialise(VipsImage* in, ErrorCode code, const char* what) {
+  VipsImage* out = vips_image_copy_memory(in);
+  if (out == nullptr) fail(code, what);
+  return VipsRef(out);
+}
+
+// Converts whatever the loader produced (CMYK, grey, 16-bit, palette-expanded, with or without alpha)
+// to 8-bit sRGB with an optional fourth alpha band. Grey+alpha becomes RGB+alpha.
+VipsRef to_srgb8(VipsImage* in) {
+  VipsRef current;
+  VipsImage* cur = in;
+  VipsInterpretation interpretation = vips_image_guess_interpretation(cur);
+  bool needs_colourspace = interpretation != VIPS_INTERPRETATION_sRGB || vips_image_get_format(cur) != VIPS_FORMAT_UCHAR ||
+                           cur->Bands < 3;
+  if (needs_colourspace) {
+    VipsImage* out = nullptr;
+    if (vips_colourspace(cur, &out, VIPS_INTERPRETATION_sRGB, nullptr) != 0) fail(ErrorCode::InvalidImage, "colour conversion failed");
+    current = VipsRef(out);
+    cur = out;
+  }
+  if (vips_image_get_format(cur) != VIPS_FORMAT_UCHAR) {
+    VipsImage* out = nullptr;
+    if (vips_cast_uchar(cur, &out, nullptr) != 0) fail(ErrorCode::InvalidImage, "cast failed");
+    current = VipsRef(out);
+    cur = out;
+  }
+  if (cur->Bands > 4 || cur->Bands == 2) {
+    // e.g. CMYK+alpha converted, or extra bands: keep RGB and the last band as alpha if any.
+    VipsImage* rgb = nullptr;
+    if (vips_extract_band(cur, &rgb, 0, "n", 3, nullptr) != 0) fail(ErrorCode::InvalidImage, "band extraction failed");
+    VipsRef rgb_ref(rgb);
+    if (cur->Bands >= 4) {
+      VipsImage* alpha = nullptr;
+      if (vips_extract_band(cur, &alpha, cur->Bands - 1, nullptr) != 0) fail(ErrorCode::InvalidImage, "band extraction failed");
+      VipsRef alpha_ref(alpha);
+      VipsImage* joined = nullptr;
+      if (vips_bandjoin2(rgb, alpha, &joined, nullptr) != 0) fail(ErrorCode::InvalidImage, "band join failed");
+      current = VipsRef(joined);
+    } else {
+      current = std::move(rgb_ref);
+    }
+    cur = current.get();
+  }
+  if (current.get() == nullptr) {
+    g_object_ref(in);
+    return VipsRef(in);
+  }
+  return current;
+}
+
+VipsRef autorotate(VipsImage* in) {
+  VipsImage* out = nullptr;
+  if (vips_autorot(in, &out, nullptr) != 0) fail(ErrorCode::InvalidImage, "orientation failed");
+  return VipsRef(out);
+}
+
+void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
+  size_t size = 0;
+  void* mem = vips_image_write_to_memory(in, &size);
+  if (mem == nullptr) fail(code, "decode failed");
+  out.width = in->Xsize;
+  out.height = in->Ysize;
+  out.bands = in->Bands;
+  out.data.assign(static_cast<uint8_t*>(mem), static_cast<uint8_t*>(mem) + size);
+  g_free(mem);
+}
+
+}  // namespace
+
+struct DecodedImage {
+  VipsRef image;  // in memory, 8-bit sRGB, 3 or 4 bands
+};
+
+void DecodedDeleter::operator()(DecodedImage* image) const { delete image; }
+int decoded_width(const DecodedImage& image) { return image.image.get()->Xsize; }
+int decoded_height(const DecodedImage& image) { return image.image.get()->Ysize; }
+
+void init_vips() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Images must never reach the disk: raise the threshold above which libvips would decode to a
+    // temporary file (we also always decode sequentially into memory).
+    setenv("VIPS_DISC_THRESHOLD", "1000gb", 1);
+    if (VIPS_INIT("bgone") != 0) throw PipelineError(ErrorCode::Internal, "libvips failed to start: " + take_vips_error());
+    vips_cache_set_max(0);
+    vips_cache_set_max_mem(0);
+    vips_block_untrusted_set(TRUE);
+    vips_operation_block_set("VipsForeignLoad", TRUE);
+    vips_operation_block_set("VipsForeignLoadJpegBuffer", FALSE);
+    vips_operation_block_set("VipsForeignLoadPngBuffer", FALSE);
+    vips_operation_block_set("VipsForeignLoadWebpBuffer", FALSE);
+  });
+}
+
+InputFormat sniff_format(const uint8_t* d, size_t n) {
+  if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return InputFormat::Jpeg;
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (n >= 8 && std::memcmp(d, png, 8) == 0) return InputFormat::Png;
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return InputFormat::Webp;
+  throw PipelineError(ErrorCode::UnsupportedMediaType, "not a JPEG, PNG or WebP file");
+}
+
+HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, int max_side) {
+  VipsRef image = open_image(data, length, format);
+  HeaderInfo info;
+  bool swap = vips_image_get_orientation_swap(image.get());
+  info.width = swap ? image.get()->Ysize : image.get()->Xsize;
+  info.height = swap ? image.get()->Xsize : image.get()->Ysize;
+  if (info.width > max_side || info.height > max_side) {
+    throw PipelineError(ErrorCode::ImageTooLarge, "image is " + std::to_string(info.width) + "x" + std::to_string(info.height));
+  }
+  if (info.width < 1 || info.height < 1) throw PipelineError(ErrorCode::InvalidImage, "image has no pixels");
+  return info;
+}
+
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height) {
+  (void)format;  // thumbnail picks the same loader: every other loader is blocked in init_vips
+  VipsImage* thumb = nullptr;
+  // Shrink-on-load (JPEG DCT scaling, WebP scaling) straight to the model's size, auto-rotated.
+  if (vips_thumbnail_buffer(const_cast<uint8_t*>(data), length, &thumb, width, "height", height, "size", VIPS_SIZE_FORCE,
+                            "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr) != 0) {
+    fail(ErrorCode::InvalidImage, "decode failed");
+  }
+  VipsRef thumb_ref(thumb);
+  VipsRef srgb = to_srgb8(thumb);
+  VipsImage* cur = srgb.get();
+  VipsRef flat;
+  if (cur->Bands == 4) {
+    VipsArrayDouble* white = vips_array_double_newv(3, 255.0, 255.0, 255.0);
+    VipsImage* out = nullptr;
+    int rc = vips_flatten(cur, &out, "background", white, nullptr);
+    vips_area_unref(VIPS_AREA(white));
+    if (rc != 0) fail(ErrorCode::InvalidImage, "flatten failed");
+    flat = VipsRef(out);
+    cur = out;
+  }
+  if (cur->Xsize != width || cur->Ysize != height) {
+    // thumbnail may round a side by one pixel; stretch to the exact size.
+    VipsImage* out = nullptr;
+    if (vips_resize(cur, &out, static_cast<double>(width) / cur->Xsize, "vscale", static_cast<double>(height) / cur->Ysize, nullptr) != 0) {
+      fail(ErrorCode::InvalidImage, "resize failed");
+    }
+    flat = VipsRef(out);
+    cur = out;
+  }
+  Pixels pixels;
+  copy_pixels(cur, pixels, ErrorCode::InvalidImage);
+  if (pixels.width != width || pixels.height != height || pixels.bands != 3) {
+    throw PipelineError(ErrorCode::Internal, "model input has an unexpected shape");
+  }
+  return pixels;
+}
+
+DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
+  VipsRef opened = open_image(data, length, format);
+  VipsRef decoded = materialise(opened.get(), ErrorCode::InvalidImage, "decode failed");
+  opened.reset();
+  VipsRef rotated = autorotate(decoded.get());
+  decoded.reset();
+  VipsRef srgb = to_srgb8(rotated.get());
+  rotated.reset();
+  DecodedPtr result(new DecodedImage());
+  // Colour conversion is lazy in libvips: materialise it once so later crops read memory.
+  result->image = (srgb.get()->dtype == VIPS_IMAGE_SETBUF || srgb.get()->dtype == VIPS_IMAGE_SETBUF_FOREIGN)
+                      ? std::move(srgb)
+                      : materialise(srgb.get(), ErrorCode::InvalidImage, "colour conversion failed");
+  return result;
+}
+
+void crop_and_resize(const DecodedImage& decoded, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha) {
+  VipsImage* src = decoded.image.get();
+  VipsRef region;
+  VipsImage* cur = src;
+  if (x != 0 || y != 0 || w != src->Xsize || h != src->Ysize) {
+    VipsImage* out = nullptr;
+    // Where the box reaches past the image, repeat the edge: those pixels get alpha 0 later, and
+    // repeated colour keeps the resampling and the colour estimation free of artificial edges.
+    if (vips_embed(src, &out, -x, -y, w, h, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "crop failed");
+    region = VipsRef(out);
+    cur = out;
+  }
+  VipsRef resized;
+  if (out_w != w || out_h != h) {
+    VipsImage* out = nullptr;
+    if (vips_resize(cur, &out, static_cast<double>(out_w) / w, "vscale", static_cast<double>(out_h) / h, nullptr) != 0) {
+      fail(ErrorCode::Internal, "resize failed");
+    }
+    resized = VipsRef(out);
+    cur = out;
+    if (cur->Xsize != out_w || cur->Ysize != out_h) {
+      VipsImage* exact = nullptr;
+      if (vips_embed(cur, &exact, 0, 0, out_w, out_h, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "resize failed");
+      resized = VipsRef(exact);
+      cur = exact;
+    }
+  }
+  Pixels all;
+  copy_pixels(cur, all, ErrorCode::Internal);
+  const size_t n = static_cast<size_t>(out_w) * out_h;
+  rgb.width = alpha.width = out_w;
+  rgb.height = alpha.height = out_h;
+  rgb.bands = 3;
+  if (all.bands == 3) {
+    rgb.data = std::move(all.data);
+    alpha.bands = 0;
+    alpha.data.clear();
+    return;
+  }
+  rgb.data.resize(n * 3);
+  alpha.bands = 1;
+  alpha.data.resize(n);
+  const uint8_t* s = all.data.data();
+  for (size_t i = 0; i < n; ++i, s += 4) {
+    rgb.data[i * 3] = s[0];
+    rgb.data[i * 3 + 1] = s[1];
+    rgb.data[i * 3 + 2] = s[2];
+    alpha.data[i] = s[3];
+  }
+}
+
+Encoded encode(const Pixels& pixels, const JobOptions& options) {
+  VipsImage* image = vips_image_new_from_memory(pixels.data.data(), pixels.data.size(), pixels.width, pixels.height, pixels.bands,
+                                                VIPS_FORMAT_UCHAR);
+  if (image == nullptr) fail(ErrorCode::Internal, "cannot wrap the result");
+  VipsRef image_ref(image);
+  image->Type = pixels.bands <= 2 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB;
+  Encoded out;
+  int rc = -1;
+  switch (options.format) {
+    case OutputFormat::Png:
+      // Low zlib effort and no filters: encoding big RGBA results dominates post-processing time.
+      rc = vips_pngsave_buffer(image, &out.data, &out.length, "compression", options.png_compression, "filter",
+                               VIPS_FOREIGN_PNG_FILTER_NONE, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
+      break;
+    case OutputFormat::Jpeg:
+      rc = vips_jpegsave_buffer(image, &out.data, &out.length, "Q", options.quality, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
+      break;
+    case OutputFormat::Webp:
+      rc = vips_webpsave_buffer(image, &out.data, &out.length, "Q", options.quality, "effort", 2, "keep", VIPS_FOREIGN_KEEP_NONE,
+                                nullptr);
+      break;
+  }
+  if (rc != 0) fail(ErrorCode::Internal, "encode failed");
+  return out;
+}
+
+void free_encoded(void* data) { g_free(data); }
+
+}  // namespace bgone

@@ -1,0 +1,61 @@
+// Everything libvips does for a job: sniffing, header checks, decoding, resizing and encoding.
+// Rules for untrusted input (stack notes): only the JPEG, PNG and WebP loaders are allowed, the
+// header is checked before any pixel is decoded, truncated files are errors, and images are never
+// decoded to a temporary file.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+namespace bgone {
+
+enum class InputFormat { Jpeg, Png, Webp };
+
+void init_vips();
+// Throws unsupported_media_type unless the bytes start like a JPEG, PNG or WebP file.
+InputFormat sniff_format(const uint8_t* data, size_t length);
+
+struct HeaderInfo {
+  int width = 0;   // as displayed, after EXIF orientation
+  int height = 0;
+};
+// Reads only the header; throws image_too_large for a side over max_side, invalid_image if unreadable.
+HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, int max_side);
+
+// 8-bit interleaved pixels owned by us.
+struct Pixels {
+  int width = 0, height = 0, bands = 0;
+  std::vector<uint8_t> data;
+};
+
+// The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
+// exactly width x height with shrink-on-load. 3 bands.
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height);
+
+// Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).
+struct DecodedImage;
+struct DecodedDeleter { void operator()(DecodedImage* image) const; };
+using DecodedPtr = std::unique_ptr<DecodedImage, DecodedDeleter>;
+DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format);
+int decoded_width(const DecodedImage& image);
+int decoded_height(const DecodedImage& image);
+
+// Crops the box (x, y, w, h) from the decoded image (extending past its edges by repeating them) and
+// resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).
+void crop_and_resize(const DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb,
+                     Pixels& alpha);
+
+// Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
+// with free_encoded (it is handed to JavaScript without a copy).
+struct Encoded {
+  void* data = nullptr;
+  size_t length = 0;
+};
+Encoded encode(const Pixels& pixels, const JobOptions& options);
+void free_encoded(void* data);
+
+}  // namespace bgone

@@ -1,0 +1,52 @@
+// One ONNX model session behind the ONNX Runtime C API. The runtime library is opened with dlopen
+// from a path chosen in JavaScript (onnxruntime-node's copy), so the addon has no link-time
+// dependency on it. Every inference in the process is serialised: one run uses all cores, and
+// measurements showed no throughput gain from running two at once on this class of machine.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct OrtApi;
+struct OrtEnv;
+struct OrtSession;
+struct OrtSessionOptions;
+struct OrtMemoryInfo;
+
+namespace bgone {
+
+struct ModelSpec {
+  std::string path;
+  std::string input_name;
+  std::string output_name;
+  int width = 1024;
+  int height = 1024;
+  float mean[3] = {128, 128, 128};
+  float std[3] = {256, 256, 256};
+  int threads = 0;  // 0: ONNX Runtime's default (one per physical core)
+};
+
+// Loads libonnxruntime once per process; later calls with another path are ignored.
+void load_onnxruntime(const std::string& library_path);
+
+class Model {
+ public:
+  explicit Model(const ModelSpec& spec);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }
+  // Runs the model on a planar float tensor [1,3,H,W]; writes the [H,W] output plane into `out`.
+  // Serialised across all models of the process. Returns the time spent waiting for the lock (ms).
+  double run(std::vector<float>& input, std::vector<float>& out);
+
+ private:
+  ModelSpec spec_;
+  OrtSession* session_ = nullptr;
+  OrtMemoryInfo* memory_info_ = nullptr;
+};
+
+}  // namespace bgone

@@ -1,0 +1,243 @@
+#include "pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+
+#include "errors.h"
+#include "matting.h"
+
+namespace bgone {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+struct Box {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
+struct MaskStats {
+  size_t subject_pixels = 0;
+  int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
+};
+
+MaskStats analyse_mask(const Plane& mask) {
+  MaskStats s;
+  s.u0 = mask.width;
+  s.v0 = mask.height;
+  for (int y = 0; y < mask.height; ++y) {
+    const float* row = mask.row(y);
+    for (int x = 0; x < mask.width; ++x) {
+      if (row[x] < 0.5f) continue;
+      ++s.subject_pixels;
+      s.u0 = std::min(s.u0, x);
+      s.u1 = std::max(s.u1, x);
+      s.v0 = std::min(s.v0, y);
+      s.v1 = std::max(s.v1, y);
+    }
+  }
+  return s;
+}
+
+// The crop box in image pixels (may reach past the image), per api-contract.md: the subject's
+// bounding box plus padding (a fraction of the subject width) on every side; for W:H, the smallest
+// W:H box holding the padded subject, centred on it.
+Box crop_box(const JobOptions& o, const MaskStats& s, int image_w, int image_h, int mask_w, int mask_h) {
+  if (o.crop == CropMode::None) return {0, 0, image_w, image_h};
+  const double sx = static_cast<double>(image_w) / mask_w, sy = static_cast<double>(image_h) / mask_h;
+  const double x0 = std::floor(s.u0 * sx), x1 = std::ceil((s.u1 + 1) * sx);
+  const double y0 = std::floor(s.v0 * sy), y1 = std::ceil((s.v1 + 1) * sy);
+  const double pad = std::round(o.padding * (x1 - x0));
+  double bx0 = x0 - pad, bx1 = x1 + pad, by0 = y0 - pad, by1 = y1 + pad;
+  if (o.crop == CropMode::Aspect) {
+    const double ratio = static_cast<double>(o.aspect_w) / o.aspect_h;
+    double w = bx1 - bx0, h = by1 - by0;
+    if (w / h < ratio) {
+      w = std::ceil(h * ratio);
+    } else {
+      h = std::ceil(w / ratio);
+    }
+    const double cx = (bx0 + bx1) / 2, cy = (by0 + by1) / 2;
+    bx0 = std::round(cx - w / 2);
+    by0 = std::round(cy - h / 2);
+    bx1 = bx0 + w;
+    by1 = by0 + h;
+  }
+  Box b;
+  b.x = static_cast<int>(bx0);
+  b.y = static_cast<int>(by0);
+  b.w = std::max(1, static_cast<int>(bx1 - bx0));
+  b.h = std::max(1, static_cast<int>(by1 - by0));
+  return b;
+}
+
+// Share of each output column (or row) that lies inside the image: outside, alpha is 0.
+std::vector<float> coverage(int out_n, int box_start, int box_n, int image_n) {
+  std::vector<float> cov(out_n);
+  const double step = static_cast<double>(box_n) / out_n;
+  for (int i = 0; i < out_n; ++i) {
+    const double a = box_start + i * step, b = a + step;
+    const double inside = std::max(0.0, std::min(b, static_cast<double>(image_n)) - std::max(a, 0.0));
+    cov[i] = static_cast<float>(std::clamp(inside / step, 0.0, 1.0));
+  }
+  return cov;
+}
+
+inline uint8_t to_byte(float v) { return static_cast<uint8_t>(std::lround(std::clamp(v, 0.f, 1.f) * 255.f)); }
+
+Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_t>& fg) {
+  const size_t n = alpha.v.size();
+  Pixels out;
+  out.width = alpha.width;
+  out.height = alpha.height;
+  if (o.alpha_only) {
+    out.bands = 1;
+    out.data.resize(n);
+    for (size_t i = 0; i < n; ++i) out.data[i] = to_byte(alpha.v[i]);
+    return out;
+  }
+  // Background: bg_color, else white for JPEG (no alpha channel), else transparent.
+  bool has_bg = o.has_background || o.format == OutputFormat::Jpeg;
+  float bg[3] = {1, 1, 1}, bg_a = 1;
+  if (o.has_background) {
+    for (int c = 0; c < 3; ++c) bg[c] = o.background[c] / 255.f;
+    bg_a = o.background[3] / 255.f;
+  }
+  const bool keep_alpha = o.format != OutputFormat::Jpeg && (!has_bg || bg_a < 1.f);
+  out.bands = keep_alpha ? 4 : 3;
+  out.data.resize(n * out.bands);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t a8 = to_byte(alpha.v[i]);
+    const float a = a8 / 255.f;
+    uint8_t* px = out.data.data() + i * out.bands;
+    const uint8_t* f = fg.data() + i * 3;
+    if (!has_bg) {
+      // Fully transparent pixels carry no colour: nothing of the background leaks, and PNGs shrink.
+      for (int c = 0; c < 3; ++c) px[c] = a8 == 0 ? 0 : f[c];
+      px[3] = a8;
+      continue;
+    }
+    const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
+    float out_a = a + under;
+    float rgb[3];
+    for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
+    if (!keep_alpha && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
+      for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
+      out_a = 1.f;
+    }
+    for (int c = 0; c < 3; ++c) px[c] = to_byte(rgb[c]);
+    if (keep_alpha) px[3] = to_byte(out_a);
+  }
+  return out;
+}
+
+}  // namespace
+
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
+  const auto start = Clock::now();
+  JobResult result;
+  Timings& t = result.timings;
+
+  auto step = Clock::now();
+  const InputFormat format = sniff_format(data, length);
+  const HeaderInfo header = read_header(data, length, format, o.max_side);
+  t.decode += ms_since(step);
+
+  step = Clock::now();
+  const ModelSpec& spec = model.spec();
+  Pixels small = decode_for_model(data, length, format, spec.width, spec.height);
+  const size_t plane = static_cast<size_t>(spec.width) * spec.height;
+  std::vector<float> tensor(plane * 3);
+  for (size_t i = 0; i < plane; ++i) {
+    for (int c = 0; c < 3; ++c) tensor[c * plane + i] = (small.data[i * 3 + c] - spec.mean[c]) / spec.std[c];
+  }
+  t.preprocess = ms_since(step);
+
+  // The full-resolution decode runs beside the inference: the model's threads leave gaps, and the
+  // decode would otherwise add its whole time to the job's latency.
+  double decode_ms = 0;
+  auto full = std::async(std::launch::async, [&] {
+    auto s = Clock::now();
+    DecodedPtr d = decode_full(data, length, format);
+    decode_ms = ms_since(s);
+    return d;
+  });
+
+  Plane mask(spec.width, spec.height);
+  step = Clock::now();
+  try {
+    t.queue = model.run(tensor, mask.v);
+  } catch (...) {
+    try {
+      full.get();
+    } catch (...) {
+    }
+    throw;
+  }
+  t.inference = ms_since(step) - t.queue;
+  std::vector<float>().swap(tensor);
+  for (float& v : mask.v) v = std::clamp(v, 0.f, 1.f);
+
+  DecodedPtr decoded = full.get();
+  t.decode += decode_ms;
+  const int image_w = decoded_width(*decoded), image_h = decoded_height(*decoded);
+  if (image_w != header.width || image_h != header.height) throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
+
+  const MaskStats stats = analyse_mask(mask);
+  if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * plane)) {
+    throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
+  }
+
+  // Crop first, then the size preset (never upscaling).
+  step = Clock::now();
+  const Box box = crop_box(o, stats, image_w, image_h, spec.width, spec.height);
+  const double box_pixels = static_cast<double>(box.w) * box.h;
+  const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
+  const int out_w = std::max(1, static_cast<int>(std::floor(box.w * scale + 1e-9)));
+  const int out_h = std::max(1, static_cast<int>(std::floor(box.h * scale + 1e-9)));
+  Pixels rgb, input_alpha;
+  crop_and_resize(*decoded, box.x, box.y, box.w, box.h, out_w, out_h, rgb, input_alpha);
+  decoded.reset();
+  t.resize = ms_since(step);
+
+  step = Clock::now();
+  // Output pixel centre -> mask pixel centre, per axis.
+  const double kx = static_cast<double>(spec.width) / image_w, ky = static_cast<double>(spec.height) / image_h;
+  const AxisMap mx{static_cast<double>(box.w) / out_w * kx, (box.x + 0.5 * box.w / out_w) * kx - 0.5};
+  const AxisMap my{static_cast<double>(box.h) / out_h * ky, (box.y + 0.5 * box.h / out_h) * ky - 0.5};
+  Plane alpha;
+  if (o.refine) {
+    const GuidedCoefficients k = fit_guided(small.data.data(), mask, o.guided_radius, o.guided_eps);
+    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, mx, my);
+  } else {
+    alpha = resample_plane(mask, out_w, out_h, mx, my);
+  }
+  const std::vector<float> cov_x = coverage(out_w, box.x, box.w, image_w);
+  const std::vector<float> cov_y = coverage(out_h, box.y, box.h, image_h);
+  for (int y = 0; y < out_h; ++y) {
+    float* row = alpha.row(y);
+    const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
+    for (int x = 0; x < out_w; ++x) {
+      float a = std::clamp(row[x], 0.f, 1.f) * cov_x[x] * cov_y[y];
+      if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
+      row[x] = a;
+    }
+  }
+  std::vector<uint8_t> fg;
+  if (!o.alpha_only) fg = o.refine ? estimate_foreground(rgb.data.data(), alpha) : std::move(rgb.data);
+  Pixels composed = compose(o, alpha, fg);
+  t.matting = ms_since(step);
+
+  step = Clock::now();
+  result.encoded = encode(composed, o);
+  t.encode = ms_since(step);
+  result.width = composed.width;
+  result.height = composed.height;
+  result.channels = composed.bands;
+  t.total = ms_since(start);
+  return result;
+}
+
+}  // namespace bgone

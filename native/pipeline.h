@@ -1,0 +1,31 @@
+// One background-removal job from uploaded bytes to encoded result, run on a worker thread.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "image_io.h"
+#include "model.h"
+#include "options.h"
+
+namespace bgone {
+
+struct Timings {
+  double decode = 0;          // header check and full-resolution decode
+  double preprocess = 0;      // shrink-on-load to the model's input and the input tensor
+  double inference = 0;       // the model's run itself
+  double queue = 0;           // waiting for another job's inference
+  double resize = 0;          // crop, canvas and output-size resampling of the colour image
+  double matting = 0;         // mask -> alpha at output resolution, foreground colours, compositing
+  double encode = 0;
+  double total = 0;
+};
+
+struct JobResult {
+  Encoded encoded;  // owned by the caller (free_encoded)
+  int width = 0, height = 0, channels = 0;
+  Timings timings;
+};
+
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model& model);
+
+}  // namespace bgone

@@ -1,0 +1,23 @@
+// `npm install` entry point: fetch the model weights, then make sure a native addon loads,
+// compiling it only when no prebuild (or earlier build) matches this platform.
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { fetchModels } from './fetch-models.mjs';
+import { buildNative } from './build-native.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+
+fetchModels({ only: process.env.BGONE_MODELS ? process.env.BGONE_MODELS.split(',') : undefined });
+
+let loadable = false;
+if (!process.env.BGONE_FORCE_BUILD) {
+  try {
+    require('node-gyp-build').path(root);
+    loadable = true;
+  } catch {
+    loadable = false;
+  }
+}
+if (!loadable) buildNative();
