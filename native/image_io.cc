@@ -2,6 +2,7 @@
 
 #include <vips/vips.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -139,6 +140,7 @@ void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
 
 }  // namespace
 
+
 struct DecodedImage {
   VipsRef image;  // in memory, 8-bit sRGB, 3 or 4 bands
 };
@@ -156,11 +158,10 @@ void init_vips() {
     if (VIPS_INIT("bgone") != 0) throw PipelineError(ErrorCode::Internal, "libvips failed to start: " + take_vips_error());
     vips_cache_set_max(0);
     vips_cache_set_max_mem(0);
+    // Loaders marked untrusted (ImageMagick, MATLAB, ...) are blocked process-wide. Our own code
+    // never lets libvips choose a loader: it calls the JPEG, PNG or WebP loader the sniff picked.
+    // The other loaders stay available because the host process may share this libvips (sharp).
     vips_block_untrusted_set(TRUE);
-    vips_operation_block_set("VipsForeignLoad", TRUE);
-    vips_operation_block_set("VipsForeignLoadJpegBuffer", FALSE);
-    vips_operation_block_set("VipsForeignLoadPngBuffer", FALSE);
-    vips_operation_block_set("VipsForeignLoadWebpBuffer", FALSE);
   });
 }
 
@@ -185,16 +186,11 @@ HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, i
   return info;
 }
 
-Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height) {
-  (void)format;  // thumbnail picks the same loader: every other loader is blocked in init_vips
-  VipsImage* thumb = nullptr;
-  // Shrink-on-load (JPEG DCT scaling, WebP scaling) straight to the model's size, auto-rotated.
-  if (vips_thumbnail_buffer(const_cast<uint8_t*>(data), length, &thumb, width, "height", height, "size", VIPS_SIZE_FORCE,
-                            "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr) != 0) {
-    fail(ErrorCode::InvalidImage, "decode failed");
-  }
-  VipsRef thumb_ref(thumb);
-  VipsRef srgb = to_srgb8(thumb);
+namespace {
+
+// Flattens alpha on white and stretches to exactly width x height: the model's input.
+Pixels model_input_from(VipsImage* in, int width, int height) {
+  VipsRef srgb = to_srgb8(in);
   VipsImage* cur = srgb.get();
   VipsRef flat;
   if (cur->Bands == 4) {
@@ -206,14 +202,20 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
     flat = VipsRef(out);
     cur = out;
   }
+  VipsRef resized;
   if (cur->Xsize != width || cur->Ysize != height) {
-    // thumbnail may round a side by one pixel; stretch to the exact size.
     VipsImage* out = nullptr;
     if (vips_resize(cur, &out, static_cast<double>(width) / cur->Xsize, "vscale", static_cast<double>(height) / cur->Ysize, nullptr) != 0) {
       fail(ErrorCode::InvalidImage, "resize failed");
     }
-    flat = VipsRef(out);
+    resized = VipsRef(out);
     cur = out;
+    if (cur->Xsize != width || cur->Ysize != height) {  // rounding of a side by one pixel
+      VipsImage* exact = nullptr;
+      if (vips_embed(cur, &exact, 0, 0, width, height, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "resize failed");
+      resized = VipsRef(exact);
+      cur = exact;
+    }
   }
   Pixels pixels;
   copy_pixels(cur, pixels, ErrorCode::InvalidImage);
@@ -221,6 +223,47 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
     throw PipelineError(ErrorCode::Internal, "model input has an unexpected shape");
   }
   return pixels;
+}
+
+}  // namespace
+
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height) {
+  // Shrink-on-load: JPEG decodes at 1/2, 1/4 or 1/8 scale in the DCT, WebP scales while decoding,
+  // as long as the result still has at least the model's resolution. The loader is the sniffed one,
+  // never one libvips would pick by itself.
+  VipsRef header = open_image(data, length, format);
+  const int w = header.get()->Xsize, h = header.get()->Ysize;
+  header.reset();
+  VipsImage* loaded = nullptr;
+  void* buf = const_cast<uint8_t*>(data);
+  int rc = -1;
+  const int target = std::max(width, height);
+  switch (format) {
+    case InputFormat::Jpeg: {
+      int shrink = 1;
+      while (shrink < 8 && w / (shrink * 2) >= target && h / (shrink * 2) >= target) shrink *= 2;
+      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+    }
+    case InputFormat::Webp: {
+      const double scale = std::min(1.0, std::max(static_cast<double>(target) / w, static_cast<double>(target) / h));
+      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+    }
+    case InputFormat::Png:
+      rc = vips_pngload_buffer(buf, length, &loaded, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      break;
+  }
+  if (rc != 0) fail(ErrorCode::InvalidImage, "decode failed");
+  VipsRef loaded_ref(loaded);
+  VipsRef decoded = materialise(loaded, ErrorCode::InvalidImage, "decode failed");
+  loaded_ref.reset();
+  VipsRef rotated = autorotate(decoded.get());
+  return model_input_from(rotated.get(), width, height);
+}
+
+Pixels model_input_from_decoded(const DecodedImage& image, int width, int height) {
+  return model_input_from(image.image.get(), width, height);
 }
 
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {

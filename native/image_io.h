@@ -32,10 +32,6 @@ struct Pixels {
   std::vector<uint8_t> data;
 };
 
-// The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
-// exactly width x height with shrink-on-load. 3 bands.
-Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height);
-
 // Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).
 struct DecodedImage;
 struct DecodedDeleter { void operator()(DecodedImage* image) const; };
@@ -43,6 +39,12 @@ using DecodedPtr = std::unique_ptr<DecodedImage, DecodedDeleter>;
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format);
 int decoded_width(const DecodedImage& image);
 int decoded_height(const DecodedImage& image);
+
+// The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
+// exactly width x height (3 bands), decoded with shrink-on-load where the format has it (JPEG, WebP)...
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height);
+// ...or derived from the full decode (PNG, which has no shrink-on-load).
+Pixels model_input_from_decoded(const DecodedImage& image, int width, int height);
 
 // Crops the box (x, y, w, h) from the decoded image (extending past its edges by repeating them) and
 // resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).

@@ -145,34 +145,47 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const HeaderInfo header = read_header(data, length, format, o.max_side);
   t.decode += ms_since(step);
 
-  step = Clock::now();
   const ModelSpec& spec = model.spec();
-  Pixels small = decode_for_model(data, length, format, spec.width, spec.height);
   const size_t plane = static_cast<size_t>(spec.width) * spec.height;
+  Pixels small;
+  std::future<DecodedPtr> full;
+  DecodedPtr decoded;
+  double decode_ms = 0;
+  if (format == InputFormat::Png) {
+    // No shrink-on-load for PNG: decode once and derive the model's input from the full image.
+    step = Clock::now();
+    decoded = decode_full(data, length, format);
+    t.decode += ms_since(step);
+    step = Clock::now();
+    small = model_input_from_decoded(*decoded, spec.width, spec.height);
+  } else {
+    step = Clock::now();
+    small = decode_for_model(data, length, format, spec.width, spec.height);
+    // The full-resolution decode runs beside the inference: the model's threads leave gaps, and
+    // the decode would otherwise add its whole time to the job's latency.
+    full = std::async(std::launch::async, [&decode_ms, data, length, format] {
+      auto s = Clock::now();
+      DecodedPtr d = decode_full(data, length, format);
+      decode_ms = ms_since(s);
+      return d;
+    });
+  }
   std::vector<float> tensor(plane * 3);
   for (size_t i = 0; i < plane; ++i) {
     for (int c = 0; c < 3; ++c) tensor[c * plane + i] = (small.data[i * 3 + c] - spec.mean[c]) / spec.std[c];
   }
   t.preprocess = ms_since(step);
 
-  // The full-resolution decode runs beside the inference: the model's threads leave gaps, and the
-  // decode would otherwise add its whole time to the job's latency.
-  double decode_ms = 0;
-  auto full = std::async(std::launch::async, [&] {
-    auto s = Clock::now();
-    DecodedPtr d = decode_full(data, length, format);
-    decode_ms = ms_since(s);
-    return d;
-  });
-
   Plane mask(spec.width, spec.height);
   step = Clock::now();
   try {
     t.queue = model.run(tensor, mask.v);
   } catch (...) {
-    try {
-      full.get();
-    } catch (...) {
+    if (full.valid()) {
+      try {
+        full.get();
+      } catch (...) {
+      }
     }
     throw;
   }
@@ -180,8 +193,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   std::vector<float>().swap(tensor);
   for (float& v : mask.v) v = std::clamp(v, 0.f, 1.f);
 
-  DecodedPtr decoded = full.get();
-  t.decode += decode_ms;
+  if (full.valid()) {
+    decoded = full.get();
+    t.decode += decode_ms;
+  }
   const int image_w = decoded_width(*decoded), image_h = decoded_height(*decoded);
   if (image_w != header.width || image_h != header.height) throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
 
