@@ -5,7 +5,7 @@
  * reference pipeline's scores from BASELINE.md. Writes bench/results/quality.json.
  *
  * Options: --only <prefix> (e.g. am_), --variants refined,plain, and for tuning the env variables
- * BGONE_GUIDED_RADIUS / BGONE_GUIDED_EPS.
+ * BGONE_GUIDED_RADIUS / BGONE_GUIDED_EPS / BGONE_LEVELS=low,high.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -49,6 +49,7 @@ async function main(): Promise<void> {
   const tuning: Record<string, number> = {};
   if (process.env.BGONE_GUIDED_RADIUS) tuning.guidedRadius = Number(process.env.BGONE_GUIDED_RADIUS);
   if (process.env.BGONE_GUIDED_EPS) tuning.guidedEps = Number(process.env.BGONE_GUIDED_EPS);
+  if (process.env.BGONE_LEVELS) [tuning.levelsLow, tuning.levelsHigh] = process.env.BGONE_LEVELS.split(',').map(Number) as [number, number];
 
   const perImage: Array<{ name: string; variant: string; scores: MatteScores }> = [];
   for (const file of names) {

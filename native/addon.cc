@@ -62,6 +62,8 @@ JobOptions read_options(const Napi::Object& o) {
   j.min_subject = get_double(o, "minSubject", j.min_subject);
   j.guided_radius = get_int(o, "guidedRadius", j.guided_radius);
   j.guided_eps = get_double(o, "guidedEps", j.guided_eps);
+  j.levels_low = static_cast<float>(get_double(o, "levelsLow", j.levels_low));
+  j.levels_high = static_cast<float>(get_double(o, "levelsHigh", j.levels_high));
   j.quality = get_int(o, "quality", j.quality);
   j.png_compression = get_int(o, "pngCompression", j.png_compression);
   return j;

@@ -1,9 +1,41 @@
 #include "matting.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 namespace bgone {
+
+void parallel_for(int count, const std::function<void(int)>& fn) {
+  const int workers = std::min<int>(count, std::max(1u, std::thread::hardware_concurrency()));
+  if (workers <= 1) {
+    for (int i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  std::atomic<int> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (int i; (i = next.fetch_add(1)) < count;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < workers; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 namespace {
 
 struct Tap {
@@ -132,11 +164,11 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
     ch[4][i] = r * p; ch[5][i] = g * p; ch[6][i] = b * p;
     ch[7][i] = r * r; ch[8][i] = r * g; ch[9][i] = r * b; ch[10][i] = g * g; ch[11][i] = g * b; ch[12][i] = b * b;
   }
-  std::vector<float> mean(n);
-  for (auto& c : ch) {
-    box_mean(c.data(), mean.data(), w, h, radius);
-    c.swap(mean);
-  }
+  parallel_for(13, [&](int c) {
+    std::vector<float> mean(n);
+    box_mean(ch[c].data(), mean.data(), w, h, radius);
+    ch[c].swap(mean);
+  });
   GuidedCoefficients k;
   for (auto& a : k.a) a = Plane(w, h);
   k.b = Plane(w, h);
@@ -158,56 +190,136 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
     k.a[2].v[i] = static_cast<float>(ab);
     k.b.v[i] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
   }
-  for (Plane* p : {&k.a[0], &k.a[1], &k.a[2], &k.b}) {
-    box_mean(p->v.data(), mean.data(), w, h, radius);
-    p->v.swap(mean);
-  }
+  Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
+  parallel_for(4, [&](int c) {
+    std::vector<float> mean(n);
+    box_mean(planes[c]->v.data(), mean.data(), w, h, radius);
+    planes[c]->v.swap(mean);
+  });
   return k;
 }
 
-Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my) {
-  Plane ar = resample_plane(k.a[0], out_w, out_h, mx, my);
-  Plane ag = resample_plane(k.a[1], out_w, out_h, mx, my);
-  Plane ab = resample_plane(k.a[2], out_w, out_h, mx, my);
-  Plane q = resample_plane(k.b, out_w, out_h, mx, my);
-  const size_t n = q.v.size();
-  for (size_t i = 0; i < n; ++i) {
-    const float v = q.v[i] + (ar.v[i] * rgb[i * 3] + ag.v[i] * rgb[i * 3 + 1] + ab.v[i] * rgb[i * 3 + 2]) * (1.f / 255.f);
-    q.v[i] = std::clamp(v, 0.f, 1.f);
+namespace {
+
+// Bilinear sample positions along one axis (upsampling: every output maps between two samples).
+struct Lerp {
+  int i0, i1;
+  float f;
+};
+std::vector<Lerp> lerps(int out_n, int src_n, AxisMap map) {
+  std::vector<Lerp> l(out_n);
+  for (int o = 0; o < out_n; ++o) {
+    const double pos = std::clamp(map.scale * o + map.offset, 0.0, static_cast<double>(src_n - 1));
+    const int i0 = static_cast<int>(pos);
+    l[o] = {i0, std::min(i0 + 1, src_n - 1), static_cast<float>(pos - i0)};
   }
+  return l;
+}
+
+}  // namespace
+
+Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my) {
+  Plane q(out_w, out_h);
+  if (mx.scale > 1.0 || my.scale > 1.0) {
+    // Shrinking: antialiased resampling of each coefficient plane (the output is small here).
+    Plane ar = resample_plane(k.a[0], out_w, out_h, mx, my);
+    Plane ag = resample_plane(k.a[1], out_w, out_h, mx, my);
+    Plane ab = resample_plane(k.a[2], out_w, out_h, mx, my);
+    Plane b = resample_plane(k.b, out_w, out_h, mx, my);
+    for (size_t i = 0; i < q.v.size(); ++i) {
+      const float v = b.v[i] + (ar.v[i] * rgb[i * 3] + ag.v[i] * rgb[i * 3 + 1] + ab.v[i] * rgb[i * 3 + 2]) * (1.f / 255.f);
+      q.v[i] = std::clamp(v, 0.f, 1.f);
+    }
+    return q;
+  }
+  // Enlarging (the common case for photos): bilinear, fused, without full-size coefficient planes:
+  // each output row interpolates the four planes vertically once, then horizontally per pixel.
+  const int sw = k.b.width;
+  const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, k.b.height, my);
+  const Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
+  const int bands = 4;
+  parallel_for(std::max(1, std::min(out_h, 64)), [&](int chunk) {
+    const int chunks = std::max(1, std::min(out_h, 64));
+    const int y_begin = static_cast<int>(static_cast<long long>(out_h) * chunk / chunks);
+    const int y_end = static_cast<int>(static_cast<long long>(out_h) * (chunk + 1) / chunks);
+    std::vector<float> row(static_cast<size_t>(sw) * bands);
+    for (int y = y_begin; y < y_end; ++y) {
+      const Lerp& v = ly[y];
+      for (int c = 0; c < bands; ++c) {
+        const float* r0 = planes[c]->row(v.i0);
+        const float* r1 = planes[c]->row(v.i1);
+        for (int x = 0; x < sw; ++x) row[static_cast<size_t>(x) * bands + c] = r0[x] + (r1[x] - r0[x]) * v.f;
+      }
+      const uint8_t* px = rgb + static_cast<size_t>(y) * out_w * 3;
+      float* out = q.row(y);
+      for (int x = 0; x < out_w; ++x) {
+        const Lerp& h = lx[x];
+        const float* p0 = row.data() + static_cast<size_t>(h.i0) * bands;
+        const float* p1 = row.data() + static_cast<size_t>(h.i1) * bands;
+        const float ar = p0[0] + (p1[0] - p0[0]) * h.f, ag = p0[1] + (p1[1] - p0[1]) * h.f;
+        const float ab = p0[2] + (p1[2] - p0[2]) * h.f, b = p0[3] + (p1[3] - p0[3]) * h.f;
+        const float value = b + (ar * px[x * 3] + ag * px[x * 3 + 1] + ab * px[x * 3 + 2]) * (1.f / 255.f);
+        out[x] = std::clamp(value, 0.f, 1.f);
+      }
+    }
+  });
   return q;
 }
 
 namespace {
 
-// One blur-fusion step: F and B (interleaved 0..1 floats) are replaced by their alpha-weighted local
-// means corrected so that alpha*F + (1-alpha)*B reproduces the image.
-void blur_fusion_step(const std::vector<float>& image, const Plane& alpha, std::vector<float>& fg, std::vector<float>& bg, int radius) {
+constexpr double kForegroundWorkPixels = 1e6;  // blur fusion runs at no more than this resolution
+
+// Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion).
+void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, const Plane& alpha, int radius, std::vector<float>& f_hat,
+                    std::vector<float>& b_hat) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  std::vector<float> tmp(n), blurred_a(n), fa[3], ba[3];
-  box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
-  for (int c = 0; c < 3; ++c) {
-    fa[c].resize(n);
-    ba[c].resize(n);
-    for (size_t i = 0; i < n; ++i) tmp[i] = fg[i * 3 + c] * alpha.v[i];
-    box_mean(tmp.data(), fa[c].data(), w, h, radius);
-    for (size_t i = 0; i < n; ++i) tmp[i] = bg[i * 3 + c] * (1.f - alpha.v[i]);
-    box_mean(tmp.data(), ba[c].data(), w, h, radius);
-  }
+  std::vector<float> blurred_a(n), fa[3], ba[3];
+  parallel_for(7, [&](int job) {
+    std::vector<float> tmp(n);
+    if (job == 6) {
+      box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
+      return;
+    }
+    const int c = job % 3;
+    const bool is_fg = job < 3;
+    std::vector<float>& out = is_fg ? fa[c] : ba[c];
+    out.resize(n);
+    const std::vector<float>& src = is_fg ? fg : bg;
+    for (size_t i = 0; i < n; ++i) tmp[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
+    box_mean(tmp.data(), out.data(), w, h, radius);
+  });
+  f_hat.resize(n * 3);
+  b_hat.resize(n * 3);
   for (size_t i = 0; i < n; ++i) {
-    const float a = alpha.v[i];
     const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
-    float f[3], b[3];
     for (int c = 0; c < 3; ++c) {
-      f[c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
-      b[c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+      f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
+      b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
     }
-    for (int c = 0; c < 3; ++c) {
-      const float residual = image[i * 3 + c] - a * f[c] - (1.f - a) * b[c];
-      fg[i * 3 + c] = std::clamp(f[c] + a * residual, 0.f, 1.f);
-      bg[i * 3 + c] = std::clamp(b[c] + (1.f - a) * residual, 0.f, 1.f);
+  }
+}
+
+// Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
+void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<float>& image, Plane& small_alpha) {
+  const int w = alpha.width, h = alpha.height;
+  const int sw = (w + factor - 1) / factor, sh = (h + factor - 1) / factor;
+  small_alpha = Plane(sw, sh);
+  image.assign(static_cast<size_t>(sw) * sh * 3, 0.f);
+  std::vector<float> count(static_cast<size_t>(sw) * sh, 0.f);
+  for (int y = 0; y < h; ++y) {
+    const int sy = y / factor;
+    for (int x = 0; x < w; ++x) {
+      const size_t si = static_cast<size_t>(sy) * sw + x / factor, i = static_cast<size_t>(y) * w + x;
+      for (int c = 0; c < 3; ++c) image[si * 3 + c] += rgb[i * 3 + c];
+      small_alpha.v[si] += alpha.v[i];
+      count[si] += 1;
     }
+  }
+  for (size_t i = 0; i < count.size(); ++i) {
+    for (int c = 0; c < 3; ++c) image[i * 3 + c] /= count[i] * 255.f;
+    small_alpha.v[i] /= count[i];
   }
 }
 
@@ -217,22 +329,54 @@ std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha)
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
   std::vector<uint8_t> out(rgb, rgb + n * 3);
-  bool any_partial = false;
-  for (size_t i = 0; i < n && !any_partial; ++i) any_partial = alpha.v[i] > 0.f && alpha.v[i] < 1.f;
-  if (!any_partial) return out;
-  std::vector<float> image(n * 3);
-  for (size_t i = 0; i < n * 3; ++i) image[i] = rgb[i] * (1.f / 255.f);
-  std::vector<float> fg = image, bg = image;
-  // Radii from the paper (90 then 6 px) are for ~1 MP images; scale them with the image.
-  const double scale = std::sqrt(static_cast<double>(n) / 1e6);
+  std::vector<uint32_t> partial;  // only semi-transparent pixels get a new colour
+  for (size_t i = 0; i < n; ++i) {
+    if (alpha.v[i] > 0.f && alpha.v[i] < 1.f) partial.push_back(static_cast<uint32_t>(i));
+  }
+  if (partial.empty()) return out;
+  // The blurred estimates are smooth, so they are computed at a bounded working resolution and
+  // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
+  const int factor = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) / kForegroundWorkPixels))));
+  std::vector<float> image;
+  Plane work_alpha;
+  shrink_by(rgb, alpha, factor, image, work_alpha);
+  const size_t wn = work_alpha.v.size();
+  // Radii from the paper (90 then 6 px) are for images of about 1 MP; scale them with the image.
+  const double scale = std::sqrt(static_cast<double>(wn) / 1e6);
   const int large = std::max(3, static_cast<int>(std::lround(90 * scale)));
   const int small = std::max(1, static_cast<int>(std::lround(6 * scale)));
-  blur_fusion_step(image, alpha, fg, bg, large);
-  blur_fusion_step(image, alpha, fg, bg, small);
-  for (size_t i = 0; i < n; ++i) {
+  std::vector<float> fg = image, bg = image, f_hat, b_hat;
+  weighted_means(fg, bg, work_alpha, large, f_hat, b_hat);
+  for (size_t i = 0; i < wn; ++i) {  // first blur-fusion step, at working resolution
+    const float a = work_alpha.v[i];
+    for (int c = 0; c < 3; ++c) {
+      const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
+      fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
+      bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+    }
+  }
+  weighted_means(fg, bg, work_alpha, small, f_hat, b_hat);  // second step's estimates
+  const int sw = work_alpha.width, sh = work_alpha.height;
+  for (uint32_t i : partial) {
+    const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
+    const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
+    const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
+    const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
+    const int x1 = std::min(x0 + 1, sw - 1), y1 = std::min(y0 + 1, sh - 1);
+    const float tx = fx - x0, ty = fy - y0;
+    const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
+    const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
     const float a = alpha.v[i];
-    if (a <= 0.f || a >= 1.f) continue;
-    for (int c = 0; c < 3; ++c) out[i * 3 + c] = static_cast<uint8_t>(std::lround(fg[i * 3 + c] * 255.f));
+    for (int c = 0; c < 3; ++c) {
+      auto sample = [&](const std::vector<float>& p) {
+        const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
+        const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
+        return top + (bottom - top) * ty;
+      };
+      const float f = sample(f_hat), b = sample(b_hat);
+      const float residual = rgb[static_cast<size_t>(i) * 3 + c] / 255.f - a * f - (1.f - a) * b;
+      out[static_cast<size_t>(i) * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(f + a * residual, 0.f, 1.f) * 255.f));
+    }
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace bgone {
@@ -31,6 +32,9 @@ struct AxisMap {
 
 // Resamples `src` to out_w x out_h; a linear (tent) filter widened when shrinking, edges clamped.
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my);
+
+// Runs fn(0..count-1) on up to one thread per core; rethrows the first exception.
+void parallel_for(int count, const std::function<void(int)>& fn);
 
 // Box mean over a (2r+1)^2 window, windows clipped at the borders.
 void box_mean(const float* in, float* out, int w, int h, int r);

@@ -23,6 +23,9 @@ struct JobOptions {
   // Tuning knobs of the refinement (internal; defaults chosen with bench/quality).
   int guided_radius = 6;        // at the model's resolution
   double guided_eps = 1e-3;
+  float levels_low = 0.1f;      // refined alpha below this becomes 0, above levels_high 1, linear between:
+                                // removes faint haze (measured with bench/quality)
+  float levels_high = 0.9f;
   int quality = 90;             // JPEG / WebP quality
   int png_compression = 3;
 };

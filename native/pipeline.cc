@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 
 #include "errors.h"
@@ -235,7 +236,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     float* row = alpha.row(y);
     const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
     for (int x = 0; x < out_w; ++x) {
-      float a = std::clamp(row[x], 0.f, 1.f) * cov_x[x] * cov_y[y];
+      float a = std::clamp(row[x], 0.f, 1.f);
+      if (o.refine && o.levels_low < o.levels_high) a = std::clamp((a - o.levels_low) / (o.levels_high - o.levels_low), 0.f, 1.f);
+      a *= cov_x[x] * cov_y[y];
       if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
       row[x] = a;
     }
