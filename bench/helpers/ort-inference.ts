@@ -1,0 +1,165 @@
+/**
+ * Pure model inference with onnxruntime-node, for bench/pipeline.ts: the reference the end-to-end
+ * pipeline is compared with. It runs in its own process so that the benchmark process's peak RSS
+ * stays the pipeline's own and the two ONNX Runtime users never share a process.
+ *
+ * The session is configured like the addon's (native/model.cc): default intra-op threads (or
+ * BGONE_INFERENCE_THREADS), one inter-op thread, all graph optimisations, no CPU memory arena, no
+ * memory patterns, no spinning of idle intra-op threads. Only the model's 'output' is fetched. The
+ * input is a fixed pseudo-random tensor in the range the addon's normalisation produces.
+ *
+ *   node dist/bench/helpers/ort-inference.js [--model medium] [--runs 5] [--warmup 1]
+ *     one-shot: prints one JSON object with the run times (ms) on stdout.
+ *   node dist/bench/helpers/ort-inference.js --serve [--model medium] [--warmup 1]
+ *     line protocol: prints {"type":"ready",...}, then answers each stdin line {"cmd":"run","n":N}
+ *     with {"type":"result","times":[...],...}; {"cmd":"exit"} (or the end of stdin) ends it.
+ */
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import * as ort from 'onnxruntime-node';
+import { MODELS_DIR, readManifest } from '../../src/models.js';
+
+interface Args {
+  serve: boolean;
+  model: string | undefined;
+  runs: number;
+  warmup: number;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { serve: false, model: undefined, runs: 5, warmup: 1 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--serve') args.serve = true;
+    else if (a === '--model') args.model = value();
+    else if (a === '--runs') args.runs = Number(value());
+    else if (a === '--warmup') args.warmup = Number(value());
+    else throw new Error(`unknown argument ${a}`);
+  }
+  if (!Number.isInteger(args.runs) || args.runs < 1) throw new Error('--runs must be a positive integer');
+  if (!Number.isInteger(args.warmup) || args.warmup < 0) throw new Error('--warmup must be a non-negative integer');
+  return args;
+}
+
+/** Same rule as src/models.ts: 0 (ONNX Runtime's default, one thread per core) unless set. */
+function inferenceThreads(): number {
+  const value = Number(process.env.BGONE_INFERENCE_THREADS ?? 0);
+  return Number.isInteger(value) && value >= 0 ? value : 0;
+}
+
+/** mulberry32: a tiny deterministic PRNG, so every run and every process sees the same tensor. */
+function randomTensorData(length: number, seed: number): Float32Array {
+  const data = new Float32Array(length);
+  let s = seed >>> 0;
+  for (let i = 0; i < length; i++) {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    const u = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    data[i] = u - 0.5; // (pixel - 128) / 256 lies in [-0.5, 0.5)
+  }
+  return data;
+}
+
+const maxRssMB = (): number => process.resourceUsage().maxRSS / 1024;
+const emit = (message: object): void => {
+  process.stdout.write(`${JSON.stringify(message)}\n`);
+};
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const manifest = readManifest();
+  const key = args.model ?? manifest.default;
+  const entry = manifest.models[key];
+  if (!entry) throw new Error(`unknown model ${key}`);
+  const threads = inferenceThreads();
+
+  const options: ort.InferenceSession.SessionOptions = {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    enableCpuMemArena: false,
+    enableMemPattern: false,
+    executionMode: 'sequential',
+    interOpNumThreads: 1,
+    logSeverityLevel: 3,
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
+    ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
+  };
+  const loadStart = performance.now();
+  const session = await ort.InferenceSession.create(join(MODELS_DIR, entry.file), options);
+  const loadMs = performance.now() - loadStart;
+
+  const { width, height, name: inputName } = entry.input;
+  const input = new ort.Tensor('float32', randomTensorData(3 * width * height, 0x5eed), [1, 3, height, width]);
+  const feeds = { [inputName]: input };
+  const fetches = [entry.output.name];
+
+  const runOnce = async (): Promise<number> => {
+    const start = performance.now();
+    const out = await session.run(feeds, fetches);
+    const ms = performance.now() - start;
+    for (const value of Object.values(out)) value.dispose();
+    return ms;
+  };
+  const runMany = async (n: number): Promise<number[]> => {
+    const times: number[] = [];
+    for (let i = 0; i < n; i++) times.push(await runOnce());
+    return times;
+  };
+
+  const warmupMs = await runMany(args.warmup);
+  const info = {
+    model: key,
+    file: entry.file,
+    input: [1, 3, height, width],
+    intraOpNumThreads: threads,
+    onnxruntime: ort.env.versions.common,
+    loadMs,
+    warmupMs,
+  };
+
+  if (!args.serve) {
+    const times = await runMany(args.runs);
+    emit({ type: 'result', ...info, times, mean: times.reduce((a, b) => a + b, 0) / times.length, maxRssMB: maxRssMB() });
+    await session.release();
+    return;
+  }
+
+  emit({ type: 'ready', ...info, maxRssMB: maxRssMB() });
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (line.trim() === '') continue;
+    let cmd: { cmd?: string; n?: number };
+    try {
+      cmd = JSON.parse(line) as typeof cmd;
+    } catch {
+      emit({ type: 'error', message: `not JSON: ${line}` });
+      continue;
+    }
+    if (cmd.cmd === 'exit') break;
+    if (cmd.cmd === 'run') {
+      const n = Number.isInteger(cmd.n) && cmd.n! > 0 ? cmd.n! : 1;
+      try {
+        const times = await runMany(n);
+        emit({ type: 'result', times, maxRssMB: maxRssMB() });
+      } catch (err) {
+        emit({ type: 'error', message: err instanceof Error ? err.message : String(err) });
+      }
+      continue;
+    }
+    emit({ type: 'error', message: `unknown command ${String(cmd.cmd)}` });
+  }
+  lines.close();
+  await session.release();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`ort-inference: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
