@@ -2,13 +2,22 @@
  * Loads the addon (node-gyp-build: build/Release first, then prebuilds/) and starts it once, with
  * the path of onnxruntime-node's ONNX Runtime library, which the addon opens with dlopen.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NativeOptions } from './options.js';
 
 const require = createRequire(import.meta.url);
-export const PACKAGE_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** The package root: the nearest folder with a package.json (works from src/ and from dist/src/). */
+function findPackageRoot(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`bgone: no package.json above ${from}`);
+  }
+}
+export const PACKAGE_ROOT = findPackageRoot(dirname(fileURLToPath(import.meta.url)));
 
 export interface NativeTimings {
   decode: number;
