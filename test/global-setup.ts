@@ -1,9 +1,22 @@
 /**
- * Runs once before the test files (in vitest's main process): generates the fixtures in
- * test/.fixtures/ from the DEV photos if any is missing or stale.
+ * Runs once before the test files (in vitest's main process):
+ * 1. compiles the project into dist/ (tests that start worker threads or child processes load the
+ *    compiled store and CLI, which must be the current source);
+ * 2. generates the fixtures in test/.fixtures/ from the DEV photos if any is missing or stale.
  */
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { ensureFixtures } from './helpers/fixtures.js';
+import { REPO_ROOT } from './helpers/paths.js';
 
 export default async function setup(): Promise<void> {
+  const tsc = createRequire(join(REPO_ROOT, 'package.json')).resolve('typescript/bin/tsc');
+  try {
+    execFileSync(process.execPath, [tsc, '-p', join(REPO_ROOT, 'tsconfig.json')], { cwd: REPO_ROOT, stdio: 'pipe' });
+  } catch (err) {
+    const e = err as { stdout?: Buffer; stderr?: Buffer };
+    throw new Error(`compiling the project failed:\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+  }
   await ensureFixtures((line) => console.log(`[global-setup] ${line}`));
 }

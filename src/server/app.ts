@@ -123,7 +123,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const idempotencyKey = req.getHeader('idempotency-key');
     let aborted = false;
     let parser: MultipartParser | undefined;
-    let reservationId: string | null = null;
+    let reservationId: number | null = null;
     let holdsPlace = false;
     const finish = () => {
       if (holdsPlace) {
@@ -135,7 +135,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     res.onAborted(() => {
       aborted = true;
       parser?.abort();
-      if (reservationId) {
+      if (reservationId !== null) {
         store.release(reservationId); // the client is gone: never charged
         reservationId = null;
       }
@@ -146,7 +146,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const fail = (err: HttpError, extra: Headers = {}) => {
       if (aborted) return;
       parser?.abort();
-      if (reservationId) {
+      if (reservationId !== null) {
         store.release(reservationId);
         reservationId = null;
       }
@@ -169,13 +169,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (!auth) return fail(new HttpError('authentication_error'));
     if (auth.disabled) return fail(new HttpError('permission_denied'));
     // 2. Rate limit of the plan.
-    const rate = rateLimiter.take(auth.keyId, auth.rateLimitPerMinute);
+    const rate = rateLimiter.take(String(auth.keyId), auth.rateLimitPerMinute);
     const rh = rateHeaders(rate);
     if (!rate.allowed) return fail(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
     // 3. Load shedding before reading a byte of the body: fast and uncharged.
     if (admitted >= options.queueLimit) return fail(new HttpError('overloaded'), { ...rh, 'Retry-After': String(options.overloadRetryAfter) });
     if (contentLength && Number(contentLength) > MAX_BODY_BYTES) {
       return fail(new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES }), rh);
+    }
+    if (idempotencyKey.length > 255 || /[^\x21-\x7e]/.test(idempotencyKey)) {
+      return fail(new HttpError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }), rh);
     }
     admitted++;
     holdsPlace = true;
@@ -222,7 +225,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       const imageHash = idempotencyKey ? createHash('sha256').update(form.image).digest('hex') : undefined;
       let reservation;
       try {
-        reservation = store.reserve(account.accountId, { requestId, idempotencyKey: idempotencyKey || undefined, imageHash });
+        reservation = store.reserve(account.accountId, { requestId, keyId: account.keyId, idempotencyKey: idempotencyKey || undefined, imageHash });
       } catch (err) {
         logger.error({ requestId, err }, 'reservation failed');
         return fail(new HttpError('internal_server_error'), rh);
@@ -246,7 +249,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // 8. Charge, then answer.
       let charged = 0;
       try {
-        if (reservationId) {
+        if (reservationId !== null) {
           store.commit(reservationId);
           reservationId = null;
           charged = 1;

@@ -1,23 +1,40 @@
+import type { Store } from '../store/index.js';
+
 /**
  * What the HTTP service needs from accounts, keys and credits. src/store implements it on SQLite;
  * the service depends on this narrow interface only.
  */
 export interface Authenticated {
-  keyId: string;
-  accountId: string;
+  keyId: number;
+  accountId: number;
   disabled: boolean;
   rateLimitPerMinute: number;
 }
 
 export type Reservation =
-  | { ok: true; reservationId: string | null; alreadyCharged: boolean }
+  | { ok: true; reservationId: number | null; alreadyCharged: boolean }
   | { ok: false; reason: 'payment_required' | 'account_disabled' | 'idempotency_conflict' };
 
 export interface ServiceStore {
   /** null for a malformed, unknown or revoked key (malformed: without touching the database). */
   authenticate(rawKey: string): Authenticated | null;
-  reserve(accountId: string, request: { requestId: string; idempotencyKey?: string; imageHash?: string }): Reservation;
-  commit(reservationId: string): void;
-  release(reservationId: string): void;
-  remaining(accountId: string): number;
+  reserve(accountId: number, request: { requestId: string; keyId: number; idempotencyKey?: string; imageHash?: string }): Reservation;
+  commit(reservationId: number): void;
+  release(reservationId: number): void;
+  remaining(accountId: number): number;
+}
+
+/** The service's view of the SQLite store (src/store). */
+export function sqliteServiceStore(store: Store): ServiceStore {
+  return {
+    authenticate(rawKey) {
+      const auth = store.keys.authenticate(rawKey);
+      if (!auth) return null;
+      return { keyId: auth.keyId, accountId: auth.account.id, disabled: auth.account.disabled, rateLimitPerMinute: auth.plan.rateLimitPerMinute };
+    },
+    reserve: (accountId, request) => store.credits.reserve(accountId, request),
+    commit: (reservationId) => void store.credits.commit(reservationId),
+    release: (reservationId) => void store.credits.release(reservationId),
+    remaining: (accountId) => store.credits.balance(accountId).remaining,
+  };
 }
