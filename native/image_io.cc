@@ -127,15 +127,16 @@ VipsRef autorotate(VipsImage* in) {
   return VipsRef(out);
 }
 
+// Renders the image straight into a buffer we own (libvips writes into it: no second copy).
 void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
-  size_t size = 0;
-  void* mem = vips_image_write_to_memory(in, &size);
-  if (mem == nullptr) fail(code, "decode failed");
   out.width = in->Xsize;
   out.height = in->Ysize;
   out.bands = in->Bands;
-  out.data.assign(static_cast<uint8_t*>(mem), static_cast<uint8_t*>(mem) + size);
-  g_free(mem);
+  out.data.resize(VIPS_IMAGE_SIZEOF_IMAGE(in));
+  VipsImage* target = vips_image_new_from_memory(out.data.data(), out.data.size(), in->Xsize, in->Ysize, in->Bands, in->BandFmt);
+  if (target == nullptr) fail(code, "decode failed");
+  VipsRef target_ref(target);
+  if (vips_image_write(in, target) != 0) fail(code, "decode failed");
 }
 
 }  // namespace

@@ -36,6 +36,15 @@ void parallel_for(int count, const std::function<void(int)>& fn) {
   if (error) std::rethrow_exception(error);
 }
 
+void parallel_rows(int height, const std::function<void(int, int)>& fn) {
+  const int blocks = std::max(1, std::min(height, 64));
+  parallel_for(blocks, [&](int b) {
+    const int first = static_cast<int>(static_cast<long long>(height) * b / blocks);
+    const int end = static_cast<int>(static_cast<long long>(height) * (b + 1) / blocks);
+    if (first < end) fn(first, end);
+  });
+}
+
 namespace {
 
 struct Tap {
@@ -238,10 +247,7 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
   const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, k.b.height, my);
   const Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
   const int bands = 4;
-  parallel_for(std::max(1, std::min(out_h, 64)), [&](int chunk) {
-    const int chunks = std::max(1, std::min(out_h, 64));
-    const int y_begin = static_cast<int>(static_cast<long long>(out_h) * chunk / chunks);
-    const int y_end = static_cast<int>(static_cast<long long>(out_h) * (chunk + 1) / chunks);
+  parallel_rows(out_h, [&](int y_begin, int y_end) {
     std::vector<float> row(static_cast<size_t>(sw) * bands);
     for (int y = y_begin; y < y_end; ++y) {
       const Lerp& v = ly[y];
@@ -307,20 +313,30 @@ void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<f
   const int sw = (w + factor - 1) / factor, sh = (h + factor - 1) / factor;
   small_alpha = Plane(sw, sh);
   image.assign(static_cast<size_t>(sw) * sh * 3, 0.f);
-  std::vector<float> count(static_cast<size_t>(sw) * sh, 0.f);
-  for (int y = 0; y < h; ++y) {
-    const int sy = y / factor;
-    for (int x = 0; x < w; ++x) {
-      const size_t si = static_cast<size_t>(sy) * sw + x / factor, i = static_cast<size_t>(y) * w + x;
-      for (int c = 0; c < 3; ++c) image[si * 3 + c] += rgb[i * 3 + c];
-      small_alpha.v[si] += alpha.v[i];
-      count[si] += 1;
+  parallel_rows(sh, [&](int sy_begin, int sy_end) {
+    std::vector<float> count(sw);
+    for (int sy = sy_begin; sy < sy_end; ++sy) {
+      std::fill(count.begin(), count.end(), 0.f);
+      float* img_row = image.data() + static_cast<size_t>(sy) * sw * 3;
+      float* a_row = small_alpha.row(sy);
+      for (int y = sy * factor; y < std::min(h, (sy + 1) * factor); ++y) {
+        const uint8_t* px = rgb + static_cast<size_t>(y) * w * 3;
+        const float* a = alpha.row(y);
+        for (int x = 0; x < w; ++x) {
+          const int sx = x / factor;
+          img_row[sx * 3] += px[x * 3];
+          img_row[sx * 3 + 1] += px[x * 3 + 1];
+          img_row[sx * 3 + 2] += px[x * 3 + 2];
+          a_row[sx] += a[x];
+          count[sx] += 1;
+        }
+      }
+      for (int sx = 0; sx < sw; ++sx) {
+        for (int c = 0; c < 3; ++c) img_row[sx * 3 + c] /= count[sx] * 255.f;
+        a_row[sx] /= count[sx];
+      }
     }
-  }
-  for (size_t i = 0; i < count.size(); ++i) {
-    for (int c = 0; c < 3; ++c) image[i * 3 + c] /= count[i] * 255.f;
-    small_alpha.v[i] /= count[i];
-  }
+  });
 }
 
 }  // namespace
@@ -375,7 +391,7 @@ std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha)
       };
       const float f = sample(f_hat), b = sample(b_hat);
       const float residual = rgb[static_cast<size_t>(i) * 3 + c] / 255.f - a * f - (1.f - a) * b;
-      out[static_cast<size_t>(i) * 3 + c] = static_cast<uint8_t>(std::lround(std::clamp(f + a * residual, 0.f, 1.f) * 255.f));
+      out[static_cast<size_t>(i) * 3 + c] = unit_to_byte(f + a * residual);
     }
   }
   return out;

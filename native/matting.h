@@ -35,6 +35,11 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
 
 // Runs fn(0..count-1) on up to one thread per core; rethrows the first exception.
 void parallel_for(int count, const std::function<void(int)>& fn);
+// Splits rows [0, height) into contiguous blocks run in parallel: fn(first_row, end_row).
+void parallel_rows(int height, const std::function<void(int, int)>& fn);
+
+// 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).
+inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0.f : v >= 1.f ? 1.f : v) * 255.f + 0.5f); }
 
 // Box mean over a (2r+1)^2 window, windows clipped at the borders.
 void box_mean(const float* in, float* out, int w, int h, int r);

@@ -86,7 +86,7 @@ std::vector<float> coverage(int out_n, int box_start, int box_n, int image_n) {
   return cov;
 }
 
-inline uint8_t to_byte(float v) { return static_cast<uint8_t>(std::lround(std::clamp(v, 0.f, 1.f) * 255.f)); }
+inline uint8_t to_byte(float v) { return unit_to_byte(v); }
 
 Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_t>& fg) {
   const size_t n = alpha.v.size();
@@ -109,28 +109,30 @@ Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_
   const bool keep_alpha = o.format != OutputFormat::Jpeg && (!has_bg || bg_a < 1.f);
   out.bands = keep_alpha ? 4 : 3;
   out.data.resize(n * out.bands);
-  for (size_t i = 0; i < n; ++i) {
-    const uint8_t a8 = to_byte(alpha.v[i]);
-    const float a = a8 / 255.f;
-    uint8_t* px = out.data.data() + i * out.bands;
-    const uint8_t* f = fg.data() + i * 3;
-    if (!has_bg) {
-      // Fully transparent pixels carry no colour: nothing of the background leaks, and PNGs shrink.
-      for (int c = 0; c < 3; ++c) px[c] = a8 == 0 ? 0 : f[c];
-      px[3] = a8;
-      continue;
+  parallel_rows(out.height, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * out.width; i < static_cast<size_t>(end) * out.width; ++i) {
+      const uint8_t a8 = to_byte(alpha.v[i]);
+      const float a = a8 / 255.f;
+      uint8_t* px = out.data.data() + i * out.bands;
+      const uint8_t* f = fg.data() + i * 3;
+      if (!has_bg) {
+        // Fully transparent pixels carry no colour: nothing of the background leaks, and PNGs shrink.
+        for (int c = 0; c < 3; ++c) px[c] = a8 == 0 ? 0 : f[c];
+        px[3] = a8;
+        continue;
+      }
+      const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
+      float out_a = a + under;
+      float rgb[3];
+      for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
+      if (!keep_alpha && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
+        for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
+        out_a = 1.f;
+      }
+      for (int c = 0; c < 3; ++c) px[c] = to_byte(rgb[c]);
+      if (keep_alpha) px[3] = to_byte(out_a);
     }
-    const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
-    float out_a = a + under;
-    float rgb[3];
-    for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
-    if (!keep_alpha && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
-      for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
-      out_a = 1.f;
-    }
-    for (int c = 0; c < 3; ++c) px[c] = to_byte(rgb[c]);
-    if (keep_alpha) px[3] = to_byte(out_a);
-  }
+  });
   return out;
 }
 
@@ -232,17 +234,21 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   }
   const std::vector<float> cov_x = coverage(out_w, box.x, box.w, image_w);
   const std::vector<float> cov_y = coverage(out_h, box.y, box.h, image_h);
-  for (int y = 0; y < out_h; ++y) {
-    float* row = alpha.row(y);
-    const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
-    for (int x = 0; x < out_w; ++x) {
-      float a = std::clamp(row[x], 0.f, 1.f);
-      if (o.refine && o.levels_low < o.levels_high) a = std::clamp((a - o.levels_low) / (o.levels_high - o.levels_low), 0.f, 1.f);
-      a *= cov_x[x] * cov_y[y];
-      if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
-      row[x] = a;
+  const bool levels = o.refine && o.levels_low < o.levels_high;
+  const float level_scale = levels ? 1.f / (o.levels_high - o.levels_low) : 1.f;
+  parallel_rows(out_h, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      float* row = alpha.row(y);
+      const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
+      for (int x = 0; x < out_w; ++x) {
+        float a = std::clamp(row[x], 0.f, 1.f);
+        if (levels) a = std::clamp((a - o.levels_low) * level_scale, 0.f, 1.f);
+        a *= cov_x[x] * cov_y[y];
+        if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
+        row[x] = a;
+      }
     }
-  }
+  });
   std::vector<uint8_t> fg;
   if (!o.alpha_only) fg = o.refine ? estimate_foreground(rgb.data.data(), alpha) : std::move(rgb.data);
   Pixels composed = compose(o, alpha, fg);
