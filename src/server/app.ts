@@ -30,6 +30,8 @@ export interface ServerOptions {
   logger: Logger;
   /** Milliseconds since the epoch; injectable for tests of the rate limiter. */
   now?: () => number;
+  /** Registers more routes (e.g. the dashboard) before the catch-all 404. */
+  extraRoutes?: (app: uWS.TemplatedApp, metrics: Metrics) => void;
 }
 
 export interface RunningServer {
@@ -298,6 +300,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     });
   });
   app.get('/api/v1/openapi.json', (res) => json(res, '/api/v1/openapi.json', '200 OK', openApiDocument(), { 'Cache-Control': 'public, max-age=300' }));
+  options.extraRoutes?.(app, metrics);
   app.any(REMOVE_PATH, simpleError('method_not_allowed', REMOVE_PATH));
   for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/openapi.json']) app.any(path, simpleError('method_not_allowed', path));
   app.any('/*', simpleError('not_found', 'other'));
