@@ -127,6 +127,21 @@ VipsRef autorotate(VipsImage* in) {
   return VipsRef(out);
 }
 
+// Resamples to exactly width x height (libvips may round a side by one pixel; the last row or
+// column is then repeated). Returns an empty ref when the image already has that size.
+VipsRef resize_exact(VipsImage* in, int width, int height) {
+  if (in->Xsize == width && in->Ysize == height) return VipsRef();
+  VipsImage* out = nullptr;
+  if (vips_resize(in, &out, static_cast<double>(width) / in->Xsize, "vscale", static_cast<double>(height) / in->Ysize, nullptr) != 0) {
+    fail(ErrorCode::Internal, "resize failed");
+  }
+  VipsRef resized(out);
+  if (out->Xsize == width && out->Ysize == height) return resized;
+  VipsImage* exact = nullptr;
+  if (vips_embed(out, &exact, 0, 0, width, height, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "resize failed");
+  return VipsRef(exact);
+}
+
 // Renders the image straight into a buffer we own (libvips writes into it: no second copy).
 void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
   out.width = in->Xsize;
@@ -203,21 +218,8 @@ Pixels model_input_from(VipsImage* in, int width, int height) {
     flat = VipsRef(out);
     cur = out;
   }
-  VipsRef resized;
-  if (cur->Xsize != width || cur->Ysize != height) {
-    VipsImage* out = nullptr;
-    if (vips_resize(cur, &out, static_cast<double>(width) / cur->Xsize, "vscale", static_cast<double>(height) / cur->Ysize, nullptr) != 0) {
-      fail(ErrorCode::InvalidImage, "resize failed");
-    }
-    resized = VipsRef(out);
-    cur = out;
-    if (cur->Xsize != width || cur->Ysize != height) {  // rounding of a side by one pixel
-      VipsImage* exact = nullptr;
-      if (vips_embed(cur, &exact, 0, 0, width, height, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "resize failed");
-      resized = VipsRef(exact);
-      cur = exact;
-    }
-  }
+  VipsRef resized = resize_exact(cur, width, height);
+  if (resized.get() != nullptr) cur = resized.get();
   Pixels pixels;
   copy_pixels(cur, pixels, ErrorCode::InvalidImage);
   if (pixels.width != width || pixels.height != height || pixels.bands != 3) {
@@ -295,21 +297,8 @@ void crop_and_resize(const DecodedImage& decoded, int x, int y, int w, int h, in
     region = VipsRef(out);
     cur = out;
   }
-  VipsRef resized;
-  if (out_w != w || out_h != h) {
-    VipsImage* out = nullptr;
-    if (vips_resize(cur, &out, static_cast<double>(out_w) / w, "vscale", static_cast<double>(out_h) / h, nullptr) != 0) {
-      fail(ErrorCode::Internal, "resize failed");
-    }
-    resized = VipsRef(out);
-    cur = out;
-    if (cur->Xsize != out_w || cur->Ysize != out_h) {
-      VipsImage* exact = nullptr;
-      if (vips_embed(cur, &exact, 0, 0, out_w, out_h, "extend", VIPS_EXTEND_COPY, nullptr) != 0) fail(ErrorCode::Internal, "resize failed");
-      resized = VipsRef(exact);
-      cur = exact;
-    }
-  }
+  VipsRef resized = resize_exact(cur, out_w, out_h);
+  if (resized.get() != nullptr) cur = resized.get();
   Pixels all;
   copy_pixels(cur, all, ErrorCode::Internal);
   const size_t n = static_cast<size_t>(out_w) * out_h;
