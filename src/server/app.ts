@@ -127,6 +127,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     let parser: MultipartParser | undefined;
     let reservationId: number | null = null;
     let holdsPlace = false;
+    let processing = false;
     const finish = () => {
       if (holdsPlace) {
         holdsPlace = false;
@@ -143,7 +144,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }
       metrics.record(REMOVE_PATH, 499, 'client_aborted', (performance.now() - started) / 1000);
       logger.info({ requestId, event: 'aborted' }, 'client aborted');
-      finish();
+      // A job already in the native core keeps its place until it ends: a client that gives up
+      // and retries must not pile work up past the queue limit.
+      if (!processing) finish();
     });
     const fail = (err: HttpError, extra: Headers = {}) => {
       if (aborted) return;
@@ -240,14 +243,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       reservationId = reservation.reservationId;
       // 7. The image work.
       let result;
+      processing = true;
       try {
         result = await removeBackground(form.image, libOptions);
       } catch (err) {
+        processing = false;
         if (!(err instanceof BgoneError) || err.code === 'internal_error') logger.error({ requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'processing failed');
+        if (aborted) return finish();
         return fail(fromLibraryError(err), rh);
       }
+      processing = false;
       metrics.recordInference(result.timings.inference / 1000);
-      if (aborted) return; // onAborted released the reservation
+      if (aborted) return finish(); // onAborted released the reservation
       // 8. Charge, then answer.
       let charged = 0;
       try {

@@ -51,6 +51,7 @@ export class MultipartParser {
     }
     const p = this.parser;
     p.on('file', (name, stream, info) => {
+      stream.on('error', () => {}); // see below: every file stream needs an error listener
       if (name !== 'image_file') {
         stream.resume();
         this.fail(new HttpError('validation_error', `Unknown file part "${name}": the image goes in image_file.`, { field: name }));
@@ -68,6 +69,9 @@ export class MultipartParser {
         this.imageBytes += chunk.length;
         if (!this.settled) this.chunks.push(chunk);
       });
+      // A body that ends inside the part makes busboy destroy the file stream with an error;
+      // unhandled, it would crash the process.
+      stream.on('error', () => this.fail(new HttpError('validation_error', 'Malformed multipart/form-data body: the image part is incomplete.', { field: 'image_file' })));
       stream.on('limit', () => this.fail(new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES })));
       stream.on('end', () => {
         this.pendingFile = false;

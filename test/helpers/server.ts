@@ -1,0 +1,179 @@
+/**
+ * A real bgone HTTP server for the server-*.test.ts files: a fresh SQLite file in its own temp
+ * folder, one account with an exact credit balance, one API key, and startServer listening on an
+ * ephemeral port of 127.0.0.1. Requests go through Node's own fetch/FormData/Blob.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../src/logger.js';
+import { type RunningServer, startServer } from '../../src/server/app.js';
+import { sqliteServiceStore } from '../../src/server/service-store.js';
+import { type Clock, openStore, type PlanName, type RateLimits, type Store } from '../../src/store/index.js';
+
+export interface TestServerOptions {
+  /** Plan of the account (default 'free'). */
+  plan?: PlanName;
+  /** Exact credits left in the current cycle (default: the plan's allowance). */
+  credits?: number;
+  /** Requests admitted at once (default 16). */
+  queueLimit?: number;
+  /** Per-plan rate limits (default: 100 000 per minute for every plan, so that limits never interfere). */
+  rateLimits?: RateLimits;
+  /** The store's clock. */
+  clock?: Clock;
+  /** The rate limiter's clock (ms since the epoch). */
+  now?: () => number;
+  /** Seconds close() waits for in-flight requests (default 30). */
+  drainTimeout?: number;
+  /** Seconds in Retry-After of a 503 (default 5). */
+  overloadRetryAfter?: number;
+}
+
+export interface TestServer {
+  /** e.g. http://127.0.0.1:40123 (no trailing slash). */
+  url: string;
+  port: number;
+  key: string;
+  keyId: number;
+  accountId: number;
+  store: Store;
+  server: RunningServer;
+  dir: string;
+  dbPath: string;
+  close(): Promise<void>;
+}
+
+const UNLIMITED: RateLimits = { free: 100_000, pro: 100_000, ultra: 100_000, mega: 100_000 };
+
+/** Brings the account's balance to exactly `credits`: grants above the allowance, real charges below it. */
+export function setBalance(store: Store, accountId: number, credits: number): void {
+  const { remaining } = store.credits.balance(accountId);
+  if (credits > remaining) store.credits.grant(accountId, credits - remaining, 'test');
+  for (let i = remaining; i > credits; i--) {
+    const r = store.credits.reserve(accountId, { requestId: `req_setup${i}` });
+    if (!r.ok || r.reservationId === null) throw new Error(`cannot consume a credit: ${JSON.stringify(r)}`);
+    store.credits.commit(r.reservationId);
+  }
+  const after = store.credits.balance(accountId).remaining;
+  if (after !== credits) throw new Error(`balance is ${after}, wanted ${credits}`);
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'bgone-server-'));
+  const dbPath = join(dir, 'db.sqlite');
+  const store = openStore({ path: dbPath, clock: options.clock, rateLimits: options.rateLimits ?? UNLIMITED });
+  try {
+    const account = store.accounts.create({ email: 'client@example.com', plan: options.plan ?? 'free' });
+    if (options.credits !== undefined) setBalance(store, account.id, options.credits);
+    const { key, info } = store.keys.create(account.id);
+    const server = await startServer({
+      host: '127.0.0.1',
+      port: 0,
+      queueLimit: options.queueLimit ?? 16,
+      overloadRetryAfter: options.overloadRetryAfter ?? 5,
+      drainTimeout: options.drainTimeout ?? 30,
+      store: sqliteServiceStore(store),
+      logger: createLogger('silent'),
+      now: options.now,
+    });
+    let closed = false;
+    return {
+      url: `http://127.0.0.1:${server.port}`,
+      port: server.port,
+      key,
+      keyId: info.id,
+      accountId: account.id,
+      store,
+      server,
+      dir,
+      dbPath,
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await server.close();
+        store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+export interface ImagePart {
+  data: Buffer | Uint8Array;
+  /** Default 'photo.jpg'. */
+  filename?: string;
+  /** Default 'image/jpeg'. */
+  type?: string;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  body: Buffer;
+  /** The parsed body when the response is JSON. */
+  json?: any;
+}
+
+export async function toResult(res: Response): Promise<HttpResult> {
+  const body = Buffer.from(await res.arrayBuffer());
+  let json: unknown;
+  if ((res.headers.get('content-type') ?? '').startsWith('application/json')) json = JSON.parse(body.toString('utf8'));
+  return { status: res.status, headers: res.headers, body, json };
+}
+
+/** A Blob of the bytes (copied into a plain ArrayBuffer, as the DOM typings want). */
+export function blob(data: Buffer | Uint8Array, type: string): Blob {
+  return new Blob([new Uint8Array(data)], { type });
+}
+
+/** The multipart form of a remove request: option fields first, then the image part (if any). */
+export function removeForm(fields: Record<string, string>, image?: Buffer | Uint8Array | ImagePart | null): FormData {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
+  if (image) {
+    const part: ImagePart = image instanceof Uint8Array ? { data: image } : image;
+    form.append('image_file', blob(part.data, part.type ?? 'image/jpeg'), part.filename ?? 'photo.jpg');
+  }
+  return form;
+}
+
+/**
+ * POST /api/v1/remove with `Authorization: Bearer <key>` (none when key is null), the given option
+ * fields and the image as the image_file part (none when image is null/undefined).
+ */
+export async function postImage(
+  url: string,
+  key: string | null,
+  fields: Record<string, string>,
+  image?: Buffer | Uint8Array | ImagePart | null,
+  headers: Record<string, string> = {},
+): Promise<HttpResult> {
+  const h: Record<string, string> = { ...headers };
+  if (key !== null) h.authorization = `Bearer ${key}`;
+  const res = await fetch(`${url}/api/v1/remove`, { method: 'POST', headers: h, body: removeForm(fields, image) });
+  return toResult(res);
+}
+
+export async function get(url: string, path: string, init: RequestInit = {}): Promise<HttpResult> {
+  return toResult(await fetch(`${url}${path}`, init));
+}
+
+/** Polls until `predicate` is true (every 10 ms), failing after `timeoutMs`. */
+export async function waitFor(predicate: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The parts of an account's balance that a request could change. */
+export function credits(ts: Pick<TestServer, 'store' | 'accountId'>): { used: number; reserved: number; remaining: number } {
+  const { used, reserved, remaining } = ts.store.credits.balance(ts.accountId);
+  return { used, reserved, remaining };
+}
