@@ -143,7 +143,7 @@ describe('database', () => {
       .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
       .pluck()
       .all();
-    expect(tables).toEqual(['accounts', 'api_keys', 'charges', 'cycle_usage', 'grants', 'idempotency_keys', 'reservations']);
+    expect(tables).toEqual(['accounts', 'api_keys', 'charges', 'cycle_usage', 'grants', 'idempotency_keys', 'reservations', 'sessions']);
     const columns = rawConnection().prepare("SELECT name FROM pragma_table_info('accounts')").pluck().all();
     expect(columns).toContain('password_hash');
   });

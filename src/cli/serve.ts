@@ -4,6 +4,7 @@
  * call the API right away. SIGTERM and SIGINT drain in-flight requests, then exit.
  */
 import { ConfigError, loadConfig } from '../config.js';
+import { loadDashboardConfig, mountDashboard } from '../dashboard/index.js';
 import { preloadModel } from '../index.js';
 import { createLogger } from '../logger.js';
 import { startServer } from '../server/app.js';
@@ -14,8 +15,10 @@ export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
 export async function serveCommand(): Promise<number> {
   let config;
+  let dashboardConfig;
   try {
     config = loadConfig();
+    dashboardConfig = loadDashboardConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`bgone: invalid configuration: ${err.message}`);
@@ -52,8 +55,11 @@ export async function serveCommand(): Promise<number> {
     drainTimeout: config.drainTimeout,
     store: sqliteServiceStore(store),
     logger,
+    extraRoutes: (app, metrics) =>
+      mountDashboard(app, { store, metrics, logger, model: config.model, trustProxy: dashboardConfig.trustProxy, overloadRetryAfter: config.overloadRetryAfter }),
   });
   logger.info({ host: config.host, port: server.port, database: config.databasePath }, `bgone listening on http://${config.host}:${server.port}`);
+  logger.info(`dashboard: http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${server.port}/dashboard`);
 
   await new Promise<void>((resolve) => {
     let stopping = false;

@@ -85,3 +85,5 @@ export { SCHEMA_VERSION } from './migrations.js';
 export { isPlanName, PLAN_NAMES, PLANS, type Plan, type PlanName, type PlanTable, type RateLimits, resolvePlans } from './plans.js';
 export type { AccountUsage, DayUsage, UsageSummary } from './usage.js';
 export { Accounts, ApiKeys, Credits, Usage };
+export { Credentials } from './credentials.js';
+export { type CreatedSession, type Session, SESSION_TTL_MS, Sessions } from './sessions.js';

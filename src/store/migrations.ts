@@ -93,6 +93,19 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
   `,
+  // 2: dashboard sessions (accounts.password_hash, reserved in 1, holds the scrypt hash).
+  `
+  CREATE TABLE sessions (
+    id          INTEGER PRIMARY KEY,
+    token_hash  BLOB    NOT NULL UNIQUE CHECK (length(token_hash) = 32), -- SHA-256 of the cookie's 32 random bytes
+    account_id  INTEGER NOT NULL REFERENCES accounts (id),
+    csrf_token  TEXT    NOT NULL,                 -- synchronizer token of this session's forms
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX sessions_by_account ON sessions (account_id);
+  CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+  `,
 ];
 
 /** The schema version this build writes and understands. */

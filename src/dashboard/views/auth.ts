@@ -1,0 +1,56 @@
+/** Sign-up and login forms (pre-login: their CSRF token is the signed double-submit one). */
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../passwords.js';
+import { html } from '../html.js';
+import { csrfField, type Message, page } from './layout.js';
+
+export interface AuthFormOptions {
+  csrf: string;
+  email?: string;
+  message?: Message | null;
+}
+
+export function signupPage(options: AuthFormOptions): string {
+  return page(
+    { title: 'Sign up', narrow: true, message: options.message },
+    html`<h1>Create your account</h1>
+<div class="card">
+<p class="muted small">The Free plan: 100 credits a month, no credit card. Your first API key is shown right after sign-up.</p>
+<form method="post" action="/dashboard/signup" id="signup-form">
+${csrfField(options.csrf)}
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="email" required maxlength="254" value="${options.email ?? ''}">
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="new-password" required minlength="${PASSWORD_MIN_LENGTH}" maxlength="${PASSWORD_MAX_LENGTH}" aria-describedby="password-help">
+<p id="password-help" class="muted small">At least ${PASSWORD_MIN_LENGTH} characters.</p>
+<div class="actions"><button type="submit">Sign up</button><span class="small">Already registered? <a href="/dashboard/login">Log in</a></span></div>
+</form>
+</div>`,
+  );
+}
+
+export function loginPage(options: AuthFormOptions): string {
+  return page(
+    { title: 'Log in', narrow: true, message: options.message },
+    html`<h1>Log in</h1>
+<div class="card">
+<form method="post" action="/dashboard/login" id="login-form">
+${csrfField(options.csrf)}
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="username" required maxlength="254" value="${options.email ?? ''}">
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="${PASSWORD_MAX_LENGTH}">
+<div class="actions"><button type="submit">Log in</button><span class="small">No account yet? <a href="/dashboard/signup">Sign up</a></span></div>
+</form>
+</div>`,
+  );
+}
+
+export function tooManyAttemptsPage(retryAfterSeconds: number): string {
+  const minutes = Math.ceil(retryAfterSeconds / 60);
+  return page(
+    { title: 'Too many attempts', narrow: true },
+    html`<h1>Too many attempts</h1>
+<div class="error" role="alert">Too many failed attempts. Wait ${minutes} minute${minutes === 1 ? '' : 's'} and try again.</div>
+<p><a href="/dashboard/login">Back to the login page</a></p>`,
+  );
+}

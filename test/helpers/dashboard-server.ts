@@ -1,0 +1,80 @@
+/**
+ * A real bgone server with the dashboard mounted (startServer + extraRoutes → mountDashboard) on an
+ * ephemeral port of 127.0.0.1, over a fresh SQLite file in its own temp folder. The store runs on a
+ * test clock that the test moves forward (sessions, cycles, cancellations and the login limiter all
+ * read it), so expiry is tested without sleeping.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type DashboardDeps, mountDashboard } from '../../src/dashboard/index.js';
+import { createLogger } from '../../src/logger.js';
+import { type RunningServer, startServer } from '../../src/server/app.js';
+import { sqliteServiceStore } from '../../src/server/service-store.js';
+import { openStore, type RateLimits, type Store } from '../../src/store/index.js';
+
+/** A clock that only moves when told to. */
+export class TestClock {
+  constructor(public ms: number) {}
+  readonly now = (): Date => new Date(this.ms);
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export interface DashboardServerOptions extends Partial<Omit<DashboardDeps, 'store' | 'metrics' | 'logger'>> {
+  /** Start of the test clock (default 2026-03-10T12:00:00Z). */
+  start?: Date;
+  rateLimits?: RateLimits;
+}
+
+export interface DashboardServer {
+  /** e.g. http://127.0.0.1:40123 */
+  url: string;
+  store: Store;
+  clock: TestClock;
+  server: RunningServer;
+  dir: string;
+  close(): Promise<void>;
+}
+
+export const TEST_START = new Date('2026-03-10T12:00:00.000Z');
+
+export async function startDashboardServer(options: DashboardServerOptions = {}): Promise<DashboardServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'bgone-dashboard-'));
+  const clock = new TestClock((options.start ?? TEST_START).getTime());
+  const store = openStore({ path: join(dir, 'db.sqlite'), clock: clock.now, rateLimits: options.rateLimits, lastUsedResolutionMs: 0 });
+  const logger = createLogger('silent');
+  const { start: _start, rateLimits: _rateLimits, ...dashboard } = options;
+  try {
+    const server = await startServer({
+      host: '127.0.0.1',
+      port: 0,
+      queueLimit: 8,
+      overloadRetryAfter: 5,
+      drainTimeout: 30,
+      store: sqliteServiceStore(store),
+      logger,
+      extraRoutes: (app, metrics) => mountDashboard(app, { store, metrics, logger, ...dashboard }),
+    });
+    let closed = false;
+    return {
+      url: `http://127.0.0.1:${server.port}`,
+      store,
+      clock,
+      server,
+      dir,
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await server.close();
+        store.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    store.close();
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
