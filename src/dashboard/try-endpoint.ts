@@ -7,20 +7,15 @@
  * the image with the API's headers, or the JSON error body of the API's closed list of codes.
  * Rate-limited per account with the plan's limit.
  */
-import { BgoneError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { MEDIA_TYPES, normaliseOptions, removeBackground, type RemoveBackgroundOptions } from '../index.js';
-import { MAX_FILE_BYTES } from '../options.js';
 import { HTTP_STATUS, HttpError } from '../server/http-errors.js';
+import { MAX_BODY_BYTES, MeteredRemoval, tooLarge, type Headers } from '../server/metered-removal.js';
 import type { Metrics } from '../server/metrics.js';
-import { MultipartParser } from '../server/multipart.js';
 import type { RateLimiter } from '../server/rate-limit.js';
+import { sqliteServiceStore, type ServiceStore } from '../server/service-store.js';
 import type { Account, Session, Store } from '../store/index.js';
 import { checkSessionToken } from './csrf.js';
 import type { Exchange } from './http.js';
-
-// As the API: multipart overhead allowed on top of the 20 MB image.
-const MAX_BODY_BYTES = MAX_FILE_BYTES + 64 * 1024;
 
 export interface TryDeps {
   store: Store;
@@ -33,160 +28,56 @@ export interface TryDeps {
   overloadRetryAfter: number;
 }
 
-type Headers = Record<string, string>;
-
-function fromLibraryError(err: unknown): HttpError {
-  if (err instanceof HttpError) return err;
-  if (err instanceof BgoneError) return err.code === 'internal_error' ? new HttpError('internal_server_error') : new HttpError(err.code, err.message, err.details);
-  return new HttpError('internal_server_error');
-}
-
 export class TryEndpoint {
   private inFlight = 0;
+  private readonly serviceStore: ServiceStore;
 
-  constructor(private readonly deps: TryDeps) {}
+  constructor(private readonly deps: TryDeps) {
+    this.serviceStore = sqliteServiceStore(deps.store);
+  }
 
   /** `auth` is the session found from the cookie (null: none or expired) and its account. */
   handle(ex: Exchange, auth: { session: Session; account: Account } | null): void {
-    const { store, logger } = this.deps;
     const requestId = ex.info.requestId;
-    let parser: MultipartParser | undefined;
-    let reservationId: number | null = null;
-    let holdsPlace = false;
-    const finish = () => {
-      if (holdsPlace) {
-        holdsPlace = false;
-        this.inFlight--;
-      }
-    };
-    ex.onAbort(() => {
-      parser?.abort();
-      if (reservationId !== null) {
-        store.credits.release(reservationId); // the browser went away: never charged
-        reservationId = null;
-      }
-      finish();
-    });
-    const fail = (err: HttpError, extra: Headers = {}) => {
-      parser?.abort();
-      if (reservationId !== null) {
-        store.credits.release(reservationId);
-        reservationId = null;
-      }
-      finish();
-      if (!ex.open) return;
+    const answerError = (err: HttpError, headers: Headers = {}) => {
       const body: Record<string, unknown> = { code: err.code, message: err.message, request_id: requestId };
       if (err.details !== undefined) body.details = err.details;
       ex.send(
-        { status: Number(HTTP_STATUS[err.code].slice(0, 3)), headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...extra, ...err.headers }, body: JSON.stringify(body) },
+        { status: Number(HTTP_STATUS[err.code].slice(0, 3)), headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers, ...err.headers }, body: JSON.stringify(body) },
         err.code,
       );
     };
 
     // 1. Session and its CSRF token (sent as a header by the page's script).
-    if (!auth) return fail(new HttpError('authentication_error', 'Not logged in, or the session has expired. Log in to the dashboard again.'));
+    if (!auth) return answerError(new HttpError('authentication_error', 'Not logged in, or the session has expired. Log in to the dashboard again.'));
     if (!checkSessionToken(auth.session.csrfToken, ex.info.csrfHeader)) {
-      return fail(new HttpError('permission_denied', 'Missing or invalid CSRF token: reload the page and try again.', { field: 'X-CSRF-Token' }));
+      return answerError(new HttpError('permission_denied', 'Missing or invalid CSRF token: reload the page and try again.', { field: 'X-CSRF-Token' }));
     }
     const account = auth.account;
-    if (account.disabled) return fail(new HttpError('permission_denied'));
+    if (account.disabled) return answerError(new HttpError('permission_denied'));
     // 2. The plan's rate limit, per account.
-    const limit = store.plans[account.plan].rateLimitPerMinute;
+    const limit = this.deps.store.plans[account.plan].rateLimitPerMinute;
     const rate = this.deps.rateLimiter.take(`dashboard:${account.id}`, limit);
     const rh: Headers = { 'X-RateLimit-Limit': String(rate.limit), 'X-RateLimit-Remaining': String(rate.remaining), 'X-RateLimit-Reset': String(rate.reset) };
-    if (!rate.allowed) return fail(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
+    if (!rate.allowed) return answerError(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
     // 3. Load shedding, before reading the body.
-    if (this.inFlight >= this.deps.maxInFlight) return fail(new HttpError('overloaded'), { ...rh, 'Retry-After': String(this.deps.overloadRetryAfter) });
-    const tooLarge = () => new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES });
-    if (ex.info.contentLength && Number(ex.info.contentLength) > MAX_BODY_BYTES) return fail(tooLarge(), rh);
+    if (this.inFlight >= this.deps.maxInFlight) return answerError(new HttpError('overloaded'), { ...rh, 'Retry-After': String(this.deps.overloadRetryAfter) });
+    if (ex.info.contentLength && Number(ex.info.contentLength) > MAX_BODY_BYTES) return answerError(tooLarge(), rh);
+    // 4. The API's path from here on (server/metered-removal.ts); charges carry no key.
     this.inFlight++;
-    holdsPlace = true;
-
-    // 4. The upload, streamed through the API's parser.
-    parser = new MultipartParser(ex.info.contentType);
-    let received = 0;
-    ex.res.onData((chunk, isLast) => {
-      if (!ex.open) return;
-      received += chunk.byteLength;
-      if (received > MAX_BODY_BYTES) return fail(tooLarge(), rh);
-      parser!.write(Buffer.from(new Uint8Array(chunk))); // copy: uWS reuses the chunk's memory
-      if (isLast) parser!.end();
-    });
-
-    void (async () => {
-      let form;
-      try {
-        form = await parser!.done;
-      } catch (err) {
-        return fail(fromLibraryError(err), rh);
-      }
-      if (!ex.open) return;
-      if (!form.image || form.image.length === 0) return fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }), rh);
-      // 5. Options, validated like the API's.
-      const options: RemoveBackgroundOptions = {
-        format: form.fields.format,
-        channels: form.fields.channels,
-        bgColor: form.fields.bg_color,
-        size: form.fields.size,
-        crop: form.fields.crop,
-        padding: form.fields.padding,
-        model: this.deps.model,
-      };
-      try {
-        normaliseOptions(options);
-      } catch (err) {
-        return fail(fromLibraryError(err), rh);
-      }
-      // 6. One credit reserved in the store; committed only after a success.
-      let reservation;
-      try {
-        reservation = store.credits.reserve(account.id, { requestId });
-      } catch (err) {
-        logger?.error({ requestId, err }, 'try-it reservation failed');
-        return fail(new HttpError('internal_server_error'), rh);
-      }
-      if (!reservation.ok) {
-        if (reservation.reason === 'payment_required') return fail(new HttpError('payment_required'), rh);
-        return fail(new HttpError('permission_denied'), rh);
-      }
-      reservationId = reservation.reservationId;
-      // 7. The image work.
-      let result;
-      try {
-        result = await removeBackground(form.image, options);
-      } catch (err) {
-        if (!(err instanceof BgoneError) || err.code === 'internal_error') logger?.error({ requestId, code: (err as BgoneError).code }, 'try-it processing failed');
-        return fail(fromLibraryError(err), rh);
-      }
-      this.deps.metrics?.recordInference(result.timings.inference / 1000);
-      if (!ex.open) return; // the abort handler released the reservation
-      // 8. Charge, then answer.
-      try {
-        if (reservationId !== null) {
-          store.credits.commit(reservationId);
-          reservationId = null;
-        }
-      } catch (err) {
-        logger?.error({ requestId, err }, 'try-it charge failed');
-        return fail(new HttpError('internal_server_error'), rh);
-      }
-      const remaining = store.credits.balance(account.id).remaining;
-      finish();
-      ex.send({
-        status: 200,
-        headers: {
-          'Content-Type': MEDIA_TYPES[result.format],
-          'X-Processing-Time-Ms': String(Math.round(ex.seconds() * 1000)),
-          'X-Image-Width': String(result.width),
-          'X-Image-Height': String(result.height),
-          'X-Credits-Charged': '1',
-          'X-Credits-Remaining': String(remaining),
-          'Cache-Control': 'no-store',
-          ...rh,
+    const removal = new MeteredRemoval(
+      { requestId, contentType: ex.info.contentType, accountId: account.id, rateHeaders: rh, started: performance.now() - ex.seconds() * 1000 },
+      {
+        onData: (handler) => ex.res.onData(handler),
+        answerError: (err, headers) => answerError(err, headers),
+        answerImage: (headers, body) => ex.send({ status: 200, headers, body }),
+        release: () => {
+          this.inFlight--;
         },
-        body: result.data,
-      });
-      logger?.info({ requestId, status: 200, accountId: account.id, width: result.width, height: result.height, charged: 1 }, 'try-it image processed');
-    })();
+      },
+      { store: this.serviceStore, model: this.deps.model, logger: this.deps.logger, metrics: this.deps.metrics },
+    );
+    ex.onAbort(() => removal.abort());
+    removal.start();
   }
 }

@@ -5,15 +5,12 @@
  * then the streamed upload, option validation, credit reservation, processing, and the charge only
  * once the answer is a success.
  */
-import { createHash } from 'node:crypto';
 import uWS from 'uWebSockets.js';
-import { BgoneError } from '../errors.js';
-import { MEDIA_TYPES, normaliseOptions, queueSize, removeBackground, type RemoveBackgroundOptions } from '../index.js';
-import { MAX_FILE_BYTES } from '../options.js';
+import { queueSize } from '../index.js';
 import type { Logger } from '../logger.js';
 import { HTTP_STATUS, HttpError, type HttpErrorCode } from './http-errors.js';
+import { MAX_BODY_BYTES, MeteredRemoval, tooLarge, type Headers } from './metered-removal.js';
 import { Metrics } from './metrics.js';
-import { MultipartParser } from './multipart.js';
 import { openApiDocument } from './openapi.js';
 import { RateLimiter } from './rate-limit.js';
 import { newRequestId } from './request-id.js';
@@ -42,11 +39,7 @@ export interface RunningServer {
   inFlight(): number;
 }
 
-type Headers = Record<string, string>;
-
 const REMOVE_PATH = '/api/v1/remove';
-// Multipart overhead allowed on top of the image before the body itself counts as too large.
-const MAX_BODY_BYTES = MAX_FILE_BYTES + 64 * 1024;
 
 function writeResponse(res: uWS.HttpResponse, status: string, headers: Headers, body: string | Buffer): void {
   res.cork(() => {
@@ -67,16 +60,6 @@ function bearer(header: string): string | null {
 
 function rateHeaders(d: { limit: number; remaining: number; reset: number }): Headers {
   return { 'X-RateLimit-Limit': String(d.limit), 'X-RateLimit-Remaining': String(d.remaining), 'X-RateLimit-Reset': String(d.reset) };
-}
-
-/** Maps the library's error codes onto the HTTP contract. */
-function fromLibraryError(err: unknown): HttpError {
-  if (err instanceof HttpError) return err;
-  if (err instanceof BgoneError) {
-    if (err.code === 'internal_error') return new HttpError('internal_server_error');
-    return new HttpError(err.code, err.message, err.details);
-  }
-  return new HttpError('internal_server_error');
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -123,45 +106,21 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const contentType = req.getHeader('content-type');
     const contentLength = req.getHeader('content-length');
     const idempotencyKey = req.getHeader('idempotency-key');
-    let aborted = false;
-    let parser: MultipartParser | undefined;
-    let reservationId: number | null = null;
-    let holdsPlace = false;
-    let processing = false;
-    const finish = () => {
-      if (holdsPlace) {
-        holdsPlace = false;
-        admitted--;
-        if (draining && admitted === 0) drainedResolve?.();
-      }
-    };
+    let removal: MeteredRemoval | undefined;
+    let answered = false;
     res.onAborted(() => {
-      aborted = true;
-      parser?.abort();
-      if (reservationId !== null) {
-        store.release(reservationId); // the client is gone: never charged
-        reservationId = null;
-      }
+      answered = true;
       metrics.record(REMOVE_PATH, 499, 'client_aborted', (performance.now() - started) / 1000);
       logger.info({ requestId, event: 'aborted' }, 'client aborted');
-      // A job already in the native core keeps its place until it ends: a client that gives up
-      // and retries must not pile work up past the queue limit.
-      if (!processing) finish();
+      removal?.abort();
     });
-    const fail = (err: HttpError, extra: Headers = {}) => {
-      if (aborted) return;
-      parser?.abort();
-      if (reservationId !== null) {
-        store.release(reservationId);
-        reservationId = null;
-      }
+    // Refusals before admission: nothing is reserved and no place is held yet.
+    const refuse = (err: HttpError, extra: Headers = {}) => {
+      answered = true;
       answerError(res, REMOVE_PATH, started, requestId, err, extra);
-      aborted = true; // nothing more may be written to this response
-      logger.info({ requestId, status: statusNumber(HTTP_STATUS[err.code]), code: err.code, ms: Math.round(performance.now() - started) }, 'request failed');
-      finish();
     };
 
-    if (draining) return fail(new HttpError('overloaded', 'The server is shutting down.'), { 'Retry-After': String(options.overloadRetryAfter) });
+    if (draining) return refuse(new HttpError('overloaded', 'The server is shutting down.'), { 'Retry-After': String(options.overloadRetryAfter) });
     // 1. Authentication (a malformed key never reaches the database).
     const key = bearer(authorization);
     let auth: Authenticated | null = null;
@@ -169,127 +128,45 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       auth = key ? store.authenticate(key) : null;
     } catch (err) {
       logger.error({ requestId, err }, 'authentication failed');
-      return fail(new HttpError('internal_server_error'));
+      return refuse(new HttpError('internal_server_error'));
     }
-    if (!auth) return fail(new HttpError('authentication_error'));
-    if (auth.disabled) return fail(new HttpError('permission_denied'));
+    if (!auth) return refuse(new HttpError('authentication_error'));
+    if (auth.disabled) return refuse(new HttpError('permission_denied'));
     // 2. Rate limit of the plan.
     const rate = rateLimiter.take(String(auth.keyId), auth.rateLimitPerMinute);
     const rh = rateHeaders(rate);
-    if (!rate.allowed) return fail(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
+    if (!rate.allowed) return refuse(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
     // 3. Load shedding before reading a byte of the body: fast and uncharged.
-    if (admitted >= options.queueLimit) return fail(new HttpError('overloaded'), { ...rh, 'Retry-After': String(options.overloadRetryAfter) });
-    if (contentLength && Number(contentLength) > MAX_BODY_BYTES) {
-      return fail(new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES }), rh);
-    }
+    if (admitted >= options.queueLimit) return refuse(new HttpError('overloaded'), { ...rh, 'Retry-After': String(options.overloadRetryAfter) });
+    if (contentLength && Number(contentLength) > MAX_BODY_BYTES) return refuse(tooLarge(), rh);
     if (idempotencyKey.length > 255 || /[^\x21-\x7e]/.test(idempotencyKey)) {
-      return fail(new HttpError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }), rh);
+      return refuse(new HttpError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }), rh);
     }
+    // 4. Admitted: the upload, options, credit, image work and charge (metered-removal.ts).
     admitted++;
-    holdsPlace = true;
-    const account = auth;
-
-    // 4. The upload, streamed through busboy; stops at the 20 MB limit.
-    parser = new MultipartParser(contentType);
-    let received = 0;
-    res.onData((chunk, isLast) => {
-      if (aborted) return;
-      received += chunk.byteLength;
-      if (received > MAX_BODY_BYTES) {
-        return fail(new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES }), rh);
-      }
-      parser!.write(Buffer.from(new Uint8Array(chunk))); // copy: uWS reuses the chunk's memory
-      if (isLast) parser!.end();
-    });
-
-    void (async () => {
-      let form;
-      try {
-        form = await parser!.done;
-      } catch (err) {
-        return fail(fromLibraryError(err), rh);
-      }
-      if (aborted) return;
-      if (!form.image || form.image.length === 0) return fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }), rh);
-      // 5. Options: every value outside the spec is an error, never ignored.
-      const libOptions: RemoveBackgroundOptions = {
-        format: form.fields.format,
-        channels: form.fields.channels,
-        bgColor: form.fields.bg_color,
-        size: form.fields.size,
-        crop: form.fields.crop,
-        padding: form.fields.padding,
-        model: options.model,
-      };
-      try {
-        normaliseOptions(libOptions);
-      } catch (err) {
-        return fail(fromLibraryError(err), rh);
-      }
-      // 6. Reserve one credit; charged only when the answer is a success.
-      const imageHash = idempotencyKey ? createHash('sha256').update(form.image).digest('hex') : undefined;
-      let reservation;
-      try {
-        reservation = store.reserve(account.accountId, { requestId, keyId: account.keyId, idempotencyKey: idempotencyKey || undefined, imageHash });
-      } catch (err) {
-        logger.error({ requestId, err }, 'reservation failed');
-        return fail(new HttpError('internal_server_error'), rh);
-      }
-      if (!reservation.ok) {
-        if (reservation.reason === 'payment_required') return fail(new HttpError('payment_required'), rh);
-        if (reservation.reason === 'account_disabled') return fail(new HttpError('permission_denied'), rh);
-        return fail(new HttpError('validation_error', 'This Idempotency-Key was already used with another image, or its first request is still in progress.', { field: 'Idempotency-Key' }), rh);
-      }
-      reservationId = reservation.reservationId;
-      // 7. The image work.
-      let result;
-      processing = true;
-      try {
-        result = await removeBackground(form.image, libOptions);
-      } catch (err) {
-        processing = false;
-        if (!(err instanceof BgoneError) || err.code === 'internal_error') logger.error({ requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'processing failed');
-        if (aborted) return finish();
-        return fail(fromLibraryError(err), rh);
-      }
-      processing = false;
-      metrics.recordInference(result.timings.inference / 1000);
-      if (aborted) return finish(); // onAborted released the reservation
-      // 8. Charge, then answer.
-      let charged = 0;
-      try {
-        if (reservationId !== null) {
-          store.commit(reservationId);
-          reservationId = null;
-          charged = 1;
-        }
-      } catch (err) {
-        logger.error({ requestId, err }, 'charge failed');
-        return fail(new HttpError('internal_server_error'), rh);
-      }
-      const remaining = store.remaining(account.accountId);
-      const ms = Math.round(performance.now() - started);
-      writeResponse(
-        res,
-        '200 OK',
-        {
-          'Content-Type': MEDIA_TYPES[result.format],
-          'X-Request-ID': requestId,
-          'X-Processing-Time-Ms': String(ms),
-          'X-Image-Width': String(result.width),
-          'X-Image-Height': String(result.height),
-          'X-Credits-Charged': String(charged),
-          'X-Credits-Remaining': String(remaining),
-          'Cache-Control': 'no-store',
-          ...rh,
+    removal = new MeteredRemoval(
+      { requestId, contentType, idempotencyKey: idempotencyKey || undefined, accountId: auth.accountId, keyId: auth.keyId, rateHeaders: rh, started },
+      {
+        onData: (handler) => res.onData(handler),
+        answerError: (err, headers) => {
+          if (answered) return;
+          answered = true;
+          answerError(res, REMOVE_PATH, started, requestId, err, headers);
         },
-        result.data,
-      );
-      aborted = true;
-      metrics.record(REMOVE_PATH, 200, 'ok', ms / 1000);
-      logger.info({ requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings }, 'image processed');
-      finish();
-    })();
+        answerImage: (headers, body) => {
+          if (answered) return;
+          answered = true;
+          writeResponse(res, '200 OK', { 'X-Request-ID': requestId, ...headers }, body);
+          metrics.record(REMOVE_PATH, 200, 'ok', (performance.now() - started) / 1000);
+        },
+        release: () => {
+          admitted--;
+          if (draining && admitted === 0) drainedResolve?.();
+        },
+      },
+      { store, model: options.model, logger, metrics },
+    );
+    removal.start();
   });
 
   app.get('/healthz', (res) => json(res, '/healthz', '200 OK', { status: 'ok' }));

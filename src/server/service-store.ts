@@ -18,7 +18,7 @@ export type Reservation =
 export interface ServiceStore {
   /** null for a malformed, unknown or revoked key (malformed: without touching the database). */
   authenticate(rawKey: string): Authenticated | null;
-  reserve(accountId: number, request: { requestId: string; keyId: number; idempotencyKey?: string; imageHash?: string }): Reservation;
+  reserve(accountId: number, request: { requestId: string; keyId?: number | undefined; idempotencyKey?: string | undefined; imageHash?: string | undefined }): Reservation;
   commit(reservationId: number): void;
   release(reservationId: number): void;
   remaining(accountId: number): number;
