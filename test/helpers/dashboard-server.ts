@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DashboardDeps, mountDashboard } from '../../src/dashboard/index.js';
 import { createLogger } from '../../src/logger.js';
-import { type RunningServer, startServer } from '../../src/server/app.js';
-import { sqliteServiceStore } from '../../src/server/service-store.js';
+import type { RunningServer } from '../../src/server/app.js';
 import { openStore, type RateLimits, type Store } from '../../src/store/index.js';
+import { serveStore } from './server.js';
 
 /** A clock that only moves when told to. */
 export class TestClock {
@@ -47,31 +47,12 @@ export async function startDashboardServer(options: DashboardServerOptions = {})
   const logger = createLogger('silent');
   const { start: _start, rateLimits: _rateLimits, ...dashboard } = options;
   try {
-    const server = await startServer({
-      host: '127.0.0.1',
-      port: 0,
+    const { server, close } = await serveStore(store, dir, {
       queueLimit: 8,
-      overloadRetryAfter: 5,
-      drainTimeout: 30,
-      store: sqliteServiceStore(store),
       logger,
       extraRoutes: (app, metrics) => mountDashboard(app, { store, metrics, logger, ...dashboard }),
     });
-    let closed = false;
-    return {
-      url: `http://127.0.0.1:${server.port}`,
-      store,
-      clock,
-      server,
-      dir,
-      close: async () => {
-        if (closed) return;
-        closed = true;
-        await server.close();
-        store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    return { url: `http://127.0.0.1:${server.port}`, store, clock, server, dir, close };
   } catch (err) {
     store.close();
     rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../src/logger.js';
-import { type RunningServer, startServer } from '../../src/server/app.js';
+import { type RunningServer, type ServerOptions, startServer } from '../../src/server/app.js';
 import { sqliteServiceStore } from '../../src/server/service-store.js';
 import { type Clock, openStore, type PlanName, type RateLimits, type Store } from '../../src/store/index.js';
 
@@ -67,40 +67,46 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     const account = store.accounts.create({ email: 'client@example.com', plan: options.plan ?? 'free' });
     if (options.credits !== undefined) setBalance(store, account.id, options.credits);
     const { key, info } = store.keys.create(account.id);
-    const server = await startServer({
-      host: '127.0.0.1',
-      port: 0,
+    const { server, close } = await serveStore(store, dir, {
       queueLimit: options.queueLimit ?? 16,
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
       drainTimeout: options.drainTimeout ?? 30,
-      store: sqliteServiceStore(store),
-      logger: createLogger('silent'),
       now: options.now,
     });
-    let closed = false;
-    return {
-      url: `http://127.0.0.1:${server.port}`,
-      port: server.port,
-      key,
-      keyId: info.id,
-      accountId: account.id,
-      store,
-      server,
-      dir,
-      dbPath,
-      close: async () => {
-        if (closed) return;
-        closed = true;
-        await server.close();
-        store.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
+    return { url: `http://127.0.0.1:${server.port}`, port: server.port, key, keyId: info.id, accountId: account.id, store, server, dir, dbPath, close };
   } catch (err) {
     store.close();
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * Starts startServer over `store` on 127.0.0.1 (ephemeral port, silent logs). close() is idempotent:
+ * it stops the server, then closes the store, then removes the test's temp folder `dir`.
+ */
+export async function serveStore(store: Store, dir: string, options: Partial<ServerOptions> = {}): Promise<{ server: RunningServer; close(): Promise<void> }> {
+  const server = await startServer({
+    host: '127.0.0.1',
+    port: 0,
+    queueLimit: 16,
+    overloadRetryAfter: 5,
+    drainTimeout: 30,
+    store: sqliteServiceStore(store),
+    logger: createLogger('silent'),
+    ...options,
+  });
+  let closed = false;
+  return {
+    server,
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await server.close();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export interface ImagePart {
