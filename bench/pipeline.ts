@@ -19,7 +19,7 @@
  * Absolute times are noisy on a small shared machine; the ratios come from one run and interleaved
  * measurements, which is what they are for.
  */
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,6 +36,7 @@ import {
   type Timings,
 } from '../src/index.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
+import { fmt, gitCommit, machineInfo, log, mean, printTable, round, runToCompletion } from './helpers/report.js';
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -68,38 +69,10 @@ type Stage = (typeof STAGES)[number];
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-const mean = (xs: readonly number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
-const round = (x: number, digits = 1): number => (Number.isFinite(x) ? Number(x.toFixed(digits)) : x);
 const mb = (kb: number): number => kb / 1024;
 const peakRssMB = (): number => mb(process.resourceUsage().maxRSS);
-const log = (message: string): void => {
-  process.stderr.write(`[bench] ${message}\n`);
-};
-const fmt = (x: number | undefined, digits = 0): string => (x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(digits));
 
-function printTable(title: string, headers: string[], rows: string[][], leftColumns = 1): void {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
-  console.log(`\n${title}`);
-  console.log(line(headers));
-  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-  for (const r of rows) console.log(line(r));
-}
 
-/** Runs a helper script to completion and returns its stdout. */
-function runToCompletion(script: string, args: string[]): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const chunks: Buffer[] = [];
-    child.stdout.on('data', (c: Buffer) => chunks.push(c));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      if (code === 0) resolve(Buffer.concat(chunks));
-      else reject(new Error(`${path.basename(script)} exited with ${code ?? signal}`));
-    });
-  });
-}
 
 // ---------------------------------------------------------------------------------------------
 // Pure inference in a child process
@@ -377,13 +350,6 @@ async function benchThroughput(image: InputImage, pure: PureInference, sequentia
   };
 }
 
-function gitCommit(): string | null {
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return null;
-  }
-}
 
 function report(cases: CaseResult[], throughput: ThroughputResult | undefined): void {
   printTable(
@@ -493,19 +459,8 @@ async function main(): Promise<void> {
     }
     await pure.close();
 
-    const cpus = os.cpus();
     const elapsedS = (performance.now() - started) / 1000;
-    const machine = {
-      cpus: cpus.length,
-      cpuModel: cpus[0]?.model ?? 'unknown',
-      availableParallelism: os.availableParallelism(),
-      totalMemGB: round(os.totalmem() / 2 ** 30, 1),
-      platform: `${os.platform()} ${os.release()} ${os.arch()}`,
-      node: process.version,
-      date: new Date().toISOString(),
-      loadAverageAtStart: loadStart.map((x) => round(x, 2)),
-      loadAverageAtEnd: os.loadavg().map((x) => round(x, 2)),
-    };
+    const machine = machineInfo(loadStart);
 
     console.log(`\nbgone pipeline benchmark${QUICK ? ' (BENCH_QUICK)' : ''}`);
     console.log(
@@ -520,7 +475,7 @@ async function main(): Promise<void> {
     const json = {
       benchmark: 'pipeline',
       quick: QUICK,
-      commit: gitCommit(),
+      commit: gitCommit(REPO_ROOT),
       machine,
       versions: { vips: versions.vips, onnxruntime: pure.ready.onnxruntime, tinybench: '6.2.3' },
       env: {
