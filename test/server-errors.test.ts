@@ -328,7 +328,10 @@ describe('403 permission_denied', () => {
     const { key } = ts.store.keys.create(account.id);
     ts.store.accounts.disable(account.id);
     const disabled = { ...ts, accountId: account.id, key };
-    await expectUncharged(disabled, 403, 'permission_denied', () => postImage(ts.url, key, {}, teddy));
+    const { res } = await expectUncharged(disabled, 403, 'permission_denied', () => postImage(ts.url, key, {}, teddy));
+    // An authenticated answer: it carries the plan's rate-limit headers.
+    expect(res.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
+    expect(res.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
   });
 });
 

@@ -131,11 +131,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return refuse(new HttpError('internal_server_error'));
     }
     if (!auth) return refuse(new HttpError('authentication_error'));
-    if (auth.disabled) return refuse(new HttpError('permission_denied'));
-    // 2. Rate limit of the plan.
+    // 2. Rate limit of the plan (its headers go on every authenticated answer, 403 included).
     const rate = rateLimiter.take(String(auth.keyId), auth.rateLimitPerMinute);
     const rh = rateHeaders(rate);
     if (!rate.allowed) return refuse(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
+    if (auth.disabled) return refuse(new HttpError('permission_denied'), rh);
     // 3. Load shedding before reading a byte of the body: fast and uncharged.
     if (admitted >= options.queueLimit) return refuse(new HttpError('overloaded'), { ...rh, 'Retry-After': String(options.overloadRetryAfter) });
     if (contentLength && Number(contentLength) > MAX_BODY_BYTES) return refuse(tooLarge(), rh);

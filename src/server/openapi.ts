@@ -83,7 +83,7 @@ export function openApiDocument(): Record<string, unknown> {
             '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large'], rateHeaders),
             '401': errorResponse('Missing or invalid API key.', ['authentication_error']),
             '402': errorResponse('No credits left in the billing cycle.', ['payment_required'], rateHeaders),
-            '403': errorResponse('Account disabled.', ['permission_denied']),
+            '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
             '405': errorResponse('Wrong method.', ['method_not_allowed']),
             '415': errorResponse('Not a JPG, PNG or WebP image.', ['unsupported_media_type'], rateHeaders),
             '422': errorResponse('The image cannot be decoded, or has no subject.', ['invalid_image', 'foreground_not_found'], rateHeaders),
