@@ -125,40 +125,57 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
 }
 
 void box_mean(const float* in, float* out, int w, int h, int r) {
-  // Horizontal running sums into tmp, then vertical running sums; both O(1) per pixel.
+  // Horizontal running sums into tmp, then vertical running sums; both O(1) per pixel. Windows
+  // are clipped at the borders, so each position divides by its own count (precomputed inverses).
   std::vector<float> tmp(static_cast<size_t>(w) * h);
-  std::vector<double> acc(w);
+  std::vector<double> inv_x(w), acc(w);
+  for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
   for (int y = 0; y < h; ++y) {
     const float* src = in + static_cast<size_t>(y) * w;
     float* dst = tmp.data() + static_cast<size_t>(y) * w;
     double sum = 0;
     for (int x = 0; x <= std::min(r, w - 1); ++x) sum += src[x];
     for (int x = 0; x < w; ++x) {
-      const int lo = std::max(0, x - r), hi = std::min(w - 1, x + r);
-      dst[x] = static_cast<float>(sum / (hi - lo + 1));
+      dst[x] = static_cast<float>(sum * inv_x[x]);
       if (x + r + 1 < w) sum += src[x + r + 1];
       if (x - r >= 0) sum -= src[x - r];
     }
   }
-  std::fill(acc.begin(), acc.end(), 0.0);
   for (int y = 0; y <= std::min(r, h - 1); ++y) {
     const float* src = tmp.data() + static_cast<size_t>(y) * w;
     for (int x = 0; x < w; ++x) acc[x] += src[x];
   }
   for (int y = 0; y < h; ++y) {
-    const int lo = std::max(0, y - r), hi = std::min(h - 1, y + r);
-    const double inv = 1.0 / (hi - lo + 1);
+    const double inv = 1.0 / (std::min(h - 1, y + r) - std::max(0, y - r) + 1);
     float* dst = out + static_cast<size_t>(y) * w;
-    for (int x = 0; x < w; ++x) dst[x] = static_cast<float>(acc[x] * inv);
-    if (y + r + 1 < h) {
-      const float* add = tmp.data() + static_cast<size_t>(y + r + 1) * w;
-      for (int x = 0; x < w; ++x) acc[x] += add[x];
-    }
-    if (y - r >= 0) {
-      const float* sub = tmp.data() + static_cast<size_t>(y - r) * w;
-      for (int x = 0; x < w; ++x) acc[x] -= sub[x];
+    const float* add = y + r + 1 < h ? tmp.data() + static_cast<size_t>(y + r + 1) * w : nullptr;
+    const float* sub = y - r >= 0 ? tmp.data() + static_cast<size_t>(y - r) * w : nullptr;
+    for (int x = 0; x < w; ++x) {
+      dst[x] = static_cast<float>(acc[x] * inv);
+      if (add) acc[x] += add[x];
+      if (sub) acc[x] -= sub[x];
     }
   }
+}
+
+Plane halve(const uint8_t* rgb, const Plane& mask, std::vector<uint8_t>& rgb_out) {
+  const int w = mask.width, hw = std::max(1, mask.width / 2), hh = std::max(1, mask.height / 2);
+  const int step_x = mask.width > 1 ? 1 : 0, step_y = mask.height > 1 ? w : 0;
+  Plane half(hw, hh);
+  rgb_out.resize(static_cast<size_t>(hw) * hh * 3);
+  parallel_rows(hh, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      for (int x = 0; x < hw; ++x) {
+        const size_t i0 = static_cast<size_t>(2 * y) * w + 2 * x, i1 = i0 + step_x, i2 = i0 + step_y, i3 = i2 + step_x;
+        const size_t o = static_cast<size_t>(y) * hw + x;
+        for (int c = 0; c < 3; ++c) {
+          rgb_out[o * 3 + c] = static_cast<uint8_t>((rgb[i0 * 3 + c] + rgb[i1 * 3 + c] + rgb[i2 * 3 + c] + rgb[i3 * 3 + c] + 2) / 4);
+        }
+        half.v[o] = (mask.v[i0] + mask.v[i1] + mask.v[i2] + mask.v[i3]) * 0.25f;
+      }
+    }
+  });
+  return half;
 }
 
 GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius, double eps) {
@@ -167,12 +184,14 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
   // Products to average: I (3), p, I*p (3), I*I^T (6 unique).
   std::vector<float> ch[13];
   for (auto& c : ch) c.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const float r = rgb[i * 3] / 255.f, g = rgb[i * 3 + 1] / 255.f, b = rgb[i * 3 + 2] / 255.f, p = mask.v[i];
-    ch[0][i] = r; ch[1][i] = g; ch[2][i] = b; ch[3][i] = p;
-    ch[4][i] = r * p; ch[5][i] = g * p; ch[6][i] = b * p;
-    ch[7][i] = r * r; ch[8][i] = r * g; ch[9][i] = r * b; ch[10][i] = g * g; ch[11][i] = g * b; ch[12][i] = b * b;
-  }
+  parallel_rows(h, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
+      const float r = rgb[i * 3] / 255.f, g = rgb[i * 3 + 1] / 255.f, b = rgb[i * 3 + 2] / 255.f, p = mask.v[i];
+      ch[0][i] = r; ch[1][i] = g; ch[2][i] = b; ch[3][i] = p;
+      ch[4][i] = r * p; ch[5][i] = g * p; ch[6][i] = b * p;
+      ch[7][i] = r * r; ch[8][i] = r * g; ch[9][i] = r * b; ch[10][i] = g * g; ch[11][i] = g * b; ch[12][i] = b * b;
+    }
+  });
   parallel_for(13, [&](int c) {
     std::vector<float> mean(n);
     box_mean(ch[c].data(), mean.data(), w, h, radius);
@@ -181,24 +200,26 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
   GuidedCoefficients k;
   for (auto& a : k.a) a = Plane(w, h);
   k.b = Plane(w, h);
-  for (size_t i = 0; i < n; ++i) {
-    const double mr = ch[0][i], mg = ch[1][i], mb = ch[2][i], mp = ch[3][i];
-    const double cr = ch[4][i] - mr * mp, cg = ch[5][i] - mg * mp, cb = ch[6][i] - mb * mp;
-    // Covariance of the guide plus eps on the diagonal, inverted by cofactors (symmetric 3x3).
-    const double srr = ch[7][i] - mr * mr + eps, srg = ch[8][i] - mr * mg, srb = ch[9][i] - mr * mb;
-    const double sgg = ch[10][i] - mg * mg + eps, sgb = ch[11][i] - mg * mb, sbb = ch[12][i] - mb * mb + eps;
-    const double i00 = sgg * sbb - sgb * sgb, i01 = srb * sgb - srg * sbb, i02 = srg * sgb - srb * sgg;
-    const double i11 = srr * sbb - srb * srb, i12 = srb * srg - srr * sgb, i22 = srr * sgg - srg * srg;
-    const double det = srr * i00 + srg * i01 + srb * i02;
-    const double inv = det != 0 ? 1.0 / det : 0.0;
-    const double ar = (i00 * cr + i01 * cg + i02 * cb) * inv;
-    const double ag = (i01 * cr + i11 * cg + i12 * cb) * inv;
-    const double ab = (i02 * cr + i12 * cg + i22 * cb) * inv;
-    k.a[0].v[i] = static_cast<float>(ar);
-    k.a[1].v[i] = static_cast<float>(ag);
-    k.a[2].v[i] = static_cast<float>(ab);
-    k.b.v[i] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
-  }
+  parallel_rows(h, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
+      const double mr = ch[0][i], mg = ch[1][i], mb = ch[2][i], mp = ch[3][i];
+      const double cr = ch[4][i] - mr * mp, cg = ch[5][i] - mg * mp, cb = ch[6][i] - mb * mp;
+      // Covariance of the guide plus eps on the diagonal, inverted by cofactors (symmetric 3x3).
+      const double srr = ch[7][i] - mr * mr + eps, srg = ch[8][i] - mr * mg, srb = ch[9][i] - mr * mb;
+      const double sgg = ch[10][i] - mg * mg + eps, sgb = ch[11][i] - mg * mb, sbb = ch[12][i] - mb * mb + eps;
+      const double i00 = sgg * sbb - sgb * sgb, i01 = srb * sgb - srg * sbb, i02 = srg * sgb - srb * sgg;
+      const double i11 = srr * sbb - srb * srb, i12 = srb * srg - srr * sgb, i22 = srr * sgg - srg * srg;
+      const double det = srr * i00 + srg * i01 + srb * i02;
+      const double inv = det != 0 ? 1.0 / det : 0.0;
+      const double ar = (i00 * cr + i01 * cg + i02 * cb) * inv;
+      const double ag = (i01 * cr + i11 * cg + i12 * cb) * inv;
+      const double ab = (i02 * cr + i12 * cg + i22 * cb) * inv;
+      k.a[0].v[i] = static_cast<float>(ar);
+      k.a[1].v[i] = static_cast<float>(ag);
+      k.a[2].v[i] = static_cast<float>(ab);
+      k.b.v[i] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
+    }
+  });
   Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
   parallel_for(4, [&](int c) {
     std::vector<float> mean(n);

@@ -44,6 +44,10 @@ inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0
 // Box mean over a (2r+1)^2 window, windows clipped at the borders.
 void box_mean(const float* in, float* out, int w, int h, int r);
 
+// 2x2 averages of an interleaved RGB image and of its mask (same size, even sides; an odd last
+// row or column is dropped). Returns the mask; the image goes to `rgb_out`.
+Plane halve(const uint8_t* rgb, const Plane& mask, std::vector<uint8_t>& rgb_out);
+
 struct GuidedCoefficients {
   Plane a[3], b;  // alpha = a . rgb + b, rgb in 0..1
 };

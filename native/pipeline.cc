@@ -227,8 +227,12 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const AxisMap my{static_cast<double>(box.h) / out_h * ky, (box.y + 0.5 * box.h / out_h) * ky - 0.5};
   Plane alpha;
   if (o.refine) {
-    const GuidedCoefficients k = fit_guided(small.data.data(), mask, o.guided_radius, o.guided_eps);
-    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, mx, my);
+    // Fitted at half the model's resolution: 4x less work for the same scores (bench/quality).
+    std::vector<uint8_t> half_guide;
+    const Plane half_mask = halve(small.data.data(), mask, half_guide);
+    const GuidedCoefficients k = fit_guided(half_guide.data(), half_mask, std::max(1, o.guided_radius / 2), o.guided_eps);
+    const AxisMap hx{mx.scale / 2, (mx.offset + 0.5) / 2 - 0.5}, hy{my.scale / 2, (my.offset + 0.5) / 2 - 0.5};
+    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy);
   } else {
     alpha = resample_plane(mask, out_w, out_h, mx, my);
   }
