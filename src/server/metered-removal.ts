@@ -152,6 +152,7 @@ export class MeteredRemoval {
       return this.fail(new HttpError('validation_error', 'This Idempotency-Key was already used with another image, or its first request is still in progress.', { field: 'Idempotency-Key' }));
     }
     this.reservationId = reservation.reservationId;
+    let remaining = reservation.remainingAfterCharge;
     // The image work.
     let result;
     this.processing = true;
@@ -170,7 +171,7 @@ export class MeteredRemoval {
     let charged = 0;
     try {
       if (this.reservationId !== null) {
-        store.commit(this.reservationId);
+        remaining = store.commit(this.reservationId); // the balance from the charge's own transaction
         this.reservationId = null;
         charged = 1;
       }
@@ -187,7 +188,7 @@ export class MeteredRemoval {
         'X-Image-Width': String(result.width),
         'X-Image-Height': String(result.height),
         'X-Credits-Charged': String(charged),
-        'X-Credits-Remaining': String(store.remaining(accountId)),
+        'X-Credits-Remaining': String(remaining),
         'Cache-Control': 'no-store',
         ...this.request.rateHeaders,
       },

@@ -12,16 +12,17 @@ export interface Authenticated {
 }
 
 export type Reservation =
-  | { ok: true; reservationId: number | null; alreadyCharged: boolean }
+  /** remaining: credits left once this request is charged (nothing more if alreadyCharged). */
+  | { ok: true; reservationId: number | null; alreadyCharged: boolean; remainingAfterCharge: number }
   | { ok: false; reason: 'payment_required' | 'account_disabled' | 'idempotency_conflict' };
 
 export interface ServiceStore {
   /** null for a malformed, unknown or revoked key (malformed: without touching the database). */
   authenticate(rawKey: string): Authenticated | null;
   reserve(accountId: number, request: { requestId: string; keyId?: number | undefined; idempotencyKey?: string | undefined; imageHash?: string | undefined }): Reservation;
-  commit(reservationId: number): void;
+  /** Charges the reservation; returns the credits left in the cycle. */
+  commit(reservationId: number): number;
   release(reservationId: number): void;
-  remaining(accountId: number): number;
 }
 
 /** The service's view of the SQLite store (src/store). */
@@ -33,8 +34,7 @@ export function sqliteServiceStore(store: Store): ServiceStore {
       return { keyId: auth.keyId, accountId: auth.account.id, disabled: auth.account.disabled, rateLimitPerMinute: auth.plan.rateLimitPerMinute };
     },
     reserve: (accountId, request) => store.credits.reserve(accountId, request),
-    commit: (reservationId) => void store.credits.commit(reservationId),
+    commit: (reservationId) => store.credits.commit(reservationId).remaining,
     release: (reservationId) => void store.credits.release(reservationId),
-    remaining: (accountId) => store.credits.balance(accountId).remaining,
   };
 }
