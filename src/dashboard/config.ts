@@ -1,5 +1,5 @@
 /** The dashboard's environment settings, validated like the service's own (src/config.ts). */
-import { ConfigError } from '../config.js';
+import { bool } from '../config.js';
 
 export interface DashboardConfig {
   /**
@@ -11,8 +11,5 @@ export interface DashboardConfig {
 }
 
 export function loadDashboardConfig(env: NodeJS.ProcessEnv = process.env): DashboardConfig {
-  const raw = env.BGONE_TRUST_PROXY;
-  if (raw === undefined || raw === '' || /^(0|false|no|off)$/i.test(raw)) return { trustProxy: false };
-  if (/^(1|true|yes|on)$/i.test(raw)) return { trustProxy: true };
-  throw new ConfigError(`BGONE_TRUST_PROXY must be true or false (got "${raw}")`);
+  return { trustProxy: bool(env, 'BGONE_TRUST_PROXY', false) };
 }

@@ -11,7 +11,7 @@ import type { Logger } from '../logger.js';
 import { HTTP_STATUS, HttpError } from '../server/http-errors.js';
 import { MAX_BODY_BYTES, MeteredRemoval, tooLarge, type Headers } from '../server/metered-removal.js';
 import type { Metrics } from '../server/metrics.js';
-import type { RateLimiter } from '../server/rate-limit.js';
+import { rateLimitHeaders, type RateLimiter } from '../server/rate-limit.js';
 import { sqliteServiceStore, type ServiceStore } from '../server/service-store.js';
 import type { Account, Session, Store } from '../store/index.js';
 import { checkSessionToken } from './csrf.js';
@@ -58,7 +58,7 @@ export class TryEndpoint {
     // 2. The plan's rate limit, per account.
     const limit = this.deps.store.plans[account.plan].rateLimitPerMinute;
     const rate = this.deps.rateLimiter.take(`dashboard:${account.id}`, limit);
-    const rh: Headers = { 'X-RateLimit-Limit': String(rate.limit), 'X-RateLimit-Remaining': String(rate.remaining), 'X-RateLimit-Reset': String(rate.reset) };
+    const rh = rateLimitHeaders(rate);
     if (!rate.allowed) return answerError(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
     // 3. Load shedding, before reading the body.
     if (this.inFlight >= this.deps.maxInFlight) return answerError(new HttpError('overloaded'), { ...rh, 'Retry-After': String(this.deps.overloadRetryAfter) });

@@ -12,7 +12,7 @@ import { HTTP_STATUS, HttpError, type HttpErrorCode } from './http-errors.js';
 import { MAX_BODY_BYTES, MeteredRemoval, tooLarge, type Headers } from './metered-removal.js';
 import { Metrics } from './metrics.js';
 import { openApiDocument } from './openapi.js';
-import { RateLimiter } from './rate-limit.js';
+import { RateLimiter, rateLimitHeaders } from './rate-limit.js';
 import { newRequestId } from './request-id.js';
 import type { Authenticated, ServiceStore } from './service-store.js';
 
@@ -56,10 +56,6 @@ function statusNumber(status: string): number {
 function bearer(header: string): string | null {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return m ? m[1]! : null;
-}
-
-function rateHeaders(d: { limit: number; remaining: number; reset: number }): Headers {
-  return { 'X-RateLimit-Limit': String(d.limit), 'X-RateLimit-Remaining': String(d.remaining), 'X-RateLimit-Reset': String(d.reset) };
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -133,7 +129,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (!auth) return refuse(new HttpError('authentication_error'));
     // 2. Rate limit of the plan (its headers go on every authenticated answer, 403 included).
     const rate = rateLimiter.take(String(auth.keyId), auth.rateLimitPerMinute);
-    const rh = rateHeaders(rate);
+    const rh = rateLimitHeaders(rate);
     if (!rate.allowed) return refuse(new HttpError('rate_limit_exceeded'), { ...rh, 'Retry-After': String(rate.retryAfter) });
     if (auth.disabled) return refuse(new HttpError('permission_denied'), rh);
     // 3. Load shedding before reading a byte of the body: fast and uncharged.

@@ -22,6 +22,11 @@ interface Window {
 
 const WINDOW_MS = 60_000;
 
+/** The X-RateLimit-* headers of a decision (on every authenticated answer). */
+export function rateLimitHeaders(d: Pick<RateDecision, 'limit' | 'remaining' | 'reset'>): Record<string, string> {
+  return { 'X-RateLimit-Limit': String(d.limit), 'X-RateLimit-Remaining': String(d.remaining), 'X-RateLimit-Reset': String(d.reset) };
+}
+
 export class RateLimiter {
   private readonly windows = new Map<string, Window>();
 
