@@ -230,13 +230,12 @@ Pixels model_input_from(VipsImage* in, int width, int height) {
 
 }  // namespace
 
-Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height) {
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int width, int height) {
   // Shrink-on-load: JPEG decodes at 1/2, 1/4 or 1/8 scale in the DCT, WebP scales while decoding,
   // as long as the result still has at least the model's resolution. The loader is the sniffed one,
-  // never one libvips would pick by itself.
-  VipsRef header = open_image(data, length, format);
-  const int w = header.get()->Xsize, h = header.get()->Ysize;
-  header.reset();
+  // never one libvips would pick by itself. (The header's sides are after EXIF orientation; the
+  // shrink test below treats both sides alike, so the stored orientation does not matter.)
+  const int w = header.width, h = header.height;
   VipsImage* loaded = nullptr;
   void* buf = const_cast<uint8_t*>(data);
   int rc = -1;

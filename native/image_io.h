@@ -42,7 +42,7 @@ int decoded_height(const DecodedImage& image);
 
 // The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
 // exactly width x height (3 bands), decoded with shrink-on-load where the format has it (JPEG, WebP)...
-Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, int width, int height);
+Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int width, int height);
 // ...or derived from the full decode (PNG, which has no shrink-on-load).
 Pixels model_input_from_decoded(const DecodedImage& image, int width, int height);
 

@@ -163,7 +163,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     small = model_input_from_decoded(*decoded, spec.width, spec.height);
   } else {
     step = Clock::now();
-    small = decode_for_model(data, length, format, spec.width, spec.height);
+    small = decode_for_model(data, length, format, header, spec.width, spec.height);
     // The full-resolution decode runs beside the inference: the model's threads leave gaps, and
     // the decode would otherwise add its whole time to the job's latency.
     full = std::async(std::launch::async, [&decode_ms, data, length, format] {
