@@ -18,20 +18,22 @@
  * meanwhile (/proc/stat minus this process), so that a ratio taken while something else competed for
  * the machine is flagged as such.
  *
- * Results are printed and written to bench/results/http.json. BENCH_QUICK=1: concurrency 4 only,
+ * Results are printed and written to bench/results/http-<backend>.json. BENCH_HTTP=uws|node picks the
+ * HTTP backend (default: the automatic choice, as `npm start`). BENCH_QUICK=1: concurrency 4 only,
  * 6 requests, fewer core calls (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
  *
  * Only loopback traffic; every run is bounded in requests, and each level also by a hard time limit.
  */
-import { spawn } from 'node:child_process';
+
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { nativeVersions, preloadModel, readManifest, removeBackground, type RemoveBackgroundResult } from '../src/index.js';
+import { loadLibraryConfig } from '../src/config/config.js';
+import { configure, nativeVersions, preloadModel, type RemoveBackgroundResult, readManifest, removeBackground } from '../src/lib/index.js';
+import { AUTOCANNON_VERSION, type AutocannonResult, type BoundedRun, runBounded } from './helpers/http-autocannon.js';
 import { CpuMeter, type CpuShare } from './helpers/http-cpu.js';
-import { AUTOCANNON_VERSION, runBounded, type AutocannonResult, type BoundedRun } from './helpers/http-autocannon.js';
-import { multipartBody, postOnce, startService, type ServiceFixture } from './helpers/http-fixture.js';
+import { multipartBody, postOnce, type ServiceFixture, startService } from './helpers/http-fixture.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
 import { fmt, gitCommit, machineInfo, mean, printTable, round, runToCompletion } from './helpers/report.js';
 
@@ -41,7 +43,11 @@ import { fmt, gitCommit, machineInfo, mean, printTable, round, runToCompletion }
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
 const REPO_ROOT = path.resolve(HERE, '..', '..');
 const DATASET_DIR = path.resolve(REPO_ROOT, '..', 'shared', 'datasets', 'dev');
-const RESULTS_FILE = path.join(REPO_ROOT, 'bench', 'results', 'http.json');
+const HTTP_CHOICE = ((): 'auto' | 'uws' | 'node' => {
+  const raw = process.env.BENCH_HTTP ?? 'auto';
+  if (raw === 'auto' || raw === 'uws' || raw === 'node') return raw;
+  throw new Error(`BENCH_HTTP must be uws, node or auto (got "${raw}")`);
+})();
 const INPUTS_CHILD = path.join(HERE, 'helpers', 'make-inputs.js');
 
 const QUICK = /^(1|true|yes)$/i.test(process.env.BENCH_QUICK ?? '');
@@ -80,9 +86,6 @@ function percentile(xs: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
-
-
-
 /** RSS of this process, sampled on a timer between start() and stop(). */
 class RssSampler {
   private samples: number[] = [];
@@ -118,7 +121,10 @@ async function makeInput(): Promise<{ source: GeneratedInputs['source']; image: 
   const out = JSON.parse((await runToCompletion(INPUTS_CHILD, [photo, String(MEGAPIXELS), String(JPEG_QUALITY)])).toString('utf8')) as GeneratedInputs;
   const img = out.images[0];
   if (!img) throw new Error('make-inputs returned no image');
-  return { source: out.source, image: { label: img.label, width: img.width, height: img.height, bytes: img.bytes, data: Buffer.from(img.jpegBase64, 'base64') } };
+  return {
+    source: out.source,
+    image: { label: img.label, width: img.width, height: img.height, bytes: img.bytes, data: Buffer.from(img.jpegBase64, 'base64') },
+  };
 }
 
 interface CoreRun {
@@ -206,7 +212,12 @@ interface LevelResult {
   autocannon: Pick<AutocannonResult, 'duration' | 'latency' | 'requests' | 'statusCodeStats' | 'errors' | 'timeouts' | 'non2xx' | 'resets'>;
 }
 
-async function httpLevel(fixture: ServiceFixture, body: Buffer, headers: Record<string, string>, connections: number): Promise<Omit<LevelResult, 'core' | 'ratio' | 'ratioToSequential' | 'targetMet' | 'targetMetVsSequential' | 'contendedPhases'>> {
+async function httpLevel(
+  fixture: ServiceFixture,
+  body: Buffer,
+  headers: Record<string, string>,
+  connections: number,
+): Promise<Omit<LevelResult, 'core' | 'ratio' | 'ratioToSequential' | 'targetMet' | 'targetMetVsSequential' | 'contendedPhases'>> {
   const amount = requestsFor(connections);
   log(`HTTP: ${amount} requests over ${connections} connection(s)`);
   const sampler = new RssSampler();
@@ -238,7 +249,14 @@ async function httpLevel(fixture: ServiceFixture, body: Buffer, headers: Record<
     statusCodes,
     requestErrors: run.requestErrors,
     requestsPerSecond: ok / (run.wallMs / 1000),
-    latency: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, mean: result.latency.mean, min: result.latency.min, max: result.latency.max },
+    latency: {
+      p50: result.latency.p50,
+      p90: result.latency.p90,
+      p99: result.latency.p99,
+      mean: result.latency.mean,
+      min: result.latency.min,
+      max: result.latency.max,
+    },
     latencyExact: { p50: percentile(run.latenciesMs, 50), p99: percentile(run.latenciesMs, 99), samples: run.latenciesMs.map((x) => round(x, 1)) },
     rss,
     cpu,
@@ -257,7 +275,8 @@ async function httpLevel(fixture: ServiceFixture, body: Buffer, headers: Record<
     `  ${level.requestsPerSecond.toFixed(3)} req/s, p50 ${level.latency.p50.toFixed(0)} ms, p99 ${level.latency.p99.toFixed(0)} ms, ` +
       `${ok} x 2xx, ${level.non2xx} non-2xx, ${level.errors} errors; RSS max ${rss.maxMB.toFixed(0)} MB; other processes ${fmt(cpu.otherCores, 2)} cores`,
   );
-  if (ok !== amount || level.non2xx > 0 || level.errors > 0) log(`  WARNING: not every request succeeded: status ${JSON.stringify(statusCodes)}, errors ${JSON.stringify(run.requestErrors)}`);
+  if (ok !== amount || level.non2xx > 0 || level.errors > 0)
+    log(`  WARNING: not every request succeeded: status ${JSON.stringify(statusCodes)}, errors ${JSON.stringify(run.requestErrors)}`);
   return level;
 }
 
@@ -284,11 +303,23 @@ function report(levels: LevelResult[], brackets: CoreBracket[]): void {
       fmt(l.cpu.otherCores, 2),
     ]),
   );
-  console.log(`req/s = 2xx answers / wall time from the first request to the last answer; p50/p99 from autocannon's latency histogram; RSS of this process (server, library, autocannon) every ${RSS_SAMPLE_MS} ms;\nother CPU = cores used by other processes meanwhile (machine busy time from /proc/stat minus this process's).`);
+  console.log(
+    `req/s = 2xx answers / wall time from the first request to the last answer; p50/p99 from autocannon's latency histogram; RSS of this process (server, library, autocannon) every ${RSS_SAMPLE_MS} ms;\nother CPU = cores used by other processes meanwhile (machine busy time from /proc/stat minus this process's).`,
+  );
 
   printTable(
     `HTTP throughput / native core throughput (target >= ${TARGET_RATIO}); core = removeBackground() on the same JPEG in this process, mean of the measurements just before and after the level`,
-    ['concurrency', 'req/s', `core img/s (${CORE_IN_FLIGHT} in flight)`, 'ratio', 'target', 'core img/s (sequential)', 'ratio vs sequential', 'vs seq', 'contended phases'],
+    [
+      'concurrency',
+      'req/s',
+      `core img/s (${CORE_IN_FLIGHT} in flight)`,
+      'ratio',
+      'target',
+      'core img/s (sequential)',
+      'ratio vs sequential',
+      'vs seq',
+      'contended phases',
+    ],
     levels.map((l) => [
       String(l.connections),
       fmt(l.requestsPerSecond, 3),
@@ -304,7 +335,9 @@ function report(levels: LevelResult[], brackets: CoreBracket[]): void {
   );
   const noisy = levels.filter((l) => l.contendedPhases.length > 0);
   if (noisy.length > 0) {
-    console.log(`Contended (other processes > ${CONTENDED_CORES} cores) behind the ratio: ${noisy.map((l) => `c=${l.connections}: ${l.contendedPhases.join(', ')}`).join('; ')}. Those ratios measure the other load as much as the service.`);
+    console.log(
+      `Contended (other processes > ${CONTENDED_CORES} cores) behind the ratio: ${noisy.map((l) => `c=${l.connections}: ${l.contendedPhases.join(', ')}`).join('; ')}. Those ratios measure the other load as much as the service.`,
+    );
   }
   if (levels.some((l) => l.connections === 1)) {
     console.log(
@@ -332,10 +365,13 @@ function report(levels: LevelResult[], brackets: CoreBracket[]): void {
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
+  configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const started = performance.now();
   const loadStart = os.loadavg();
   const manifest = readManifest();
-  log(`${QUICK ? 'QUICK mode: ' : ''}concurrency ${CONCURRENCY_LEVELS.join(', ')} with ${CONCURRENCY_LEVELS.map(requestsFor).join(', ')} requests; ${MEGAPIXELS} MP JPEG -> ${FORMAT}`);
+  log(
+    `${QUICK ? 'QUICK mode: ' : ''}concurrency ${CONCURRENCY_LEVELS.join(', ')} with ${CONCURRENCY_LEVELS.map(requestsFor).join(', ')} requests; ${MEGAPIXELS} MP JPEG -> ${FORMAT}`,
+  );
 
   log(`making the input from ${PHOTO} (child process, sharp)`);
   const { source, image } = await makeInput();
@@ -347,7 +383,8 @@ async function main(): Promise<void> {
   const modelLoadMs = performance.now() - modelLoadStart;
   const versions = nativeVersions();
 
-  const fixture = await startService({ queueLimit: QUEUE_LIMIT, grant: 1_000_000, rateLimitPerMinute: 1_000_000 });
+  const fixture = await startService({ queueLimit: QUEUE_LIMIT, grant: 1_000_000, rateLimitPerMinute: 1_000_000, http: HTTP_CHOICE });
+  const resultsFile = path.join(REPO_ROOT, 'bench', 'results', `http-${fixture.server.backend}.json`);
   const onSignal = (signal: NodeJS.Signals): void => {
     log(`${signal}: closing the server and deleting the temporary store`);
     void fixture.close().finally(() => process.exit(130));
@@ -355,7 +392,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    log(`server on ${fixture.url} (queue limit ${QUEUE_LIMIT}), store in a temporary folder`);
+    log(`server on ${fixture.url} (${fixture.server.backend} backend, queue limit ${QUEUE_LIMIT}), store in a temporary folder`);
     const { body, contentType } = multipartBody(image.data, `bench-${MEGAPIXELS}mp.jpg`, { format: FORMAT });
     const headers = { Authorization: `Bearer ${fixture.apiKey}`, 'Content-Type': contentType };
 
@@ -365,14 +402,19 @@ async function main(): Promise<void> {
     const check = await postOnce(fixture.url, body, headers, REQUEST_TIMEOUT_S * 1000);
     const pngSignature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
     if (check.status !== 200) throw new Error(`warm-up request answered ${check.status}: ${check.body.toString('utf8').slice(0, 500)}`);
-    if (!check.body.subarray(0, 8).equals(pngSignature) || check.headers['content-type'] !== 'image/png') throw new Error(`warm-up answer is not a PNG (${String(check.headers['content-type'])})`);
+    if (!check.body.subarray(0, 8).equals(pngSignature) || check.headers['content-type'] !== 'image/png')
+      throw new Error(`warm-up answer is not a PNG (${String(check.headers['content-type'])})`);
     if (check.headers['x-image-width'] !== String(image.width) || check.headers['x-image-height'] !== String(image.height)) {
-      throw new Error(`warm-up answer is ${String(check.headers['x-image-width'])}x${String(check.headers['x-image-height'])}, expected ${image.width}x${image.height}`);
+      throw new Error(
+        `warm-up answer is ${String(check.headers['x-image-width'])}x${String(check.headers['x-image-height'])}, expected ${image.width}x${image.height}`,
+      );
     }
-    log(`  HTTP ${check.ms.toFixed(0)} ms, ${(check.body.length / 1024).toFixed(0)} KB PNG (core: ${(warmCore.data.length / 1024).toFixed(0)} KB); credits left ${String(check.headers['x-credits-remaining'])}`);
+    log(
+      `  HTTP ${check.ms.toFixed(0)} ms, ${(check.body.length / 1024).toFixed(0)} KB PNG (core: ${(warmCore.data.length / 1024).toFixed(0)} KB); credits left ${String(check.headers['x-credits-remaining'])}`,
+    );
     const idleRssMB = toMB(process.memoryUsage.rss());
 
-    const brackets: CoreBracket[] = [await coreBracket(image.data, 'before c=' + CONCURRENCY_LEVELS[0])];
+    const brackets: CoreBracket[] = [await coreBracket(image.data, `before c=${CONCURRENCY_LEVELS[0]}`)];
     const levels: LevelResult[] = [];
     for (let i = 0; i < CONCURRENCY_LEVELS.length; i++) {
       const connections = CONCURRENCY_LEVELS[i]!;
@@ -403,23 +445,28 @@ async function main(): Promise<void> {
       });
       log(`  ratio ${ratio.toFixed(3)} (vs ${parallelIps.toFixed(3)} img/s), vs sequential ${ratioToSequential.toFixed(3)}`);
     }
-    const remaining = fixture.store.credits.balance(fixture.accountId).remaining;
+    const remaining = (await fixture.store.credits.balance(fixture.accountId)).remaining;
 
     const elapsedS = (performance.now() - started) / 1000;
     const machine = machineInfo(loadStart);
 
-    console.log(`\nbgone HTTP benchmark${QUICK ? ' (BENCH_QUICK)' : ''}`);
-    console.log(`${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${versions.vips}, autocannon ${AUTOCANNON_VERSION}`);
+    console.log(`\nbgone HTTP benchmark, ${fixture.server.backend} backend${QUICK ? ' (BENCH_QUICK)' : ''}`);
+    console.log(
+      `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${versions.vips}, autocannon ${AUTOCANNON_VERSION}`,
+    );
     console.log(
       `input ${source.file} resized to ${image.width}x${image.height} JPEG q${JPEG_QUALITY} (${(image.bytes / 1024).toFixed(0)} KB, multipart body ${(body.length / 1024).toFixed(0)} KB) -> ${FORMAT}; ` +
         `model ${manifest.default}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
     );
     report(levels, brackets);
     const allOk = levels.every((l) => l.ok === l.requests && l.non2xx === 0 && l.errors === 0);
-    console.log(`\n${allOk ? 'every request answered 200' : 'WARNING: some requests did not answer 2xx (see non-2xx / errors)'}; RSS idle after warm-up ${fmt(idleRssMB)} MB, peak RSS of the run ${fmt(process.resourceUsage().maxRSS / 1024)} MB; run took ${elapsedS.toFixed(0)} s`);
+    console.log(
+      `\n${allOk ? 'every request answered 200' : 'WARNING: some requests did not answer 2xx (see non-2xx / errors)'}; RSS idle after warm-up ${fmt(idleRssMB)} MB, peak RSS of the run ${fmt(process.resourceUsage().maxRSS / 1024)} MB; run took ${elapsedS.toFixed(0)} s`,
+    );
 
     const json = {
       benchmark: 'http',
+      httpBackend: fixture.server.backend,
       quick: QUICK,
       commit: gitCommit(REPO_ROOT),
       machine,
@@ -455,9 +502,9 @@ async function main(): Promise<void> {
       peakRssMB: process.resourceUsage().maxRSS / 1024,
       elapsedSeconds: elapsedS,
     };
-    mkdirSync(path.dirname(RESULTS_FILE), { recursive: true });
-    writeFileSync(RESULTS_FILE, `${JSON.stringify(json, null, 2)}\n`);
-    console.log(`results written to ${path.relative(process.cwd(), RESULTS_FILE) || RESULTS_FILE}`);
+    mkdirSync(path.dirname(resultsFile), { recursive: true });
+    writeFileSync(resultsFile, `${JSON.stringify(json, null, 2)}\n`);
+    console.log(`results written to ${path.relative(process.cwd(), resultsFile) || resultsFile}`);
   } finally {
     await fixture.close();
     process.off('SIGINT', onSignal);

@@ -32,7 +32,8 @@ function dilate(points: Uint8Array, w: number, h: number, radius: number): Uint8
     for (let x = 0; x < w; x++) {
       if (!points[y * w + x]) continue;
       for (const [dx, dy] of offsets) {
-        const nx = x + dx, ny = y + dy;
+        const nx = x + dx,
+          ny = y + dy;
         if (nx >= 0 && ny >= 0 && nx < w && ny < h) out[ny * w + nx] = 1;
       }
     }
@@ -43,35 +44,56 @@ function dilate(points: Uint8Array, w: number, h: number, radius: number): Uint8
 export function scoreMatte(pred: Uint8Array, gt: Uint8Array, w: number, h: number): MatteScores {
   const n = w * h;
   if (pred.length !== n || gt.length !== n) throw new Error('prediction and ground truth differ in size');
-  let inter = 0, union = 0, absSum = 0;
-  const pm = new Uint8Array(n), gm = new Uint8Array(n);
+  let inter = 0,
+    union = 0,
+    absSum = 0;
+  const pm = new Uint8Array(n),
+    gm = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
-    const p = pred[i]! >= 128 ? 1 : 0, g = gt[i]! >= 128 ? 1 : 0;
+    const p = pred[i]! >= 128 ? 1 : 0,
+      g = gt[i]! >= 128 ? 1 : 0;
     pm[i] = p;
     gm[i] = g;
     inter += p & g;
     union += p | g;
     absSum += Math.abs(pred[i]! - gt[i]!) / 255;
   }
-  const pb = boundary(pm, w, h), gb = boundary(gm, w, h);
-  const pNear = dilate(gb, w, h, 3), gNear = dilate(pb, w, h, 3);
-  let pCount = 0, pHit = 0, gCount = 0, gHit = 0;
+  const pb = boundary(pm, w, h),
+    gb = boundary(gm, w, h);
+  const pNear = dilate(gb, w, h, 3),
+    gNear = dilate(pb, w, h, 3);
+  let pCount = 0,
+    pHit = 0,
+    gCount = 0,
+    gHit = 0;
   for (let i = 0; i < n; i++) {
-    if (pb[i]) { pCount++; pHit += pNear[i]!; }
-    if (gb[i]) { gCount++; gHit += gNear[i]!; }
+    if (pb[i]) {
+      pCount++;
+      pHit += pNear[i]!;
+    }
+    if (gb[i]) {
+      gCount++;
+      gHit += gNear[i]!;
+    }
   }
   let boundaryF: number;
   if (pCount === 0 && gCount === 0) boundaryF = 1;
   else if (pCount === 0 || gCount === 0) boundaryF = 0;
   else {
-    const precision = pHit / pCount, recall = gHit / gCount;
+    const precision = pHit / pCount,
+      recall = gHit / gCount;
     boundaryF = precision + recall > 0 ? (2 * precision * recall) / (precision + recall) : 0;
   }
   return { iou: union ? inter / union : 1, mae: absSum / n, sad: absSum / 1000, boundaryF };
 }
 
 export function meanScores(list: MatteScores[]): MatteScores {
-  const sum = list.reduce((a, s) => ({ iou: a.iou + s.iou, mae: a.mae + s.mae, sad: a.sad + s.sad, boundaryF: a.boundaryF + s.boundaryF }), { iou: 0, mae: 0, sad: 0, boundaryF: 0 });
+  const sum = list.reduce((a, s) => ({ iou: a.iou + s.iou, mae: a.mae + s.mae, sad: a.sad + s.sad, boundaryF: a.boundaryF + s.boundaryF }), {
+    iou: 0,
+    mae: 0,
+    sad: 0,
+    boundaryF: 0,
+  });
   const k = Math.max(1, list.length);
   return { iou: sum.iou / k, mae: sum.mae / k, sad: sum.sad / k, boundaryF: sum.boundaryF / k };
 }

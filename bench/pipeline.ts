@@ -19,24 +19,27 @@
  * Absolute times are noisy on a small shared machine; the ratios come from one run and interleaved
  * measurements, which is what they are for.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Bench, type HookMode } from 'tinybench';
+import { loadLibraryConfig } from '../src/config/config.js';
 import {
+  configure,
   nativeVersions,
+  type OutputFormat,
   preloadModel,
+  type RemoveBackgroundResult,
   readManifest,
   removeBackground,
-  type OutputFormat,
-  type RemoveBackgroundResult,
   type Timings,
-} from '../src/index.js';
+} from '../src/lib/index.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
-import { fmt, gitCommit, machineInfo, log, mean, printTable, round, runToCompletion } from './helpers/report.js';
+import { fmt, gitCommit, log, machineInfo, mean, printTable, runToCompletion } from './helpers/report.js';
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -71,8 +74,6 @@ type Stage = (typeof STAGES)[number];
 
 const mb = (kb: number): number => kb / 1024;
 const peakRssMB = (): number => mb(process.resourceUsage().maxRSS);
-
-
 
 // ---------------------------------------------------------------------------------------------
 // Pure inference in a child process
@@ -350,7 +351,6 @@ async function benchThroughput(image: InputImage, pure: PureInference, sequentia
   };
 }
 
-
 function report(cases: CaseResult[], throughput: ThroughputResult | undefined): void {
   printTable(
     `Per-stage means (ms) reported by the native core in result.timings, ${ITERATIONS} measured calls per case`,
@@ -418,10 +418,13 @@ function report(cases: CaseResult[], throughput: ThroughputResult | undefined): 
 }
 
 async function main(): Promise<void> {
+  configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const started = performance.now();
   const loadStart = os.loadavg();
   const manifest = readManifest();
-  log(`${QUICK ? 'QUICK mode: ' : ''}sizes ${SIZES_MP.join(', ')} MP x formats ${FORMATS.join(', ')}, ${ITERATIONS} iterations (+${WARMUP_ITERATIONS} warmup) per case`);
+  log(
+    `${QUICK ? 'QUICK mode: ' : ''}sizes ${SIZES_MP.join(', ')} MP x formats ${FORMATS.join(', ')}, ${ITERATIONS} iterations (+${WARMUP_ITERATIONS} warmup) per case`,
+  );
 
   // Both children start at once: the inputs are made while the reference session loads.
   log(`making inputs from ${PHOTO} (child process, sharp); starting the onnxruntime-node child (load + warmup)`);
@@ -445,7 +448,9 @@ async function main(): Promise<void> {
       for (const format of FORMATS) {
         log(`case ${image.label} -> ${format}`);
         const c = await benchCase(image, format, pure);
-        log(`  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.mean.toFixed(0)} ms, core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}`);
+        log(
+          `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.mean.toFixed(0)} ms, core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}`,
+        );
         cases.push(c);
       }
     }

@@ -7,14 +7,17 @@
  * Options: --only <prefix> (e.g. am_), --variants refined,plain, and for tuning the env variables
  * BGONE_GUIDED_RADIUS / BGONE_GUIDED_EPS / BGONE_LEVELS=low,high.
  */
+
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { getModel } from '../src/models.js';
-import { native } from '../src/native.js';
-import { normaliseOptions } from '../src/options.js';
-import { meanScores, scoreMatte, type MatteScores } from './metrics.js';
+import { loadLibraryConfig } from '../src/config/config.js';
+import { configure } from '../src/lib/index.js';
+import { getModel } from '../src/lib/models.js';
+import { native } from '../src/lib/native.js';
+import { normaliseOptions } from '../src/lib/options.js';
+import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dataset = resolve(root, '..', 'shared', 'datasets', 'dev');
@@ -40,6 +43,7 @@ async function grey(buffer: Buffer | string, width?: number, height?: number): P
 }
 
 async function main(): Promise<void> {
+  configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const only = arg('--only');
   const variants = (arg('--variants') ?? 'refined,plain').split(',');
   const names = readdirSync(join(dataset, 'images'))
@@ -72,13 +76,29 @@ async function main(): Promise<void> {
   for (const group of groups) {
     summary[group] = {};
     const base = BASELINE[group]!;
-    rows.push({ set: group, variant: 'reference (BASELINE.md)', n: '', IoU: base.iou.toFixed(4), MAE: base.mae.toFixed(4), 'SAD/1000': base.sad.toFixed(2), 'boundary F': base.boundaryF.toFixed(4) });
+    rows.push({
+      set: group,
+      variant: 'reference (BASELINE.md)',
+      n: '',
+      IoU: base.iou.toFixed(4),
+      MAE: base.mae.toFixed(4),
+      'SAD/1000': base.sad.toFixed(2),
+      'boundary F': base.boundaryF.toFixed(4),
+    });
     for (const variant of variants) {
       const list = perImage.filter((r) => r.variant === variant && (group === 'all' || r.name.startsWith(group))).map((r) => r.scores);
       if (list.length === 0) continue;
       const m = meanScores(list);
       summary[group]![variant] = { ...m, n: list.length };
-      rows.push({ set: group, variant, n: list.length, IoU: m.iou.toFixed(4), MAE: m.mae.toFixed(4), 'SAD/1000': m.sad.toFixed(2), 'boundary F': m.boundaryF.toFixed(4) });
+      rows.push({
+        set: group,
+        variant,
+        n: list.length,
+        IoU: m.iou.toFixed(4),
+        MAE: m.mae.toFixed(4),
+        'SAD/1000': m.sad.toFixed(2),
+        'boundary F': m.boundaryF.toFixed(4),
+      });
     }
   }
   console.table(rows);
@@ -91,10 +111,16 @@ async function main(): Promise<void> {
       sad: refined.sad < b.sad,
       boundaryF: refined.boundaryF >= b.boundaryF + 0.02,
     };
-    console.log(`target (refined beats every column of the reference, boundary F by >= 0.02): ${Object.values(checks).every(Boolean) ? 'PASS' : 'MISS'}`, checks);
+    console.log(
+      `target (refined beats every column of the reference, boundary F by >= 0.02): ${Object.values(checks).every(Boolean) ? 'PASS' : 'MISS'}`,
+      checks,
+    );
   }
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
-  writeFileSync(join(root, 'bench', 'results', 'quality.json'), JSON.stringify({ date: new Date().toISOString(), tuning, summary, baseline: BASELINE, perImage }, null, 2));
+  writeFileSync(
+    join(root, 'bench', 'results', 'quality.json'),
+    JSON.stringify({ date: new Date().toISOString(), tuning, summary, baseline: BASELINE, perImage }, null, 2),
+  );
 }
 
 main().catch((err) => {

@@ -1,13 +1,17 @@
-// N-API surface of the native core. JavaScript validates and normalises options (src/options.ts);
-// this file only copies them into JobOptions, runs the job on a libuv worker thread and turns the
-// result or a PipelineError back into JavaScript values.
+// N-API surface of the native core. TypeScript validates and normalises options and owns every
+// default (src/lib/options.ts, src/lib/models.ts); this file copies each field strictly into
+// JobOptions / ModelSpec (fields.h: a missing or mistyped field is a TypeError, never a default),
+// runs the job on a libuv worker thread and turns the result or a PipelineError back into
+// JavaScript values.
 #include <napi.h>
 #include <vips/vips.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "errors.h"
+#include "fields.h"
 #include "image_io.h"
 #include "model.h"
 #include "pipeline.h"
@@ -23,55 +27,64 @@ Napi::Error make_error(Napi::Env env, ErrorCode code, const std::string& detail)
   return error;
 }
 
-int get_int(const Napi::Object& o, const char* key, int fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
-}
-double get_double(const Napi::Object& o, const char* key, double fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : fallback;
-}
-bool get_bool(const Napi::Object& o, const char* key, bool fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsBoolean() ? v.As<Napi::Boolean>().Value() : fallback;
-}
-std::string get_string(const Napi::Object& o, const char* key, const std::string& fallback) {
-  Napi::Value v = o.Get(key);
-  return v.IsString() ? v.As<Napi::String>().Utf8Value() : fallback;
+// Bounds below are what the C++ code needs to stay safe (no division by zero, values that fit their
+// types and libvips' ranges), not the user-facing limits: those are checked in TypeScript first.
+JobOptions read_options(const Napi::Value& value) {
+  FieldReader o(value, "options");
+  JobOptions j;
+  j.format = o.choice<OutputFormat>("format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}});
+  j.alpha_only = o.choice<bool>("channels", {{"rgba", false}, {"alpha", true}});
+  const std::vector<double> background = o.nullable_numbers("background", 4, 0, 255, true);
+  j.has_background = !background.empty();
+  for (size_t i = 0; i < background.size(); ++i) j.background[i] = static_cast<uint8_t>(background[i]);
+  j.max_pixels = o.number("maxPixels", 1, 1e12);
+  j.crop = o.choice<CropMode>("crop", {{"none", CropMode::None}, {"subject", CropMode::Subject}, {"aspect", CropMode::Aspect}});
+  j.aspect_w = static_cast<uint32_t>(o.integer("aspectWidth", 1, 1000000));
+  j.aspect_h = static_cast<uint32_t>(o.integer("aspectHeight", 1, 1000000));
+  j.padding = o.number("padding", 0, 1000);
+  j.max_side = static_cast<int>(o.integer("maxSide", 1, 1000000));
+  j.refine = o.boolean("refine");
+  j.min_subject = o.number("minSubject", 0, 1);
+  j.guided_radius = static_cast<int>(o.integer("guidedRadius", 0, 1000));
+  j.guided_eps = o.number("guidedEps", 0, 1e6);
+  j.levels_low = static_cast<float>(o.number("levelsLow", 0, 1));
+  j.levels_high = static_cast<float>(o.number("levelsHigh", 0, 1));
+  j.quality = static_cast<int>(o.integer("quality", 1, 100));
+  j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
+  o.finish();
+  return j;
 }
 
-JobOptions read_options(const Napi::Object& o) {
-  JobOptions j;
-  const std::string format = get_string(o, "format", "png");
-  j.format = format == "jpg" ? OutputFormat::Jpeg : format == "webp" ? OutputFormat::Webp : OutputFormat::Png;
-  j.alpha_only = get_string(o, "channels", "rgba") == "alpha";
-  Napi::Value bg = o.Get("background");
-  if (bg.IsArray()) {
-    Napi::Array a = bg.As<Napi::Array>();
-    j.has_background = true;
-    for (uint32_t i = 0; i < 4 && i < a.Length(); ++i) j.background[i] = static_cast<uint8_t>(a.Get(i).As<Napi::Number>().Uint32Value());
+ModelSpec read_model_spec(const Napi::Value& value) {
+  FieldReader o(value, "model spec");
+  ModelSpec spec;
+  spec.path = o.string("path");
+  spec.input_name = o.string("inputName");
+  spec.output_name = o.string("outputName");
+  spec.width = static_cast<int>(o.integer("width", 1, 16384));
+  spec.height = static_cast<int>(o.integer("height", 1, 16384));
+  const std::vector<double> mean = o.numbers("mean", 3, -1e9, 1e9, false);
+  // Divided by: strictly positive.
+  const std::vector<double> std_dev = o.numbers("std", 3, 1e-9, 1e9, false);
+  for (int c = 0; c < 3; ++c) {
+    spec.mean[c] = static_cast<float>(mean[c]);
+    spec.std[c] = static_cast<float>(std_dev[c]);
   }
-  j.max_pixels = get_double(o, "maxPixels", j.max_pixels);
-  const std::string crop = get_string(o, "crop", "none");
-  j.crop = crop == "subject" ? CropMode::Subject : crop == "aspect" ? CropMode::Aspect : CropMode::None;
-  j.aspect_w = static_cast<uint32_t>(get_int(o, "aspectWidth", 1));
-  j.aspect_h = static_cast<uint32_t>(get_int(o, "aspectHeight", 1));
-  j.padding = get_double(o, "padding", j.padding);
-  j.max_side = get_int(o, "maxSide", j.max_side);
-  j.refine = get_bool(o, "refine", j.refine);
-  j.min_subject = get_double(o, "minSubject", j.min_subject);
-  j.guided_radius = get_int(o, "guidedRadius", j.guided_radius);
-  j.guided_eps = get_double(o, "guidedEps", j.guided_eps);
-  j.levels_low = static_cast<float>(get_double(o, "levelsLow", j.levels_low));
-  j.levels_high = static_cast<float>(get_double(o, "levelsHigh", j.levels_high));
-  j.quality = get_int(o, "quality", j.quality);
-  j.png_compression = get_int(o, "pngCompression", j.png_compression);
-  return j;
+  spec.threads = static_cast<int>(o.integer("threads", 0, 4096));
+  o.finish();
+  return spec;
+}
+
+// Turns a contract violation into the TypeError JavaScript sees; returns undefined for the caller.
+Napi::Value throw_type_error(Napi::Env env, const ContractError& e) {
+  Napi::TypeError::New(env, std::string("bgone native contract: ") + e.what()).ThrowAsJavaScriptException();
+  return env.Undefined();
 }
 
 class LoadModelWorker : public Napi::AsyncWorker {
  public:
-  LoadModelWorker(Napi::Env env, ModelSpec spec) : Napi::AsyncWorker(env), spec_(std::move(spec)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  LoadModelWorker(Napi::Env env, ModelSpec spec)
+      : Napi::AsyncWorker(env), spec_(std::move(spec)), deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
   void Execute() override {
@@ -88,9 +101,7 @@ class LoadModelWorker : public Napi::AsyncWorker {
     auto* holder = new ModelRef(model_);
     deferred_.Resolve(Napi::External<ModelRef>::New(Env(), holder, [](Napi::Env, ModelRef* ref) { delete ref; }));
   }
-  void OnError(const Napi::Error& error) override {
-    deferred_.Reject(make_error(Env(), code_, error.Message()).Value());
-  }
+  void OnError(const Napi::Error& error) override { deferred_.Reject(make_error(Env(), code_, error.Message()).Value()); }
 
  private:
   ModelSpec spec_;
@@ -168,15 +179,17 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
-// init({ onnxruntime: path, vipsConcurrency? })
+// init({ onnxruntime: path }) -> { vips: version }
 Napi::Value Init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Object o = info[0].As<Napi::Object>();
   try {
+    FieldReader o(info[0], "init options");
+    const std::string onnxruntime = o.string("onnxruntime");
+    o.finish();
     init_vips();
-    const int concurrency = get_int(o, "vipsConcurrency", 0);
-    if (concurrency > 0) vips_concurrency_set(concurrency);
-    load_onnxruntime(get_string(o, "onnxruntime", ""));
+    load_onnxruntime(onnxruntime);
+  } catch (const ContractError& e) {
+    return throw_type_error(env, e);
   } catch (const PipelineError& e) {
     make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
     return env.Undefined();
@@ -188,19 +201,11 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
 
 // loadModel({ path, inputName, outputName, width, height, mean, std, threads }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
-  Napi::Object o = info[0].As<Napi::Object>();
   ModelSpec spec;
-  spec.path = get_string(o, "path", "");
-  spec.input_name = get_string(o, "inputName", "input");
-  spec.output_name = get_string(o, "outputName", "output");
-  spec.width = get_int(o, "width", 1024);
-  spec.height = get_int(o, "height", 1024);
-  spec.threads = get_int(o, "threads", 0);
-  Napi::Array mean = o.Get("mean").As<Napi::Array>();
-  Napi::Array std_dev = o.Get("std").As<Napi::Array>();
-  for (uint32_t c = 0; c < 3; ++c) {
-    spec.mean[c] = mean.Get(c).As<Napi::Number>().FloatValue();
-    spec.std[c] = std_dev.Get(c).As<Napi::Number>().FloatValue();
+  try {
+    spec = read_model_spec(info[0]);
+  } catch (const ContractError& e) {
+    return throw_type_error(info.Env(), e);
   }
   auto* worker = new LoadModelWorker(info.Env(), spec);
   Napi::Promise promise = worker->promise();
@@ -215,8 +220,14 @@ Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "removeBackground(buffer, options, model)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
+  JobOptions options;
+  try {
+    options = read_options(info[1]);
+  } catch (const ContractError& e) {
+    return throw_type_error(env, e);
+  }
   ModelRef model = *info[2].As<Napi::External<ModelRef>>().Data();
-  auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), read_options(info[1].As<Napi::Object>()), model);
+  auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

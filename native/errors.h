@@ -1,5 +1,5 @@
 // The closed list of error codes the native core can produce. The same strings are listed in
-// src/errors.ts, which owns the user-facing messages; C++ only attaches a developer detail.
+// src/lib/errors.ts, which owns the user-facing messages; C++ only attaches a developer detail.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -10,11 +10,16 @@ enum class ErrorCode { UnsupportedMediaType, InvalidImage, ImageTooLarge, Foregr
 
 inline const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::UnsupportedMediaType: return "unsupported_media_type";
-    case ErrorCode::InvalidImage: return "invalid_image";
-    case ErrorCode::ImageTooLarge: return "image_too_large";
-    case ErrorCode::ForegroundNotFound: return "foreground_not_found";
-    case ErrorCode::Internal: return "internal_error";
+    case ErrorCode::UnsupportedMediaType:
+      return "unsupported_media_type";
+    case ErrorCode::InvalidImage:
+      return "invalid_image";
+    case ErrorCode::ImageTooLarge:
+      return "image_too_large";
+    case ErrorCode::ForegroundNotFound:
+      return "foreground_not_found";
+    case ErrorCode::Internal:
+      return "internal_error";
   }
   return "internal_error";
 }

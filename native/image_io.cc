@@ -45,9 +45,7 @@ std::string take_vips_error() {
   return message;
 }
 
-[[noreturn]] void fail(ErrorCode code, const char* what) {
-  throw PipelineError(code, std::string(what) + ": " + take_vips_error());
-}
+[[noreturn]] void fail(ErrorCode code, const char* what) { throw PipelineError(code, std::string(what) + ": " + take_vips_error()); }
 
 // Opens the bytes with the loader chosen by sniffing, never a generic one. Sequential access and
 // explicit materialisation in memory keep libvips from decoding to a temporary file.
@@ -83,8 +81,7 @@ VipsRef to_srgb8(VipsImage* in) {
   VipsRef current;
   VipsImage* cur = in;
   VipsInterpretation interpretation = vips_image_guess_interpretation(cur);
-  bool needs_colourspace = interpretation != VIPS_INTERPRETATION_sRGB || vips_image_get_format(cur) != VIPS_FORMAT_UCHAR ||
-                           cur->Bands < 3;
+  bool needs_colourspace = interpretation != VIPS_INTERPRETATION_sRGB || vips_image_get_format(cur) != VIPS_FORMAT_UCHAR || cur->Bands < 3;
   if (needs_colourspace) {
     VipsImage* out = nullptr;
     if (vips_colourspace(cur, &out, VIPS_INTERPRETATION_sRGB, nullptr) != 0) fail(ErrorCode::InvalidImage, "colour conversion failed");
@@ -155,7 +152,6 @@ void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
 }
 
 }  // namespace
-
 
 struct DecodedImage {
   VipsRef image;  // in memory, 8-bit sRGB, 3 or 4 bands
@@ -244,12 +240,14 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
     case InputFormat::Jpeg: {
       int shrink = 1;
       while (shrink < 8 && w / (shrink * 2) >= target && h / (shrink * 2) >= target) shrink *= 2;
-      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED,
+                                nullptr);
       break;
     }
     case InputFormat::Webp: {
       const double scale = std::min(1.0, std::max(static_cast<double>(target) / w, static_cast<double>(target) / h));
-      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED,
+                                nullptr);
       break;
     }
     case InputFormat::Png:
@@ -323,8 +321,8 @@ void crop_and_resize(const DecodedImage& decoded, int x, int y, int w, int h, in
 }
 
 Encoded encode(const Pixels& pixels, const JobOptions& options) {
-  VipsImage* image = vips_image_new_from_memory(pixels.data.data(), pixels.data.size(), pixels.width, pixels.height, pixels.bands,
-                                                VIPS_FORMAT_UCHAR);
+  VipsImage* image =
+      vips_image_new_from_memory(pixels.data.data(), pixels.data.size(), pixels.width, pixels.height, pixels.bands, VIPS_FORMAT_UCHAR);
   if (image == nullptr) fail(ErrorCode::Internal, "cannot wrap the result");
   VipsRef image_ref(image);
   image->Type = pixels.bands <= 2 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB;
@@ -340,8 +338,7 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
       rc = vips_jpegsave_buffer(image, &out.data, &out.length, "Q", options.quality, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
       break;
     case OutputFormat::Webp:
-      rc = vips_webpsave_buffer(image, &out.data, &out.length, "Q", options.quality, "effort", 2, "keep", VIPS_FOREIGN_KEEP_NONE,
-                                nullptr);
+      rc = vips_webpsave_buffer(image, &out.data, &out.length, "Q", options.quality, "effort", 2, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
       break;
   }
   if (rc != 0) fail(ErrorCode::Internal, "encode failed");

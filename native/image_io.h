@@ -20,7 +20,7 @@ void init_vips();
 InputFormat sniff_format(const uint8_t* data, size_t length);
 
 struct HeaderInfo {
-  int width = 0;   // as displayed, after EXIF orientation
+  int width = 0;  // as displayed, after EXIF orientation
   int height = 0;
 };
 // Reads only the header; throws image_too_large for a side over max_side, invalid_image if unreadable.
@@ -34,7 +34,9 @@ struct Pixels {
 
 // Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).
 struct DecodedImage;
-struct DecodedDeleter { void operator()(DecodedImage* image) const; };
+struct DecodedDeleter {
+  void operator()(DecodedImage* image) const;
+};
 using DecodedPtr = std::unique_ptr<DecodedImage, DecodedDeleter>;
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format);
 int decoded_width(const DecodedImage& image);
@@ -48,8 +50,7 @@ Pixels model_input_from_decoded(const DecodedImage& image, int width, int height
 
 // Crops the box (x, y, w, h) from the decoded image (extending past its edges by repeating them) and
 // resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).
-void crop_and_resize(const DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb,
-                     Pixels& alpha);
+void crop_and_resize(const DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha);
 
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
 // with free_encoded (it is handed to JavaScript without a copy).

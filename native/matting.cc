@@ -48,8 +48,8 @@ void parallel_rows(int height, const std::function<void(int, int)>& fn) {
 namespace {
 
 struct Tap {
-  int first = 0;                // first source index
-  std::vector<float> weights;   // normalised
+  int first = 0;               // first source index
+  std::vector<float> weights;  // normalised
 };
 
 // Filter taps of a tent filter for every output index along one axis.
@@ -187,9 +187,19 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
   parallel_rows(h, [&](int first, int end) {
     for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
       const float r = rgb[i * 3] / 255.f, g = rgb[i * 3 + 1] / 255.f, b = rgb[i * 3 + 2] / 255.f, p = mask.v[i];
-      ch[0][i] = r; ch[1][i] = g; ch[2][i] = b; ch[3][i] = p;
-      ch[4][i] = r * p; ch[5][i] = g * p; ch[6][i] = b * p;
-      ch[7][i] = r * r; ch[8][i] = r * g; ch[9][i] = r * b; ch[10][i] = g * g; ch[11][i] = g * b; ch[12][i] = b * b;
+      ch[0][i] = r;
+      ch[1][i] = g;
+      ch[2][i] = b;
+      ch[3][i] = p;
+      ch[4][i] = r * p;
+      ch[5][i] = g * p;
+      ch[6][i] = b * p;
+      ch[7][i] = r * r;
+      ch[8][i] = r * g;
+      ch[9][i] = r * b;
+      ch[10][i] = g * g;
+      ch[11][i] = g * b;
+      ch[12][i] = b * b;
     }
   });
   parallel_for(13, [&](int c) {

@@ -39,7 +39,8 @@ void load_onnxruntime(const std::string& library_path) {
   auto get_api_base = reinterpret_cast<GetApiBase>(dlsym(handle, "OrtGetApiBase"));
   if (get_api_base == nullptr) throw PipelineError(ErrorCode::Internal, "OrtGetApiBase not found in " + library_path);
   const OrtApi* api = get_api_base()->GetApi(ORT_API_VERSION);
-  if (api == nullptr) throw PipelineError(ErrorCode::Internal, "ONNX Runtime does not provide C API version " + std::to_string(ORT_API_VERSION));
+  if (api == nullptr)
+    throw PipelineError(ErrorCode::Internal, "ONNX Runtime does not provide C API version " + std::to_string(ORT_API_VERSION));
   g_api = api;
   check(g_api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "bgone", &g_env), "CreateEnv");
 }
@@ -101,7 +102,8 @@ double Model::run(std::vector<float>& input, std::vector<float>& out) {
     OrtStatus* count_status = g_api->GetTensorShapeElementCount(info, &count);
     g_api->ReleaseTensorTypeAndShapeInfo(info);
     check(count_status, "GetTensorShapeElementCount");
-    if (count != plane) throw PipelineError(ErrorCode::Internal, "model output has " + std::to_string(count) + " values, expected " + std::to_string(plane));
+    if (count != plane)
+      throw PipelineError(ErrorCode::Internal, "model output has " + std::to_string(count) + " values, expected " + std::to_string(plane));
     float* data = nullptr;
     check(g_api->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
     out.assign(data, data + plane);

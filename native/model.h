@@ -17,15 +17,16 @@ struct OrtMemoryInfo;
 
 namespace bgone {
 
+// Set by addon.cc from the model's manifest entry (src/lib/models.ts); no field has a default here.
 struct ModelSpec {
   std::string path;
   std::string input_name;
   std::string output_name;
-  int width = 1024;
-  int height = 1024;
-  float mean[3] = {128, 128, 128};
-  float std[3] = {256, 256, 256};
-  int threads = 0;  // 0: ONNX Runtime's default (one per physical core)
+  int width = 0;
+  int height = 0;
+  float mean[3] = {};
+  float std[3] = {};
+  int threads = 0;  // 0: ONNX Runtime's default (one per physical core), chosen in TypeScript
 };
 
 // Loads libonnxruntime once per process; later calls with another path are ignored.

@@ -201,7 +201,8 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     t.decode += decode_ms;
   }
   const int image_w = decoded_width(*decoded), image_h = decoded_height(*decoded);
-  if (image_w != header.width || image_h != header.height) throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
+  if (image_w != header.width || image_h != header.height)
+    throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
 
   const MaskStats stats = analyse_mask(mask);
   if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * plane)) {

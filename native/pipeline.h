@@ -10,12 +10,12 @@
 namespace bgone {
 
 struct Timings {
-  double decode = 0;          // header check and full-resolution decode
-  double preprocess = 0;      // shrink-on-load to the model's input and the input tensor
-  double inference = 0;       // the model's run itself
-  double queue = 0;           // waiting for another job's inference
-  double resize = 0;          // crop, canvas and output-size resampling of the colour image
-  double matting = 0;         // mask -> alpha at output resolution, foreground colours, compositing
+  double decode = 0;      // header check and full-resolution decode
+  double preprocess = 0;  // shrink-on-load to the model's input and the input tensor
+  double inference = 0;   // the model's run itself
+  double queue = 0;       // waiting for another job's inference
+  double resize = 0;      // crop, canvas and output-size resampling of the colour image
+  double matting = 0;     // mask -> alpha at output resolution, foreground colours, compositing
   double encode = 0;
   double total = 0;
 };

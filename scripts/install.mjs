@@ -1,10 +1,11 @@
 // `npm install` entry point: fetch the model weights, then make sure a native addon loads,
 // compiling it only when no prebuild (or earlier build) matches this platform.
+
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
-import { fetchModels } from './fetch-models.mjs';
 import { buildNative } from './build-native.mjs';
+import { fetchModels } from './fetch-models.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);

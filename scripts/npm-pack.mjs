@@ -10,7 +10,7 @@ function npm(args, cwd) {
   // Inside an npm lifecycle script npm_execpath points at the running npm; reuse it so the same
   // registry, cache and proxy settings apply.
   const execPath = process.env.npm_execpath;
-  if (execPath && execPath.endsWith('.js')) {
+  if (execPath?.endsWith('.js')) {
     return execFileSync(process.execPath, [execPath, ...args], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   }
   return execFileSync('npm', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });

@@ -6,7 +6,11 @@
  *   N passed, N failed[, N skipped]
  *
  * and exits with vitest's exit code. Extra arguments are passed on to vitest
- * (e.g. `npm test -- test/options.test.ts`).
+ * (e.g. `npm test -- test/lib/options.test.ts` or `npm test -- --project unit`).
+ *
+ * Without arguments (the whole suite), the linters run first, each counted as one test in the
+ * totals: Biome over the TypeScript, JavaScript and JSON, clang-format over native/. Their
+ * findings are printed; a finding fails the run like a failing test.
  *
  * "failed" is the JSON's numFailedTests, plus one for each test file that failed without a failing
  * test (it did not load, or a hook failed), plus one if vitest exited non-zero with nothing else
@@ -14,7 +18,7 @@
  * missing (vitest crashed), the line is `0 passed, 1 failed` and the exit code 1.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,9 +52,38 @@ function runVitest(args) {
   });
 }
 
-function summarise(report, exitCode) {
-  const passed = report.numPassedTests ?? 0;
-  let failed = report.numFailedTests ?? 0;
+/** Runs a linter (a bin of node_modules) with inherited output; resolves true when it passes. */
+function runLinter(name, command, args) {
+  return new Promise((resolve) => {
+    const child = spawn(join(root, 'node_modules', '.bin', command), args, { cwd: root, stdio: 'inherit' });
+    child.on('error', (err) => {
+      console.error(`lint: cannot start ${name}: ${err.message}`);
+      resolve(false);
+    });
+    child.on('exit', (code) => {
+      console.log(`lint: ${name} ${code === 0 ? 'passed' : 'FAILED'}`);
+      resolve(code === 0);
+    });
+  });
+}
+
+async function lint() {
+  const results = [
+    await runLinter('biome (TypeScript, JavaScript, JSON)', 'biome', ['check', '.']),
+    await runLinter('clang-format (native/)', 'clang-format', [
+      '--dry-run',
+      '--Werror',
+      ...readdirSync(join(root, 'native'))
+        .filter((f) => /\.(cc|h)$/.test(f))
+        .map((f) => join('native', f)),
+    ]),
+  ];
+  return { passed: results.filter(Boolean).length, failed: results.filter((r) => !r).length };
+}
+
+function summarise(report, exitCode, linted) {
+  const passed = (report.numPassedTests ?? 0) + linted.passed;
+  let failed = (report.numFailedTests ?? 0) + linted.failed;
   const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
   for (const file of report.testResults ?? []) {
     const failedInFile = (file.assertionResults ?? []).filter((t) => t.status === 'failed').length;
@@ -70,7 +103,8 @@ const args = process.argv.slice(2);
 mkdirSync(dirname(reportPath), { recursive: true });
 rmSync(reportPath, { force: true }); // never read a previous run's report
 
-const exitCode = await runVitest(['--reporter=default', '--reporter=json', `--outputFile.json=${reportPath}`, ...args]);
+const linted = args.length === 0 ? await lint() : { passed: 0, failed: 0 };
+const vitestExit = await runVitest(['--reporter=default', '--reporter=json', `--outputFile.json=${reportPath}`, ...args]);
 
 let report;
 try {
@@ -78,9 +112,10 @@ try {
 } catch (err) {
   console.error(`cannot read ${relative(root, reportPath)}: ${err.message}`);
 }
+const exitCode = vitestExit !== 0 ? vitestExit : linted.failed > 0 ? 1 : 0;
 if (!report) {
-  console.log('0 passed, 1 failed');
+  console.log(`${linted.passed} passed, ${linted.failed + 1} failed`);
   process.exit(1);
 }
-console.log(summarise(report, exitCode));
+console.log(summarise(report, vitestExit, linted));
 process.exit(exitCode);

@@ -11,6 +11,9 @@ import { ensureFixtures } from './helpers/fixtures.js';
 import { REPO_ROOT } from './helpers/paths.js';
 
 export default async function setup(): Promise<void> {
+  // Each vitest project lists this setup; they share vitest's main process, so once is enough.
+  if (process.env.BGONE_TEST_SETUP_DONE === '1') return;
+  process.env.BGONE_TEST_SETUP_DONE = '1';
   const tsc = createRequire(join(REPO_ROOT, 'package.json')).resolve('typescript/bin/tsc');
   try {
     execFileSync(process.execPath, [tsc, '-p', join(REPO_ROOT, 'tsconfig.json')], { cwd: REPO_ROOT, stdio: 'pipe' });

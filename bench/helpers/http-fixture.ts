@@ -8,9 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger } from '../../src/logger.js';
-import { startServer, type RunningServer } from '../../src/server/app.js';
-import { sqliteServiceStore } from '../../src/server/service-store.js';
+import { type RunningServer, startServer } from '../../src/api/server.js';
+import { createLogger } from '../../src/config/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
 export const HOST = '127.0.0.1';
@@ -27,7 +26,12 @@ export interface ServiceFixture {
   close(): Promise<void>;
 }
 
-export async function startService(options: { queueLimit: number; grant: number; rateLimitPerMinute: number }): Promise<ServiceFixture> {
+export async function startService(options: {
+  queueLimit: number;
+  grant: number;
+  rateLimitPerMinute: number;
+  http: 'auto' | 'uws' | 'node';
+}): Promise<ServiceFixture> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bgone-bench-http-'));
   let store: Store | undefined;
   let server: RunningServer | undefined;
@@ -38,22 +42,23 @@ export async function startService(options: { queueLimit: number; grant: number;
     try {
       await server?.close();
     } finally {
-      store?.close();
+      await store?.close();
       rmSync(dir, { recursive: true, force: true });
     }
   };
   try {
-    store = openStore({ path: path.join(dir, 'bench.db'), rateLimits: { mega: options.rateLimitPerMinute } });
-    const account = store.accounts.create({ email: 'bench-http@example.com', plan: 'mega' });
-    store.credits.grant(account.id, options.grant, 'bench:http');
-    const { key } = store.keys.create(account.id);
+    store = await openStore({ path: path.join(dir, 'bench.db'), rateLimits: { mega: options.rateLimitPerMinute } });
+    const account = await store.accounts.create({ email: 'bench-http@example.com', plan: 'mega' });
+    await store.credits.grant(account.id, options.grant, 'bench:http');
+    const { key } = await store.keys.create(account.id);
     server = await startServer({
       host: HOST,
       port: 0,
       queueLimit: options.queueLimit,
       overloadRetryAfter: 1,
       drainTimeout: 30,
-      store: sqliteServiceStore(store),
+      store,
+      http: options.http,
       logger: createLogger('silent'),
     });
     return { server, store, apiKey: key, accountId: account.id, url: `http://${HOST}:${server.port}${REMOVE_PATH}`, queueLimit: options.queueLimit, close };
@@ -70,7 +75,9 @@ export function multipartBody(image: Buffer, filename: string, fields: Record<st
   for (const [name, value] of Object.entries(fields)) {
     parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`, 'utf8'));
   }
-  parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="${filename}"\r\nContent-Type: image/jpeg\r\n\r\n`, 'utf8'));
+  parts.push(
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="${filename}"\r\nContent-Type: image/jpeg\r\n\r\n`, 'utf8'),
+  );
   parts.push(image);
   parts.push(Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8'));
   return { body: Buffer.concat(parts), contentType: `multipart/form-data; boundary=${boundary}` };
@@ -87,12 +94,16 @@ export interface SingleResponse {
 export function postOnce(url: string, body: Buffer, headers: Record<string, string>, timeoutMs: number): Promise<SingleResponse> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const req = http.request(url, { method: 'POST', agent: false, headers: { ...headers, 'Content-Length': String(body.length), Connection: 'close' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), ms: performance.now() - started }));
-    });
+    const req = http.request(
+      url,
+      { method: 'POST', agent: false, headers: { ...headers, 'Content-Length': String(body.length), Connection: 'close' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), ms: performance.now() - started }));
+      },
+    );
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end(body);

@@ -17,7 +17,8 @@
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import * as ort from 'onnxruntime-node';
-import { MODELS_DIR, readManifest } from '../../src/models.js';
+import { readManifest } from '../../src/lib/models.js';
+import { librarySettings } from '../../src/lib/settings.js';
 
 interface Args {
   serve: boolean;
@@ -92,7 +93,7 @@ async function main(): Promise<void> {
     ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
   };
   const loadStart = performance.now();
-  const session = await ort.InferenceSession.create(join(MODELS_DIR, entry.file), options);
+  const session = await ort.InferenceSession.create(join(librarySettings().modelsDir, entry.file), options);
   const loadMs = performance.now() - loadStart;
 
   const { width, height, name: inputName } = entry.input;

@@ -13,8 +13,7 @@ export const log = (message: string): void => {
 /** Prints an aligned text table: the first `leftColumns` columns left-aligned, the rest right-aligned. */
 export function printTable(title: string, headers: string[], rows: string[][], leftColumns = 1): void {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const line = (cells: string[]): string => cells.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   console.log(`\n${title}`);
   console.log(line(headers));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));

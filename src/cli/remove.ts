@@ -5,8 +5,8 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
-import { BgoneError, normaliseOptions, removeBackground, type RemoveBackgroundOptions } from '../index.js';
-import { requiredFlag, stringFlag, UsageError, type ParsedArgs } from './args.js';
+import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
 const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp' } as const;
@@ -72,6 +72,8 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
   };
   await Promise.all([worker(), worker()]);
   if (process.stderr.isTTY) process.stderr.write('\n');
-  console.log(`${done - failed} of ${files.length} images written to ${out} in ${((Date.now() - started) / 1000).toFixed(1)} s${failed ? `, ${failed} failed` : ''}`);
+  console.log(
+    `${done - failed} of ${files.length} images written to ${out} in ${((Date.now() - started) / 1000).toFixed(1)} s${failed ? `, ${failed} failed` : ''}`,
+  );
   return failed ? 1 : 0;
 }

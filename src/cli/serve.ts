@@ -3,63 +3,101 @@
  * database it creates a local Free account and prints its first API key once, so a newcomer can
  * call the API right away. SIGTERM and SIGINT drain in-flight requests, then exit.
  */
-import { ConfigError, loadConfig } from '../config.js';
-import { loadDashboardConfig, mountDashboard } from '../dashboard/index.js';
-import { preloadModel } from '../index.js';
-import { createLogger } from '../logger.js';
-import { startServer } from '../server/app.js';
-import { sqliteServiceStore } from '../server/service-store.js';
-import { openStore } from '../store/index.js';
+import { type RunningServer, startServer } from '../api/server.js';
+import { type Config, ConfigError, loadConfig } from '../config/config.js';
+import { createLogger } from '../config/logger.js';
+import { mountDashboard } from '../dashboard/index.js';
+import { BgoneError, configure, preloadModel } from '../lib/index.js';
+import { openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
+/** Creates the local account on an empty database and prints its key, once, to the terminal only. */
+async function bootstrapLocalAccount(store: Store, config: Config): Promise<void> {
+  if ((await store.accounts.list()).length > 0) return;
+  const account = await store.accounts.create({ email: LOCAL_ACCOUNT_EMAIL, plan: 'free' });
+  const { key } = await store.keys.create(account.id);
+  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  // Not through the logger: the key is never shown again and must not reach log files.
+  process.stdout.write(
+    `\nCreated a local Free account (${LOCAL_ACCOUNT_EMAIL}) with 100 credits per month.\n` +
+      `Its API key, shown only this once:\n\n  ${key}\n\n` +
+      `Try it:\n  curl -H "Authorization: Bearer ${key}" -F image_file=@photo.jpg -o cutout.png http://${host}:${config.port}/api/v1/remove\n\n`,
+  );
+}
+
 export async function serveCommand(): Promise<number> {
-  let config;
-  let dashboardConfig;
+  let config: Config;
   try {
     config = loadConfig();
-    dashboardConfig = loadDashboardConfig();
+    configure(config.library);
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof BgoneError) {
       console.error(`bgone: invalid configuration: ${err.message}`);
       return 2;
     }
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const store = openStore({ path: config.databasePath, rateLimits: config.rateLimits });
-  const released = store.credits.recoverAfterCrash();
-  if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
-
-  if (config.bootstrapAccount && store.accounts.list().length === 0) {
-    const account = store.accounts.create({ email: LOCAL_ACCOUNT_EMAIL, plan: 'free' });
-    const { key } = store.keys.create(account.id);
-    // Printed once, to the terminal only (not through the logger): it is never shown again.
-    process.stdout.write(
-      `\nCreated a local Free account (${LOCAL_ACCOUNT_EMAIL}) with 100 credits per month.\n` +
-        `Its API key, shown only this once:\n\n  ${key}\n\n` +
-        `Try it:\n  curl -H "Authorization: Bearer ${key}" -F image_file=@photo.jpg -o cutout.png http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${config.port}/api/v1/remove\n\n`,
+  let store: Store;
+  try {
+    store = await openStore(
+      config.postgres
+        ? {
+            url: config.postgres.url,
+            rateLimits: config.rateLimits,
+            poolSize: config.postgres.poolSize,
+            statementTimeoutMs: config.postgres.statementTimeoutMs,
+            heartbeatLapseMs: config.postgres.heartbeatLapseMs,
+          }
+        : { path: config.databasePath, rateLimits: config.rateLimits, serviceOwner: true },
     );
+  } catch (err) {
+    if (err instanceof StoreError && err.code === 'locked') {
+      console.error(`bgone: ${err.message}`);
+      return 1;
+    }
+    if (config.postgres) {
+      // Never the URL itself: it may hold a password.
+      console.error(`bgone: cannot open the PostgreSQL database of BGONE_DATABASE_URL: ${(err as Error).message}`);
+      return 1;
+    }
+    throw err;
   }
+  const released = await store.credits.recoverAfterCrash();
+  if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
+  if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
 
   const modelStart = performance.now();
   await preloadModel(config.model);
   logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart) }, 'model loaded');
 
-  const server = await startServer({
-    host: config.host,
-    port: config.port,
-    model: config.model,
-    queueLimit: config.queueLimit,
-    overloadRetryAfter: config.overloadRetryAfter,
-    drainTimeout: config.drainTimeout,
-    store: sqliteServiceStore(store),
-    logger,
-    extraRoutes: (app, metrics) =>
-      mountDashboard(app, { store, metrics, logger, model: config.model, trustProxy: dashboardConfig.trustProxy, overloadRetryAfter: config.overloadRetryAfter }),
-  });
-  logger.info({ host: config.host, port: server.port, database: config.databasePath }, `bgone listening on http://${config.host}:${server.port}`);
-  logger.info(`dashboard: http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${server.port}/dashboard`);
+  let server: RunningServer;
+  try {
+    server = await startServer({
+      host: config.host,
+      port: config.port,
+      http: config.http,
+      model: config.model,
+      queueLimit: config.queueLimit,
+      overloadRetryAfter: config.overloadRetryAfter,
+      drainTimeout: config.drainTimeout,
+      store,
+      logger,
+      mount: (context) => mountDashboard(context, { store, logger, model: config.model, trustProxy: config.trustProxy }),
+    });
+  } catch (err) {
+    // e.g. BGONE_HTTP=uws where no uWebSockets.js binary loads, or the port is taken.
+    console.error(`bgone: cannot start the HTTP server: ${(err as Error).message}`);
+    await store.close();
+    return 1;
+  }
+  const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+  logger.info(
+    { host: config.host, port: server.port, http: server.backend, database: config.postgres ? 'postgres' : config.databasePath },
+    `bgone listening on http://${config.host}:${server.port}`,
+  );
+  logger.info(`dashboard: http://${shownHost}:${server.port}/dashboard`);
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -67,11 +105,13 @@ export async function serveCommand(): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal, inFlight: server.inFlight() }, 'draining');
-      void server.close().then(() => {
-        store.close();
-        logger.info('stopped');
-        resolve();
-      });
+      void server
+        .close()
+        .then(() => store.close())
+        .then(() => {
+          logger.info('stopped');
+          resolve();
+        });
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));

@@ -7,9 +7,8 @@
  * password rules are checked first and do not depend on any account. Failed attempts are throttled
  * per email and per IP (login-limiter.ts).
  */
-import { normalizeEmail } from '../store/accounts.js';
 import type { Account, Store } from '../store/index.js';
-import { Credentials, StoreError } from '../store/index.js';
+import { normalizeEmail, StoreError } from '../store/index.js';
 import type { LoginLimiter } from './login-limiter.js';
 import { DEFAULT_SCRYPT, hashPassword, passwordProblem, type ScryptParams, verifyPassword } from './passwords.js';
 
@@ -22,15 +21,11 @@ export type SignUpResult = { ok: true; account: Account; key: string } | AuthFai
 export type LoginResult = { ok: true; account: Account } | AuthFailure;
 
 export class AuthService {
-  private readonly credentials: Credentials;
-
   constructor(
     private readonly store: Store,
     private readonly limiter: LoginLimiter,
     private readonly scrypt: ScryptParams = DEFAULT_SCRYPT,
-  ) {
-    this.credentials = new Credentials(store.db);
-  }
+  ) {}
 
   /** A Free account with this password and its first API key (returned once), in one transaction. */
   async signUp(email: string, password: string, ip: string): Promise<SignUpResult> {
@@ -43,17 +38,13 @@ export class AuthService {
     }
     try {
       const hash = await hashPassword(password, this.scrypt); // before looking at the email: same time either way
-      const created = this.store.db.transaction(() => {
-        const account = this.store.accounts.create({ email, plan: 'free' });
-        this.credentials.setPasswordHash(account.id, hash);
-        const { key } = this.store.keys.create(account.id);
-        return { account, key };
-      }).immediate();
+      const created = await this.store.accounts.createWithPassword({ email, passwordHash: hash });
       this.limiter.forgive(gate.attempt);
       return { ok: true, ...created };
     } catch (err) {
       // A taken or invalid email stays counted against the IP.
-      if (err instanceof StoreError && (err.code === 'email_taken' || err.code === 'invalid_argument')) return { ok: false, status: 400, message: SIGNUP_FAILED };
+      if (err instanceof StoreError && (err.code === 'email_taken' || err.code === 'invalid_argument'))
+        return { ok: false, status: 400, message: SIGNUP_FAILED };
       this.limiter.forgive(gate.attempt);
       throw err;
     }
@@ -63,10 +54,11 @@ export class AuthService {
     const key = normalizeEmail(email).slice(0, MAX_EMAIL_LENGTH + 1);
     const gate = this.limiter.begin(key, ip);
     if (!gate.allowed) return { ok: false, status: 429, message: 'Too many attempts.', retryAfterSeconds: gate.retryAfterSeconds };
-    const account = email.length <= MAX_EMAIL_LENGTH ? this.store.accounts.getByEmail(email) : null;
-    const ok = await verifyPassword(password, account ? this.credentials.passwordHash(account.id) : null, this.scrypt);
+    const account = email.length <= MAX_EMAIL_LENGTH ? await this.store.accounts.getByEmail(email) : null;
+    const ok = await verifyPassword(password, account ? await this.store.accounts.passwordHash(account.id) : null, this.scrypt);
     if (!ok || !account) return { ok: false, status: 401, message: LOGIN_FAILED }; // stays counted
     this.limiter.succeed(gate.attempt);
-    return { ok: true, account: this.store.accounts.get(account.id)! };
+    // Read again: the account may have changed during the scrypt work (accounts are never deleted).
+    return { ok: true, account: (await this.store.accounts.get(account.id)) ?? account };
   }
 }

@@ -50,7 +50,8 @@ export function usageChart(days: readonly DayUsage[], options: ChartOptions = {}
   const labelEvery = days.length > 20 ? 5 : days.length > 10 ? 2 : 1;
 
   const grid = ticks.map(
-    (t) => html`<line class="chart-grid" x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${round(y(t))}" y2="${round(y(t))}"></line><text class="chart-label" x="${LEFT - 6}" y="${round(y(t) + 4)}" text-anchor="end">${t}</text>`,
+    (t) =>
+      html`<line class="chart-grid" x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${round(y(t))}" y2="${round(y(t))}"></line><text class="chart-label" x="${LEFT - 6}" y="${round(y(t) + 4)}" text-anchor="end">${t}</text>`,
   );
   const bars = days.map((d, i) => {
     const x = round(LEFT + i * slot + (slot - barW) / 2);

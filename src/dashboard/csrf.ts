@@ -1,7 +1,7 @@
 /**
  * CSRF protection for every form.
  *
- * - Logged in: a synchronizer token stored with the session (src/store/sessions.ts), rendered into
+ * - Logged in: a synchronizer token stored with the session (the store's sessions), rendered into
  *   each form as the hidden field `csrf` (or sent as the X-CSRF-Token header by the try-it script),
  *   and compared in constant time.
  * - Before login (sign-up, login): a signed double-submit cookie. The cookie holds a random nonce;

@@ -34,7 +34,18 @@ function derive(password: string, salt: Buffer, params: ScryptParams, keyLength:
 
 function validParams(params: ScryptParams): boolean {
   const { N, r, p } = params;
-  return Number.isSafeInteger(N) && N >= 1024 && N <= 1 << 20 && (N & (N - 1)) === 0 && Number.isSafeInteger(r) && r >= 1 && r <= 32 && Number.isSafeInteger(p) && p >= 1 && p <= 16;
+  return (
+    Number.isSafeInteger(N) &&
+    N >= 1024 &&
+    N <= 1 << 20 &&
+    (N & (N - 1)) === 0 &&
+    Number.isSafeInteger(r) &&
+    r >= 1 &&
+    r <= 32 &&
+    Number.isSafeInteger(p) &&
+    p >= 1 &&
+    p <= 16
+  );
 }
 
 /** A password policy problem, or null when acceptable. Does not depend on any account. */

@@ -1,5 +1,5 @@
 /**
- * The dashboard's routes on the service's uWebSockets.js app, under /dashboard:
+ * The dashboard's routes on the service's router (any HTTP backend), under /dashboard:
  *
  *   GET  /dashboard                  usage (credits, cycle, rate limit, chart)
  *   GET  /dashboard/signup, /login   forms;  POST the same paths to sign up / log in
@@ -12,21 +12,22 @@
  * All state lives in the store (accounts, keys, credits, plans, sessions); pages are rendered on the
  * server from it. Every POST form carries a CSRF token; every page is no-store with a strict CSP.
  */
-import type uWS from 'uWebSockets.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../server/metrics.js';
-import { RateLimiter } from '../server/rate-limit.js';
-import { isPlanName, StoreError, type Store } from '../store/index.js';
+import type { ServiceContext } from '../api/server.js';
+import type { Logger } from '../config/logger.js';
+import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
+import type { FallbackAnswers } from '../http/router.js';
+import { isPlanName, type Store, StoreError } from '../store/index.js';
 import { CSS, CSS_PATH, JS, JS_PATH } from './assets.js';
 import { AuthService } from './auth.js';
 import { type BillingProvider, checkCheckoutUrl, cliPlanCommand } from './billing.js';
 import { PLAN_OFFERS } from './catalog.js';
-import { serializeCookie, SESSION_COOKIE } from './cookies.js';
-import { checkSessionToken, CSRF_FIELD, PRE_LOGIN_COOKIE, PreLoginCsrf } from './csrf.js';
+import { SESSION_COOKIE, serializeCookie } from './cookies.js';
+import { CSRF_FIELD, checkSessionToken, PRE_LOGIN_COOKIE, PreLoginCsrf } from './csrf.js';
 import { FormError, MAX_FORM_BYTES, parseForm } from './forms.js';
-import { Exchange, htmlReply, readRequest, redirect, type Reply } from './http.js';
 import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from './login-limiter.js';
 import type { ScryptParams } from './passwords.js';
+import { htmlReply, type Reply, redirect, sendReply } from './replies.js';
+import { type PageRequest, pageRequest } from './request.js';
 import { SessionManager, type SignedIn } from './sessions.js';
 import { TryEndpoint } from './try-endpoint.js';
 import { loginPage, signupPage, tooManyAttemptsPage } from './views/auth.js';
@@ -40,23 +41,16 @@ import { welcomePage } from './views/welcome.js';
 
 export interface DashboardDeps {
   store: Store;
-  metrics?: Metrics;
-  logger?: Logger;
+  logger?: Logger | undefined;
   /** The model of the try-it panel (default: the manifest's default, as the API). */
   model?: string | undefined;
   /** Checkout for plan changes; none: the plan page shows the operator's CLI command. */
   billing?: BillingProvider | null;
   /** Believe X-Forwarded-Proto / X-Forwarded-For (BGONE_TRUST_PROXY=true). Default false. */
   trustProxy?: boolean;
-  /** Session lifetime (default 12 h, fixed from login). */
-  sessionTtlMs?: number;
   loginLimits?: LoginLimits;
   /** scrypt cost (default N=2^15, r=8, p=1). */
   scrypt?: ScryptParams;
-  /** Try-it requests processed at once (default 2). */
-  tryMaxInFlight?: number;
-  /** Seconds in Retry-After of a 503 (default 5). */
-  overloadRetryAfter?: number;
 }
 
 const PRE_LOGIN_COOKIE_SECONDS = 2 * 60 * 60;
@@ -72,95 +66,117 @@ const NOTICES: Record<string, Message> = {
 
 const FORM_EXPIRED = 'This form has expired or did not come from this dashboard. Reload the page and try again.';
 
-export function mountDashboard(app: uWS.TemplatedApp, deps: DashboardDeps): void {
-  const { store, metrics, logger } = deps;
+export function mountDashboard(context: ServiceContext, deps: DashboardDeps): void {
+  const { router, admission, metrics } = context;
+  const { store, logger } = deps;
   const trustProxy = deps.trustProxy ?? false;
   const nowMs = () => store.clock().getTime();
-  const sessions = new SessionManager(store, deps.sessionTtlMs);
+  const sessions = new SessionManager(store);
   const preLogin = new PreLoginCsrf();
   const auth = new AuthService(store, new LoginLimiter(nowMs, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS), deps.scrypt);
   const billing = deps.billing ?? null;
-  const tryEndpoint = new TryEndpoint({
-    store,
-    model: deps.model,
-    metrics,
-    logger,
-    rateLimiter: new RateLimiter(nowMs),
-    maxInFlight: deps.tryMaxInFlight ?? 2,
-    overloadRetryAfter: deps.overloadRetryAfter ?? 5,
-  });
+  const tryEndpoint = new TryEndpoint({ store, model: deps.model, metrics, logger, admission });
 
-  type Handler = (ex: Exchange) => Reply | void | Promise<Reply | void>;
-  const allowed = new Map<string, string[]>();
+  /** Unknown dashboard paths, wrong methods and failures answer with HTML pages, not the API's JSON. */
+  const pages: FallbackAnswers = {
+    notFound: (ex) => sendReply(ex, htmlReply(404, errorPage('Not found', 'There is no such page in the dashboard.')), 'not_found'),
+    methodNotAllowed: (ex, methods) =>
+      sendReply(
+        ex,
+        htmlReply(405, errorPage('Method not allowed', `Use ${methods.join(' or ')} on this address.`), undefined, { Allow: methods.join(', ') }),
+        'method_not_allowed',
+      ),
+    failed: (ex, err) => {
+      if (err instanceof FormError) return sendReply(ex, htmlReply(err.status, errorPage('Bad request', err.message)), 'validation_error');
+      sendReply(
+        ex,
+        htmlReply(500, errorPage('Something went wrong', `The request could not be completed. Reference: ${ex.requestId}.`)),
+        'internal_server_error',
+      );
+    },
+  };
+  router.group('/dashboard/', pages);
 
-  function route(method: 'get' | 'post', path: string, handler: Handler): void {
-    allowed.set(path, [...(allowed.get(path) ?? []), method.toUpperCase()]);
-    app[method](path, (res, req) => {
-      const ex = new Exchange(res, readRequest(res, req, trustProxy), path, metrics);
-      let result: Reply | void | Promise<Reply | void>;
-      try {
-        result = handler(ex);
-      } catch (err) {
-        return failed(ex, err);
-      }
-      if (result instanceof Promise) result.then((reply) => reply && ex.send(reply), (err: unknown) => failed(ex, err));
-      else if (result) ex.send(result);
-    });
+  type Handler = (pr: PageRequest) => Reply | undefined | Promise<Reply | undefined>;
+
+  function route(method: 'GET' | 'POST', path: string, handler: Handler): void {
+    router.add(
+      method,
+      path,
+      async (ex: Exchange) => {
+        let reply: Reply | undefined;
+        try {
+          reply = await handler(pageRequest(ex, trustProxy));
+        } catch (err) {
+          if (err instanceof ClientGoneError) return; // nobody to answer
+          if (err instanceof FormError) return pages.failed?.(ex, err);
+          throw err; // the router logs it and answers with pages.failed
+        }
+        if (reply) sendReply(ex, reply);
+      },
+      pages,
+    );
   }
 
-  function failed(ex: Exchange, err: unknown): void {
-    if (err instanceof FormError) {
-      ex.send(htmlReply(err.status, errorPage('Bad request', err.message)), 'validation_error');
-      return;
+  /** The form body of a POST, at most MAX_FORM_BYTES. */
+  async function formBody(pr: PageRequest): Promise<Buffer> {
+    try {
+      return await pr.ex.readBody(MAX_FORM_BYTES);
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) throw new FormError('The form is too large.', 413);
+      throw err;
     }
-    if (!ex.open) return;
-    logger?.error({ requestId: ex.info.requestId, route: ex.route, err }, 'dashboard request failed');
-    ex.send(htmlReply(500, errorPage('Something went wrong', `The request could not be completed. Reference: ${ex.info.requestId}.`)), 'internal_server_error');
   }
+
+  const currentSession = (pr: PageRequest) => sessions.current(pr.cookies.get(SESSION_COOKIE));
 
   const viewerOf = (signedIn: SignedIn): Viewer => ({ email: signedIn.account.email, csrf: signedIn.session.csrfToken });
-  const noticeOf = (ex: Exchange): Message | null => NOTICES[ex.info.query.get('done') ?? ''] ?? null;
+  const noticeOf = (pr: PageRequest): Message | null => NOTICES[pr.query.get('done') ?? ''] ?? null;
   /** Where to send a request without a live session: the login page, saying why when a cookie was there. */
-  const toLogin = (ex: Exchange): Reply => redirect(ex.info.cookies.has(SESSION_COOKIE) ? '/dashboard/login?done=expired' : '/dashboard/login');
+  const toLogin = (pr: PageRequest): Reply => redirect(pr.cookies.has(SESSION_COOKIE) ? '/dashboard/login?done=expired' : '/dashboard/login');
 
   /** A logged-in GET page. */
-  function page(path: string, render: (ex: Exchange, signedIn: SignedIn) => Reply): void {
-    route('get', path, (ex) => {
-      const signedIn = sessions.current(ex.info);
-      return signedIn ? render(ex, signedIn) : toLogin(ex);
+  function page(path: string, render: (pr: PageRequest, signedIn: SignedIn) => Reply | Promise<Reply>): void {
+    route('GET', path, async (pr) => {
+      const signedIn = await currentSession(pr);
+      return signedIn ? render(pr, signedIn) : toLogin(pr);
     });
   }
 
   /** A logged-in POST form: session, body, then the session's CSRF token, before `act` runs. */
-  function action(path: string, fields: readonly string[], act: (ex: Exchange, signedIn: SignedIn, form: Map<string, string>) => Reply | Promise<Reply>): void {
-    route('post', path, async (ex) => {
-      const signedIn = sessions.current(ex.info);
-      if (!signedIn) return toLogin(ex);
-      const form = parseForm(ex.info.contentType, await ex.readBody(MAX_FORM_BYTES), [CSRF_FIELD, ...fields]);
+  function action(
+    path: string,
+    fields: readonly string[],
+    act: (pr: PageRequest, signedIn: SignedIn, form: Map<string, string>) => Reply | Promise<Reply>,
+  ): void {
+    route('POST', path, async (pr) => {
+      const signedIn = await currentSession(pr);
+      if (!signedIn) return toLogin(pr);
+      const form = parseForm(pr.ex.req.header('content-type'), await formBody(pr), [CSRF_FIELD, ...fields]);
       if (!checkSessionToken(signedIn.session.csrfToken, form.get(CSRF_FIELD))) {
         return htmlReply(403, errorPage('Form expired', FORM_EXPIRED, viewerOf(signedIn)));
       }
-      return act(ex, signedIn, form);
+      return act(pr, signedIn, form);
     });
   }
 
   /** The pre-login CSRF token for a form page, and the cookie to set when the browser had none. */
-  function preLoginToken(ex: Exchange): { token: string; cookies: string[] } {
-    const issued = preLogin.issue(ex.info.cookies.get(PRE_LOGIN_COOKIE));
-    const cookies = issued.fresh ? [serializeCookie(PRE_LOGIN_COOKIE, issued.nonce, { secure: ex.info.secure, maxAgeSeconds: PRE_LOGIN_COOKIE_SECONDS })] : [];
+  function preLoginToken(pr: PageRequest): { token: string; cookies: string[] } {
+    const issued = preLogin.issue(pr.cookies.get(PRE_LOGIN_COOKIE));
+    const cookies = issued.fresh ? [serializeCookie(PRE_LOGIN_COOKIE, issued.nonce, { secure: pr.secure, maxAgeSeconds: PRE_LOGIN_COOKIE_SECONDS })] : [];
     return { token: issued.token, cookies };
   }
 
   /** Reads a pre-login form and checks its double-submit token. */
-  async function preLoginForm(ex: Exchange): Promise<{ form: Map<string, string>; valid: boolean }> {
-    const form = parseForm(ex.info.contentType, await ex.readBody(MAX_FORM_BYTES), [CSRF_FIELD, 'email', 'password']);
-    return { form, valid: preLogin.verify(ex.info.cookies.get(PRE_LOGIN_COOKIE), form.get(CSRF_FIELD)) };
+  async function preLoginForm(pr: PageRequest): Promise<{ form: Map<string, string>; valid: boolean }> {
+    const form = parseForm(pr.ex.req.header('content-type'), await formBody(pr), [CSRF_FIELD, 'email', 'password']);
+    return { form, valid: preLogin.verify(pr.cookies.get(PRE_LOGIN_COOKIE), form.get(CSRF_FIELD)) };
   }
 
-  function startSession(ex: Exchange, accountId: number) {
-    sessions.sessions.delete(ex.info.cookies.get(SESSION_COOKIE)); // a previous session of this browser ends
-    const { session, cookie } = sessions.start(accountId, ex.info.secure);
-    const clearPreLogin = serializeCookie(PRE_LOGIN_COOKIE, '', { secure: ex.info.secure, maxAgeSeconds: 0 });
+  async function startSession(pr: PageRequest, accountId: number) {
+    await store.sessions.delete(pr.cookies.get(SESSION_COOKIE)); // a previous session of this browser ends
+    const { session, cookie } = await sessions.start(accountId, pr.secure);
+    const clearPreLogin = serializeCookie(PRE_LOGIN_COOKIE, '', { secure: pr.secure, maxAgeSeconds: 0 });
     return { session, cookies: [cookie, clearPreLogin] };
   }
 
@@ -170,101 +186,114 @@ export function mountDashboard(app: uWS.TemplatedApp, deps: DashboardDeps): void
 
   // --- Pages -------------------------------------------------------------------------------------
 
-  page('/dashboard', (ex, signedIn) => {
-    const balance = store.credits.balance(signedIn.account.id);
-    const days = store.usage.byDay(signedIn.account.id);
-    return htmlReply(200, usagePage({ viewer: viewerOf(signedIn), account: signedIn.account, balance, days, now: store.clock(), message: noticeOf(ex) }));
+  page('/dashboard', async (pr, signedIn) => {
+    const balance = await store.credits.balance(signedIn.account.id);
+    const days = await store.usage.byDay(signedIn.account.id);
+    return htmlReply(200, usagePage({ viewer: viewerOf(signedIn), account: signedIn.account, balance, days, now: store.clock(), message: noticeOf(pr) }));
   });
-  route('get', '/dashboard/', () => redirect('/dashboard'));
+  route('GET', '/dashboard/', () => redirect('/dashboard'));
 
   // --- Sign-up, login, logout ---------------------------------------------------------------------
 
-  route('get', '/dashboard/signup', (ex) => {
-    if (sessions.current(ex.info)) return redirect('/dashboard');
-    const { token, cookies } = preLoginToken(ex);
+  route('GET', '/dashboard/signup', async (pr) => {
+    if (await currentSession(pr)) return redirect('/dashboard');
+    const { token, cookies } = preLoginToken(pr);
     return htmlReply(200, signupPage({ csrf: token }), cookies);
   });
 
-  route('post', '/dashboard/signup', async (ex) => {
-    const { form, valid } = await preLoginForm(ex);
+  route('POST', '/dashboard/signup', async (pr) => {
+    const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
-    const { token, cookies } = preLoginToken(ex);
+    const { token, cookies } = preLoginToken(pr);
     if (!valid) return htmlReply(403, signupPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED } }), cookies);
-    const result = await auth.signUp(email, form.get('password') ?? '', ex.info.ip);
+    const result = await auth.signUp(email, form.get('password') ?? '', pr.ip);
     if (!result.ok) {
       if (result.status === 429) return tooMany(result.retryAfterSeconds ?? 60);
       return htmlReply(result.status, signupPage({ csrf: token, email, message: { kind: 'error', text: result.message } }), cookies);
     }
-    const started = startSession(ex, result.account.id);
-    logger?.info({ requestId: ex.info.requestId, accountId: result.account.id }, 'dashboard sign-up');
-    const origin = `${ex.info.secure ? 'https' : 'http'}://${ex.info.host || 'localhost'}`;
+    const started = await startSession(pr, result.account.id);
+    logger?.info({ requestId: pr.ex.requestId, accountId: result.account.id }, 'dashboard sign-up');
+    const origin = `${pr.secure ? 'https' : 'http'}://${pr.host || 'localhost'}`;
     return htmlReply(200, welcomePage({ viewer: { email: result.account.email, csrf: started.session.csrfToken }, key: result.key, origin }), started.cookies);
   });
 
-  route('get', '/dashboard/login', (ex) => {
-    if (sessions.current(ex.info)) return redirect('/dashboard');
-    const { token, cookies } = preLoginToken(ex);
-    return htmlReply(200, loginPage({ csrf: token, message: noticeOf(ex) }), cookies);
+  route('GET', '/dashboard/login', async (pr) => {
+    if (await currentSession(pr)) return redirect('/dashboard');
+    const { token, cookies } = preLoginToken(pr);
+    return htmlReply(200, loginPage({ csrf: token, message: noticeOf(pr) }), cookies);
   });
 
-  route('post', '/dashboard/login', async (ex) => {
-    const { form, valid } = await preLoginForm(ex);
+  route('POST', '/dashboard/login', async (pr) => {
+    const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
-    const { token, cookies } = preLoginToken(ex);
+    const { token, cookies } = preLoginToken(pr);
     if (!valid) return htmlReply(403, loginPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED } }), cookies);
-    const result = await auth.logIn(email, form.get('password') ?? '', ex.info.ip);
+    const result = await auth.logIn(email, form.get('password') ?? '', pr.ip);
     if (!result.ok) {
       if (result.status === 429) return tooMany(result.retryAfterSeconds ?? 60);
       return htmlReply(result.status, loginPage({ csrf: token, email, message: { kind: 'error', text: result.message } }), cookies);
     }
-    return redirect('/dashboard', startSession(ex, result.account.id).cookies);
+    return redirect('/dashboard', (await startSession(pr, result.account.id)).cookies);
   });
 
-  action('/dashboard/logout', [], (ex) => redirect('/dashboard/login?done=logged-out', [sessions.end(ex.info)]));
+  action('/dashboard/logout', [], async (pr) => redirect('/dashboard/login?done=logged-out', [await sessions.end(pr.cookies.get(SESSION_COOKIE), pr.secure)]));
 
   // --- API keys -----------------------------------------------------------------------------------
 
-  page('/dashboard/keys', (ex, signedIn) =>
-    htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: store.keys.list(signedIn.account.id), message: noticeOf(ex) })),
+  page('/dashboard/keys', async (pr, signedIn) =>
+    htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: await store.keys.list(signedIn.account.id), message: noticeOf(pr) })),
   );
 
-  action('/dashboard/keys', [], (_ex, signedIn) => {
-    const { key } = store.keys.create(signedIn.account.id);
-    return htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: store.keys.list(signedIn.account.id), newKey: key }));
+  action('/dashboard/keys', [], async (_pr, signedIn) => {
+    const { key } = await store.keys.create(signedIn.account.id);
+    return htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: await store.keys.list(signedIn.account.id), newKey: key }));
   });
 
-  action('/dashboard/keys/revoke', ['key_id'], (_ex, signedIn, form) => {
+  action('/dashboard/keys/revoke', ['key_id'], async (_pr, signedIn, form) => {
     const id = Number(form.get('key_id'));
-    const revoked = Number.isSafeInteger(id) && id > 0 ? store.keys.revoke(id, { accountId: signedIn.account.id }) : null;
+    const revoked = Number.isSafeInteger(id) && id > 0 ? await store.keys.revoke(id, { accountId: signedIn.account.id }) : null;
     if (!revoked) {
-      return htmlReply(404, keysPage({ viewer: viewerOf(signedIn), keys: store.keys.list(signedIn.account.id), message: { kind: 'error', text: 'No such key on this account.' } }));
+      const keys = await store.keys.list(signedIn.account.id);
+      return htmlReply(404, keysPage({ viewer: viewerOf(signedIn), keys, message: { kind: 'error', text: 'No such key on this account.' } }));
     }
     return redirect('/dashboard/keys?done=key-revoked');
   });
 
   // --- Plan ---------------------------------------------------------------------------------------
 
-  function renderPlan(status: number, signedIn: SignedIn, message: Message | null): Reply {
-    const balance = store.credits.balance(signedIn.account.id);
-    const account = store.accounts.get(signedIn.account.id)!;
-    return htmlReply(status, planPage({ viewer: viewerOf(signedIn), account, plans: store.plans, cycleEnd: balance.cycleEnd, now: store.clock(), billingConfigured: billing !== null, message }));
+  async function renderPlan(status: number, signedIn: SignedIn, message: Message | null): Promise<Reply> {
+    const balance = await store.credits.balance(signedIn.account.id);
+    const account = (await store.accounts.get(signedIn.account.id)) ?? signedIn.account;
+    return htmlReply(
+      status,
+      planPage({
+        viewer: viewerOf(signedIn),
+        account,
+        plans: store.plans,
+        cycleEnd: balance.cycleEnd,
+        now: store.clock(),
+        billingConfigured: billing !== null,
+        message,
+      }),
+    );
   }
 
-  page('/dashboard/plan', (ex, signedIn) => renderPlan(200, signedIn, noticeOf(ex)));
+  page('/dashboard/plan', (pr, signedIn) => renderPlan(200, signedIn, noticeOf(pr)));
 
-  action('/dashboard/plan/cancel', [], (_ex, signedIn) => {
+  action('/dashboard/plan/cancel', [], async (_pr, signedIn) => {
     try {
-      store.accounts.cancel(signedIn.account.id);
+      await store.accounts.cancel(signedIn.account.id);
     } catch (err) {
-      if (err instanceof StoreError && err.code === 'invalid_state') return renderPlan(400, signedIn, { kind: 'error', text: 'The Free plan cannot be cancelled.' });
+      if (err instanceof StoreError && err.code === 'invalid_state')
+        return renderPlan(400, signedIn, { kind: 'error', text: 'The Free plan cannot be cancelled.' });
       throw err;
     }
     return redirect('/dashboard/plan?done=plan-cancelled');
   });
 
-  action('/dashboard/plan/resume', [], (_ex, signedIn) => {
+  action('/dashboard/plan/resume', [], async (_pr, signedIn) => {
     try {
-      store.accounts.resume(signedIn.account.id);
+      await store.accounts.resume(signedIn.account.id);
     } catch (err) {
       if (err instanceof StoreError && err.code === 'invalid_state') {
         return renderPlan(400, signedIn, { kind: 'error', text: 'The cancellation already took effect at the end of the cycle; choose a plan again.' });
@@ -274,7 +303,7 @@ export function mountDashboard(app: uWS.TemplatedApp, deps: DashboardDeps): void
     return redirect('/dashboard/plan?done=plan-resumed');
   });
 
-  action('/dashboard/plan/change', ['plan'], async (_ex, signedIn, form) => {
+  action('/dashboard/plan/change', ['plan'], async (_pr, signedIn, form) => {
     const plan = form.get('plan');
     if (!isPlanName(plan)) return renderPlan(400, signedIn, { kind: 'error', text: 'Unknown plan.' });
     if (plan === signedIn.account.plan) return renderPlan(400, signedIn, { kind: 'error', text: `You are already on ${PLAN_OFFERS[plan].title}.` });
@@ -296,35 +325,23 @@ export function mountDashboard(app: uWS.TemplatedApp, deps: DashboardDeps): void
 
   // --- Try it -------------------------------------------------------------------------------------
 
-  page('/dashboard/try', (_ex, signedIn) => htmlReply(200, tryPage({ viewer: viewerOf(signedIn), balance: store.credits.balance(signedIn.account.id) })));
+  page('/dashboard/try', async (_pr, signedIn) =>
+    htmlReply(200, tryPage({ viewer: viewerOf(signedIn), balance: await store.credits.balance(signedIn.account.id) })),
+  );
 
-  allowed.set('/dashboard/try', [...(allowed.get('/dashboard/try') ?? []), 'POST']);
-  app.post('/dashboard/try', (res, req) => {
-    const ex = new Exchange(res, readRequest(res, req, trustProxy), '/dashboard/try', metrics);
-    try {
-      tryEndpoint.handle(ex, sessions.current(ex.info));
-    } catch (err) {
-      failed(ex, err);
-    }
-  });
+  // The metered request: answers in the API's JSON, through the API's own admission and removal path.
+  router.post('/dashboard/try', (ex) => tryEndpoint.handle(ex, () => sessions.current(pageRequest(ex, trustProxy).cookies.get(SESSION_COOKIE))), pages);
 
-  // --- Assets, wrong methods, unknown paths -------------------------------------------------------
+  // --- Assets -------------------------------------------------------------------------------------
 
   for (const [path, body, type] of [
     [CSS_PATH, CSS, 'text/css; charset=utf-8'],
     [JS_PATH, JS, 'text/javascript; charset=utf-8'],
   ] as const) {
-    route('get', path, () => ({ status: 200, headers: { 'Content-Type': type, 'Cache-Control': 'public, max-age=31536000, immutable', 'X-Content-Type-Options': 'nosniff' }, body }));
+    route('GET', path, () => ({
+      status: 200,
+      headers: { 'Content-Type': type, 'Cache-Control': 'public, max-age=31536000, immutable', 'X-Content-Type-Options': 'nosniff' },
+      body,
+    }));
   }
-
-  for (const [path, methods] of allowed) {
-    app.any(path, (res, req) => {
-      const ex = new Exchange(res, readRequest(res, req, trustProxy), path, metrics);
-      ex.send(htmlReply(405, errorPage('Method not allowed', `Use ${methods.join(' or ')} on this address.`), undefined, { Allow: methods.join(', ') }), 'method_not_allowed');
-    });
-  }
-  app.any('/dashboard/*', (res, req) => {
-    const ex = new Exchange(res, readRequest(res, req, trustProxy), '/dashboard/*', metrics);
-    ex.send(htmlReply(404, errorPage('Not found', 'There is no such page in the dashboard.')), 'not_found');
-  });
 }

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DashboardServer, startDashboardServer } from '../helpers/dashboard-server.js';
-import { photoPath, readPhoto, REPO_ROOT } from '../helpers/paths.js';
+import { photoPath, REPO_ROOT, readPhoto } from '../helpers/paths.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(REPO_ROOT, 'test-results', 'e2e');
@@ -52,13 +52,24 @@ beforeAll(async () => {
   context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
     viewport: { width: 1024, height: 768 },
     permissions: ['clipboard-read', 'clipboard-write'],
   });
   page = context.pages()[0] ?? (await context.newPage());
   // Nothing may come from outside the service.
-  await context.route('**/*', (route) => (route.request().url().startsWith(server.url) || route.request().url().startsWith('blob:') ? route.continue() : route.abort()));
+  await context.route('**/*', (route) =>
+    route.request().url().startsWith(server.url) || route.request().url().startsWith('blob:') ? route.continue() : route.abort(),
+  );
 });
 
 afterAll(async () => {
@@ -146,18 +157,18 @@ describe('dashboard in Chromium', () => {
   });
 
   it('cancels a paid plan: it stays until the end of the cycle', async () => {
-    const account = server.store.accounts.getByEmail(EMAIL)!;
-    server.store.accounts.setPlan(account.id, 'pro'); // as an operator would with `bgone plans set`
+    const account = (await server.store.accounts.getByEmail(EMAIL))!;
+    await server.store.accounts.setPlan(account.id, 'pro'); // as an operator would with `bgone plans set`
     await nav('Plan').click();
     expect(await page.locator('article.plan.current').getAttribute('data-plan')).toBe('pro');
     await page.locator('#cancel-plan').click();
     await page.waitForSelector('#resume-plan');
-    const cycleEnd = server.store.credits.balance(account.id).cycleEnd.toISOString();
+    const cycleEnd = (await server.store.credits.balance(account.id)).cycleEnd.toISOString();
     const status = page.locator('#plan-status');
     expect(await status.textContent()).toContain('Your Pro plan is cancelled.');
     expect(await status.textContent()).toContain('It stays until the end of the billing cycle');
     expect(await status.locator('time').getAttribute('datetime')).toBe(cycleEnd);
-    expect(server.store.accounts.get(account.id)!.cancelAt?.toISOString()).toBe(cycleEnd);
+    expect((await server.store.accounts.get(account.id))!.cancelAt?.toISOString()).toBe(cycleEnd);
     expect(await page.locator('article.plan.current').getAttribute('data-plan')).toBe('pro');
     await shot('07-plan-cancelled');
   });

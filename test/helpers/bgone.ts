@@ -1,2 +1,2 @@
 /** The library under test, from its TypeScript sources (vitest compiles them on the fly). */
-export * from '../../src/index.js';
+export * from '../../src/lib/index.js';

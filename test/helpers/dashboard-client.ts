@@ -25,7 +25,11 @@ export class DashboardClient {
     return [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
   }
 
-  async request(method: string, path: string, init: { form?: Record<string, string>; body?: BodyInit; headers?: Record<string, string> } = {}): Promise<PageResult> {
+  async request(
+    method: string,
+    path: string,
+    init: { form?: Record<string, string>; body?: BodyInit; headers?: Record<string, string> } = {},
+  ): Promise<PageResult> {
     const headers: Record<string, string> = { ...this.extraHeaders, ...init.headers };
     if (this.cookies.size > 0) headers.cookie = this.cookieHeader();
     let body = init.body;

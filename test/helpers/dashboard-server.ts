@@ -1,5 +1,5 @@
 /**
- * A real bgone server with the dashboard mounted (startServer + extraRoutes → mountDashboard) on an
+ * A real bgone server with the dashboard mounted (startServer with mount → mountDashboard) on an
  * ephemeral port of 127.0.0.1, over a fresh SQLite file in its own temp folder. The store runs on a
  * test clock that the test moves forward (sessions, cycles, cancellations and the login limiter all
  * read it), so expiry is tested without sleeping.
@@ -7,9 +7,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RunningServer } from '../../src/api/server.js';
+import { createLogger } from '../../src/config/logger.js';
 import { type DashboardDeps, mountDashboard } from '../../src/dashboard/index.js';
-import { createLogger } from '../../src/logger.js';
-import type { RunningServer } from '../../src/server/app.js';
 import { openStore, type RateLimits, type Store } from '../../src/store/index.js';
 import { serveStore } from './server.js';
 
@@ -26,6 +26,8 @@ export interface DashboardServerOptions extends Partial<Omit<DashboardDeps, 'sto
   /** Start of the test clock (default 2026-03-10T12:00:00Z). */
   start?: Date;
   rateLimits?: RateLimits;
+  /** Session lifetime (the store's; default 12 h). */
+  sessionTtlMs?: number;
 }
 
 export interface DashboardServer {
@@ -43,18 +45,24 @@ export const TEST_START = new Date('2026-03-10T12:00:00.000Z');
 export async function startDashboardServer(options: DashboardServerOptions = {}): Promise<DashboardServer> {
   const dir = mkdtempSync(join(tmpdir(), 'bgone-dashboard-'));
   const clock = new TestClock((options.start ?? TEST_START).getTime());
-  const store = openStore({ path: join(dir, 'db.sqlite'), clock: clock.now, rateLimits: options.rateLimits, lastUsedResolutionMs: 0 });
+  const store = await openStore({
+    path: join(dir, 'db.sqlite'),
+    clock: clock.now,
+    rateLimits: options.rateLimits,
+    lastUsedResolutionMs: 0,
+    sessionTtlMs: options.sessionTtlMs,
+  });
   const logger = createLogger('silent');
-  const { start: _start, rateLimits: _rateLimits, ...dashboard } = options;
+  const { start: _start, rateLimits: _rateLimits, sessionTtlMs: _sessionTtlMs, ...dashboard } = options;
   try {
     const { server, close } = await serveStore(store, dir, {
       queueLimit: 8,
       logger,
-      extraRoutes: (app, metrics) => mountDashboard(app, { store, metrics, logger, ...dashboard }),
+      mount: (context) => mountDashboard(context, { store, logger, ...dashboard }),
     });
     return { url: `http://127.0.0.1:${server.port}`, store, clock, server, dir, close };
   } catch (err) {
-    store.close();
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }

@@ -8,8 +8,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
-import { FIXTURES_DIR, fixturePath, photoPath } from './paths.js';
 import { ALPHA_BAND, BIG, HUGE, PHOTOS } from './constants.js';
+import { FIXTURES_DIR, fixturePath, photoPath } from './paths.js';
 import { randomBytes } from './prng.js';
 
 export { ALPHA_BAND, BIG, HUGE, PHOTOS };
@@ -26,7 +26,9 @@ async function rawOf(input: Buffer | string) {
 /** Applies one geometric step to raw RGB pixels and returns raw RGB again. */
 async function transform(raw: { data: Buffer; info: OutputInfo }, step: (s: Sharp) => Sharp) {
   const { width, height, channels } = raw.info;
-  return step(sharp(raw.data, { raw: { width, height, channels: channels as 3 } })).raw().toBuffer({ resolveWithObject: true });
+  return step(sharp(raw.data, { raw: { width, height, channels: channels as 3 } }))
+    .raw()
+    .toBuffer({ resolveWithObject: true });
 }
 
 /**
@@ -75,7 +77,9 @@ async function alphaPng(): Promise<Buffer> {
     data.copy(rgba, i * 4, i * 3, i * 3 + 3);
     rgba[i * 4 + 3] = i % info.width < ALPHA_BAND ? 0 : 255;
   }
-  return sharp(rgba, { raw: { width: info.width, height: info.height, channels: 4 } }).png().toBuffer();
+  return sharp(rgba, { raw: { width: info.width, height: info.height, channels: 4 } })
+    .png()
+    .toBuffer();
 }
 
 /** Two frames: the llama, then the llama mirrored (so that using the wrong frame shows). */
@@ -176,7 +180,8 @@ async function half(make: () => Promise<Buffer>): Promise<Buffer> {
 
 async function checked(buffer: Buffer, check: (m: Metadata) => boolean, what: string): Promise<Buffer> {
   const meta = await sharp(buffer).metadata();
-  if (!check(meta)) throw new Error(`fixture is not ${what}: ${JSON.stringify({ format: meta.format, space: meta.space, channels: meta.channels, depth: meta.depth })}`);
+  if (!check(meta))
+    throw new Error(`fixture is not ${what}: ${JSON.stringify({ format: meta.format, space: meta.space, channels: meta.channels, depth: meta.depth })}`);
   return buffer;
 }
 
@@ -189,8 +194,7 @@ export const FIXTURES: Record<string, Generator> = {
   'grey.jpg': async () => checked(await llama().toColourspace('b-w').jpeg({ quality: 95 }).toBuffer(), (m) => m.channels === 1, 'greyscale'),
   'grey.png': async () => checked(await llama().toColourspace('b-w').png().toBuffer(), (m) => m.channels === 1, 'greyscale'),
   'rgb16.png': async () => checked(await llama().toColourspace('rgb16').png().toBuffer(), (m) => m.depth === 'ushort' && m.channels === 3, '16-bit RGB'),
-  'palette.png': async () =>
-    checked(await llama().png({ palette: true, colours: 256, dither: 0 }).toBuffer(), (m) => m.isPalette === true, 'a palette PNG'),
+  'palette.png': async () => checked(await llama().png({ palette: true, colours: 256, dither: 0 }).toBuffer(), (m) => m.isPalette === true, 'a palette PNG'),
   'alpha.png': async () => checked(await alphaPng(), (m) => m.hasAlpha === true, 'RGBA'),
   'progressive.jpg': async () => checked(await llama().jpeg({ quality: 95, progressive: true }).toBuffer(), (m) => m.isProgressive === true, 'progressive'),
   'animated.webp': () => animated('webp'),
@@ -223,10 +227,22 @@ export const FIXTURES: Record<string, Generator> = {
   },
   'huge-header.png': async () => craftedPng(100_000, 100_000),
   'huge-sof.jpg': () => jpegClaiming(60_000, 60_000),
-  'wide-6001x10.png': () => sharp({ create: { width: 6001, height: 10, channels: 3, background: '#808080' } }).png().toBuffer(),
-  'tall-10x6001.png': () => sharp({ create: { width: 10, height: 6001, channels: 3, background: '#808080' } }).png().toBuffer(),
-  'wide-6000x10.png': () => sharp({ create: { width: 6000, height: 10, channels: 3, background: '#808080' } }).png().toBuffer(),
-  'grey-512.png': () => sharp({ create: { width: 512, height: 512, channels: 3, background: '#808080' } }).png().toBuffer(),
+  'wide-6001x10.png': () =>
+    sharp({ create: { width: 6001, height: 10, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer(),
+  'tall-10x6001.png': () =>
+    sharp({ create: { width: 10, height: 6001, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer(),
+  'wide-6000x10.png': () =>
+    sharp({ create: { width: 6000, height: 10, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer(),
+  'grey-512.png': () =>
+    sharp({ create: { width: 512, height: 512, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer(),
 
   // options-output.test.ts
   'swan-big.jpg': () => sharp(photoPath(PHOTOS.swan)).resize(BIG.width, BIG.height, { fit: 'fill', kernel: 'lanczos3' }).jpeg({ quality: 90 }).toBuffer(),

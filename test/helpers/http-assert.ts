@@ -26,17 +26,25 @@ export function expectConforms(doc: OpenApiDocument, method: string, path: strin
  * An error response of the contract: the status, Content-Type application/json, and a body
  * { code, message, request_id (= X-Request-ID), details? } with nothing else. Returns the body.
  */
-export function expectError(res: HttpResult, status: number, code: string): { code: string; message: string; request_id: string; details?: Record<string, unknown> } {
+export function expectError(
+  res: HttpResult,
+  status: number,
+  code: string,
+): { code: string; message: string; request_id: string; details?: Record<string, unknown> } {
   const summary = { status: res.status, code: res.json?.code, message: res.json?.message, details: res.json?.details };
   expect(summary, 'status and code').toMatchObject({ status, code });
   expect(res.headers.get('content-type')).toMatch(/^application\/json\b/);
   const body = res.json;
-  expect(Object.keys(body).filter((k) => !['code', 'message', 'request_id', 'details'].includes(k)), 'unexpected body properties').toEqual([]);
+  expect(
+    Object.keys(body).filter((k) => !['code', 'message', 'request_id', 'details'].includes(k)),
+    'unexpected body properties',
+  ).toEqual([]);
   expect(typeof body.message).toBe('string');
   expect(body.message.length).toBeGreaterThan(0);
   expect(body.request_id).toMatch(REQUEST_ID);
   expect(res.headers.get('x-request-id')).toBe(body.request_id);
-  if (body.details !== undefined) expect(typeof body.details === 'object' && body.details !== null && !Array.isArray(body.details), 'details is an object').toBe(true);
+  if (body.details !== undefined)
+    expect(typeof body.details === 'object' && body.details !== null && !Array.isArray(body.details), 'details is an object').toBe(true);
   return body;
 }
 
@@ -47,7 +55,8 @@ export function expectError(res: HttpResult, status: number, code: string): { co
  */
 export function trackUncaught(): { check(): Promise<void> } {
   const seen: string[] = [];
-  const record = (err: unknown) => seen.push(err instanceof Error ? `${err.name}: ${err.message}\n${err.stack?.split('\n').slice(1, 4).join('\n')}` : String(err));
+  const record = (err: unknown) =>
+    seen.push(err instanceof Error ? `${err.name}: ${err.message}\n${err.stack?.split('\n').slice(1, 4).join('\n')}` : String(err));
   process.on('uncaughtException', record);
   process.on('unhandledRejection', record);
   return {

@@ -41,7 +41,8 @@ export function validateSchema(doc: OpenApiDocument, schemaIn: Schema, value: un
   }
   if (schema.enum !== undefined && !schema.enum.includes(value)) problems.push(`${at}: ${JSON.stringify(value)} not in enum ${JSON.stringify(schema.enum)}`);
   if (typeof value === 'string') {
-    if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value)) problems.push(`${at}: ${JSON.stringify(value)} does not match ${schema.pattern}`);
+    if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value))
+      problems.push(`${at}: ${JSON.stringify(value)} does not match ${schema.pattern}`);
     if (schema.maxLength !== undefined && value.length > schema.maxLength) problems.push(`${at}: longer than ${schema.maxLength}`);
   }
   if (typeOf(value) === 'object') {
@@ -86,7 +87,8 @@ export function checkResponse(doc: OpenApiDocument, method: string, path: string
     return problems;
   }
   const documented = operation.responses?.[String(res.status)] ?? operation.responses?.default;
-  if (!documented) return [...problems, `${method} ${path}: status ${res.status} is not documented (documented: ${Object.keys(operation.responses ?? {}).join(', ')})`];
+  if (!documented)
+    return [...problems, `${method} ${path}: status ${res.status} is not documented (documented: ${Object.keys(operation.responses ?? {}).join(', ')})`];
   const response = resolve(doc, documented);
   for (const [name, h] of Object.entries<Schema>(response.headers ?? {})) {
     const header = resolve(doc, h);

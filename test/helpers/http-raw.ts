@@ -176,7 +176,10 @@ export interface UploadOutcome {
  */
 export function streamUpload(port: number, key: string, imageBytes: number, chunked: boolean, pauseAfter = Infinity): Promise<UploadOutcome> {
   const boundary = 'bgoneStreamBoundary';
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`, 'latin1');
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`,
+    'latin1',
+  );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'latin1');
   const total = head.length + imageBytes + tail.length;
   const headers: http.OutgoingHttpHeaders = { authorization: `Bearer ${key}`, 'content-type': `multipart/form-data; boundary=${boundary}` };
@@ -255,7 +258,10 @@ export function asHttpResult(r: { status: number | null; headers: Record<string,
  */
 export function rawChunkedUpload(port: number, key: string, imageBytes: number, pauseAfter = Infinity): Promise<UploadOutcome> {
   const boundary = 'bgoneChunkedBoundary';
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`, 'latin1');
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`,
+    'latin1',
+  );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'latin1');
   const total = head.length + imageBytes + tail.length;
   const conn = rawConnection(port, 60_000);

@@ -1,4 +1,4 @@
-import { removeBackground, type RemoveBackgroundOptions, type RemoveBackgroundResult } from './bgone.js';
+import { type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from './bgone.js';
 import { decode, type Raw } from './image.js';
 
 export interface Output {

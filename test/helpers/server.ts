@@ -6,9 +6,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger } from '../../src/logger.js';
-import { type RunningServer, type ServerOptions, startServer } from '../../src/server/app.js';
-import { sqliteServiceStore } from '../../src/server/service-store.js';
+import { type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
+import { createLogger } from '../../src/config/logger.js';
 import { type Clock, openStore, type PlanName, type RateLimits, type Store } from '../../src/store/index.js';
 
 export interface TestServerOptions {
@@ -47,26 +46,26 @@ export interface TestServer {
 const UNLIMITED: RateLimits = { free: 100_000, pro: 100_000, ultra: 100_000, mega: 100_000 };
 
 /** Brings the account's balance to exactly `credits`: grants above the allowance, real charges below it. */
-export function setBalance(store: Store, accountId: number, credits: number): void {
-  const { remaining } = store.credits.balance(accountId);
-  if (credits > remaining) store.credits.grant(accountId, credits - remaining, 'test');
+export async function setBalance(store: Store, accountId: number, credits: number): Promise<void> {
+  const { remaining } = await store.credits.balance(accountId);
+  if (credits > remaining) await store.credits.grant(accountId, credits - remaining, 'test');
   for (let i = remaining; i > credits; i--) {
-    const r = store.credits.reserve(accountId, { requestId: `req_setup${i}` });
+    const r = await store.credits.reserve(accountId, { requestId: `req_setup${i}` });
     if (!r.ok || r.reservationId === null) throw new Error(`cannot consume a credit: ${JSON.stringify(r)}`);
-    store.credits.commit(r.reservationId);
+    await store.credits.commit(r.reservationId);
   }
-  const after = store.credits.balance(accountId).remaining;
+  const after = (await store.credits.balance(accountId)).remaining;
   if (after !== credits) throw new Error(`balance is ${after}, wanted ${credits}`);
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'bgone-server-'));
   const dbPath = join(dir, 'db.sqlite');
-  const store = openStore({ path: dbPath, clock: options.clock, rateLimits: options.rateLimits ?? UNLIMITED });
+  const store = await openStore({ path: dbPath, clock: options.clock, rateLimits: options.rateLimits ?? UNLIMITED });
   try {
-    const account = store.accounts.create({ email: 'client@example.com', plan: options.plan ?? 'free' });
-    if (options.credits !== undefined) setBalance(store, account.id, options.credits);
-    const { key, info } = store.keys.create(account.id);
+    const account = await store.accounts.create({ email: 'client@example.com', plan: options.plan ?? 'free' });
+    if (options.credits !== undefined) await setBalance(store, account.id, options.credits);
+    const { key, info } = await store.keys.create(account.id);
     const { server, close } = await serveStore(store, dir, {
       queueLimit: options.queueLimit ?? 16,
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
@@ -75,10 +74,19 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     });
     return { url: `http://127.0.0.1:${server.port}`, port: server.port, key, keyId: info.id, accountId: account.id, store, server, dir, dbPath, close };
   } catch (err) {
-    store.close();
+    await store.close();
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * The HTTP backend under test: the vitest project's (BGONE_TEST_HTTP=uws|node, see
+ * vitest.config.ts), or the automatic choice when a file runs outside a project.
+ */
+export function testBackend(): 'auto' | 'uws' | 'node' {
+  const chosen = process.env.BGONE_TEST_HTTP;
+  return chosen === 'uws' || chosen === 'node' ? chosen : 'auto';
 }
 
 /**
@@ -92,8 +100,9 @@ export async function serveStore(store: Store, dir: string, options: Partial<Ser
     queueLimit: 16,
     overloadRetryAfter: 5,
     drainTimeout: 30,
-    store: sqliteServiceStore(store),
+    store,
     logger: createLogger('silent'),
+    http: testBackend(),
     ...options,
   });
   let closed = false;
@@ -103,7 +112,7 @@ export async function serveStore(store: Store, dir: string, options: Partial<Ser
       if (closed) return;
       closed = true;
       await server.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -179,7 +188,7 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, what:
 }
 
 /** The parts of an account's balance that a request could change. */
-export function credits(ts: Pick<TestServer, 'store' | 'accountId'>): { used: number; reserved: number; remaining: number } {
-  const { used, reserved, remaining } = ts.store.credits.balance(ts.accountId);
+export async function credits(ts: Pick<TestServer, 'store' | 'accountId'>): Promise<{ used: number; reserved: number; remaining: number }> {
+  const { used, reserved, remaining } = await ts.store.credits.balance(ts.accountId);
   return { used, reserved, remaining };
 }

@@ -1,6 +1,7 @@
 /** Sign-up and login forms (pre-login: their CSRF token is the signed double-submit one). */
-import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../passwords.js';
+
 import { html } from '../html.js';
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../passwords.js';
 import { csrfField, type Message, page } from './layout.js';
 
 export interface AuthFormOptions {

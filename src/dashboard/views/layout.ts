@@ -1,6 +1,6 @@
 /** The page shell: head (viewport, the service's own CSS and script), top bar with navigation, messages. */
 import { CSS_URL, JS_URL } from '../assets.js';
-import { html, type HtmlValue, type SafeHtml } from '../html.js';
+import { type HtmlValue, html, type SafeHtml } from '../html.js';
 
 export type Section = 'usage' | 'keys' | 'plan' | 'try';
 

@@ -6,7 +6,7 @@ import type { Account, PlanName, PlanTable } from '../../store/index.js';
 import { PLAN_NAMES } from '../../store/index.js';
 import { cliPlanCommand } from '../billing.js';
 import { PLAN_OFFERS, planTitle } from '../catalog.js';
-import { html } from '../html.js';
+import { html, type SafeHtml } from '../html.js';
 import { csrfField, type Message, page, type Viewer, when } from './layout.js';
 
 export interface PlanPageOptions {
@@ -25,7 +25,7 @@ export function planPage(options: PlanPageOptions): string {
   const pendingCancel = account.cancelAt !== null && account.cancelAt.getTime() > now.getTime();
   const csrf = csrfField(viewer.csrf);
 
-  let status;
+  let status: SafeHtml;
   if (pendingCancel) {
     status = html`<div class="warn" id="plan-status" role="status"><p><strong>Your ${planTitle(current)} plan is cancelled.</strong> It stays until the end of the billing cycle, ${when(account.cancelAt)}, with its remaining credits; then the account moves to Free.</p>
 <form method="post" action="/dashboard/plan/resume" class="actions">${csrf}<button type="submit" id="resume-plan">Resume ${planTitle(current)}</button><span class="small muted">Keeps the plan: nothing changes at the end of the cycle.</span></form></div>`;
@@ -34,7 +34,9 @@ export function planPage(options: PlanPageOptions): string {
 <form method="post" action="/dashboard/plan/cancel" class="actions">${csrf}<button type="submit" class="danger" id="cancel-plan">Cancel ${planTitle(current)}</button><span class="small muted">The plan and its remaining credits stay until the end of the cycle, then the account moves to Free. You can resume before then.</span></form></div>`;
   } else {
     status = html`<div class="card" id="plan-status"><p>You are on <strong>Free</strong>: ${plans.free.credits} credits each monthly cycle.${
-      account.subscribedPlan !== 'free' && account.cancelAt ? html` Your cancelled ${planTitle(account.subscribedPlan)} plan ended ${when(account.cancelAt)}.` : ''
+      account.subscribedPlan !== 'free' && account.cancelAt
+        ? html` Your cancelled ${planTitle(account.subscribedPlan)} plan ended ${when(account.cancelAt)}.`
+        : ''
     }</p></div>`;
   }
 
@@ -42,7 +44,7 @@ export function planPage(options: PlanPageOptions): string {
     const plan = plans[name];
     const offer = PLAN_OFFERS[name];
     const isCurrent = name === current;
-    let action;
+    let action: SafeHtml;
     if (isCurrent) action = html`<p class="small"><strong>Your current plan</strong></p>`;
     else if (options.billingConfigured) {
       action = html`<form method="post" action="/dashboard/plan/change">${csrf}<input type="hidden" name="plan" value="${name}"><button type="submit" class="secondary">Switch to ${offer.title}</button></form>`;

@@ -6,7 +6,12 @@ import { page, type Viewer } from './layout.js';
 export function welcomePage(options: { viewer: Viewer; key: string; origin: string }): string {
   const curl = `curl -H "Authorization: Bearer ${options.key}" -F image_file=@photo.jpg -o cutout.png ${options.origin}/api/v1/remove`;
   return page(
-    { title: 'Welcome', viewer: options.viewer, section: 'keys', message: { kind: 'notice', text: 'Your account is ready, on the Free plan: 100 credits a month.' } },
+    {
+      title: 'Welcome',
+      viewer: options.viewer,
+      section: 'keys',
+      message: { kind: 'notice', text: 'Your account is ready, on the Free plan: 100 credits a month.' },
+    },
     html`<h1>Welcome to bgone</h1>
 ${newKeyPanel(options.key)}
 <section class="card">

@@ -1,0 +1,212 @@
+/**
+ * One metered background removal after admission (http/admission.ts), shared by POST
+ * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
+ * at 20 MB), option validation, one credit reserved, removeBackground, the charge committed only
+ * when the answer is a success, and the answer itself. A client that goes away is never charged; a
+ * job already running keeps its admission place until it ends.
+ */
+import { createHash } from 'node:crypto';
+import type { Logger } from '../config/logger.js';
+import type { Ticket } from '../http/admission.js';
+import { HttpError } from '../http/errors.js';
+import type { Exchange } from '../http/exchange.js';
+import type { Metrics } from '../http/metrics.js';
+import { MultipartParser, type ParsedForm } from '../http/multipart.js';
+import { BgoneError } from '../lib/errors.js';
+import { MEDIA_TYPES, normaliseOptions, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import { MAX_FILE_BYTES } from '../lib/options.js';
+import type { ReserveResult, Store } from '../store/index.js';
+
+export type Headers = Record<string, string>;
+
+/** Multipart overhead allowed on top of the 20 MB image before the body itself is too large. */
+export const MAX_BODY_BYTES = MAX_FILE_BYTES + 64 * 1024;
+
+export const tooLarge = () => new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES });
+
+/** Maps the library's error codes onto the HTTP contract. */
+export function fromLibraryError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof BgoneError) {
+    if (err.code === 'internal_error') return new HttpError('internal_server_error');
+    return new HttpError(err.code, err.message, err.details);
+  }
+  return new HttpError('internal_server_error');
+}
+
+export interface RemovalDeps {
+  store: Store;
+  model?: string | undefined;
+  logger?: Logger | undefined;
+  metrics?: Metrics | undefined;
+}
+
+export class MeteredRemoval {
+  private parser: MultipartParser | undefined;
+  private reservationId: number | null = null;
+  private open = true;
+  private processing = false;
+
+  constructor(
+    private readonly ex: Exchange,
+    private readonly ticket: Ticket,
+    private readonly deps: RemovalDeps,
+  ) {}
+
+  /** Streams the upload and runs the job; the answer goes through the exchange. */
+  start(): void {
+    this.ex.onAbort(() => this.abort());
+    if (!this.open) return;
+    const parser = new MultipartParser(this.ex.req.header('content-type'));
+    this.parser = parser;
+    let received = 0;
+    this.ex.req.onData((chunk, isLast) => {
+      if (!this.open) return;
+      received += chunk.byteLength;
+      if (received > MAX_BODY_BYTES) return this.fail(tooLarge());
+      if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+      if (isLast) parser.end();
+    });
+    void this.run(parser);
+  }
+
+  /** The client went away: nothing is charged; a job already running keeps its place until it ends. */
+  private abort(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.parser?.abort();
+    this.releaseCredit();
+    this.deps.logger?.info({ requestId: this.ex.requestId, event: 'aborted' }, 'client aborted');
+    if (!this.processing) this.ticket.release();
+  }
+
+  /** Answers an error; the credit, if any, is released. */
+  private fail(err: HttpError): void {
+    if (!this.open) return;
+    this.open = false;
+    this.parser?.abort();
+    this.releaseCredit();
+    this.ex.error(err, this.ticket.rateHeaders);
+    this.deps.logger?.info({ requestId: this.ex.requestId, code: err.code, ms: Math.round(this.ex.seconds() * 1000) }, 'request failed');
+    if (!this.processing) this.ticket.release();
+  }
+
+  private async run(parser: MultipartParser): Promise<void> {
+    const { requestId } = this.ex;
+    const { accountId, keyId } = this.ticket.principal;
+    const { store, logger } = this.deps;
+    let form: ParsedForm;
+    try {
+      form = await parser.done;
+    } catch (err) {
+      return this.fail(fromLibraryError(err));
+    }
+    if (!this.open) return;
+    if (!form.image || form.image.length === 0)
+      return this.fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
+    // Options: every value outside the spec is an error, never ignored.
+    const options: RemoveBackgroundOptions = {
+      format: form.fields.format,
+      channels: form.fields.channels,
+      bgColor: form.fields.bg_color,
+      size: form.fields.size,
+      crop: form.fields.crop,
+      padding: form.fields.padding,
+      model: this.deps.model,
+    };
+    try {
+      normaliseOptions(options);
+    } catch (err) {
+      return this.fail(fromLibraryError(err));
+    }
+    // One credit reserved; charged only when the answer is a success.
+    const idempotencyKey = this.ex.req.header('idempotency-key') || undefined;
+    const imageHash = idempotencyKey ? createHash('sha256').update(form.image).digest('hex') : undefined;
+    let reservation: ReserveResult;
+    try {
+      reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
+    } catch (err) {
+      logger?.error({ requestId, err }, 'reservation failed');
+      return this.fail(new HttpError('internal_server_error'));
+    }
+    if (!reservation.ok) {
+      if (reservation.reason === 'payment_required') return this.fail(new HttpError('payment_required'));
+      if (reservation.reason === 'account_disabled') return this.fail(new HttpError('permission_denied'));
+      return this.fail(
+        new HttpError('validation_error', 'This Idempotency-Key was already used with another image, or its first request is still in progress.', {
+          field: 'Idempotency-Key',
+        }),
+      );
+    }
+    this.reservationId = reservation.reservationId;
+    if (!this.open) return this.releaseCredit(); // the client left while the reservation was being made
+    let remaining = reservation.remainingAfterCharge;
+    // The image work.
+    let result: RemoveBackgroundResult;
+    this.processing = true;
+    try {
+      result = await removeBackground(form.image, options);
+    } catch (err) {
+      this.processing = false;
+      if (!(err instanceof BgoneError) || err.code === 'internal_error')
+        logger?.error({ requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'processing failed');
+      if (!this.open) return this.ticket.release();
+      return this.fail(fromLibraryError(err));
+    }
+    this.processing = false;
+    this.deps.metrics?.recordInference(result.timings.inference / 1000);
+    if (!this.open) return this.ticket.release(); // abort() released the credit
+    // Charge, then answer.
+    let charged = 0;
+    const reservationId = this.reservationId;
+    if (reservationId !== null) {
+      this.reservationId = null;
+      try {
+        const commit = await store.credits.commit(reservationId);
+        if (!commit) throw new Error(`reservation ${reservationId} vanished before its charge`);
+        remaining = commit.remaining; // the balance from the charge's own transaction
+        charged = 1;
+      } catch (err) {
+        logger?.error({ requestId, err }, 'charge failed');
+        this.reservationId = reservationId;
+        return this.fail(new HttpError('internal_server_error'));
+      }
+    }
+    if (!this.open) {
+      // The client left while the charge was written: it got nothing, so it pays nothing.
+      if (charged) logger?.warn({ requestId }, 'client left during the charge; the charge stands (the response may have been lost)');
+      return this.ticket.release();
+    }
+    const ms = Math.round(this.ex.seconds() * 1000);
+    this.open = false;
+    this.ex.send(
+      200,
+      {
+        'Content-Type': MEDIA_TYPES[result.format],
+        'X-Processing-Time-Ms': String(ms),
+        'X-Image-Width': String(result.width),
+        'X-Image-Height': String(result.height),
+        'X-Credits-Charged': String(charged),
+        'X-Credits-Remaining': String(remaining),
+        'Cache-Control': 'no-store',
+        ...this.ticket.rateHeaders,
+      },
+      result.data,
+    );
+    logger?.info(
+      { requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings },
+      'image processed',
+    );
+    this.ticket.release();
+  }
+
+  /** Gives the reserved credit back; a failing store is logged, never thrown into the failure path. */
+  private releaseCredit(): void {
+    const id = this.reservationId;
+    if (id === null) return;
+    this.reservationId = null;
+    this.deps.store.credits.release(id).catch((err: unknown) => {
+      this.deps.logger?.error({ requestId: this.ex.requestId, reservationId: id, err }, 'releasing a reservation failed; the next start releases it');
+    });
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The public API's routes: POST /api/v1/remove plus health, readiness, metrics and the OpenAPI
+ * document. The remove route only authenticates (by API key), admits (http/admission.ts) and
+ * meters (metered-removal.ts); the image work is the library's removeBackground.
+ */
+import type { Logger } from '../config/logger.js';
+import type { Admission, Principal } from '../http/admission.js';
+import { HttpError } from '../http/errors.js';
+import type { Exchange } from '../http/exchange.js';
+import type { Metrics } from '../http/metrics.js';
+import type { Router } from '../http/router.js';
+import type { BackendName } from '../http/types.js';
+import { queueSize } from '../lib/index.js';
+import type { Store } from '../store/index.js';
+import { MeteredRemoval } from './metered-removal.js';
+import { openApiDocument } from './openapi.js';
+
+export const REMOVE_PATH = '/api/v1/remove';
+
+export interface ApiDeps {
+  store: Store;
+  admission: Admission;
+  metrics: Metrics;
+  backend: BackendName;
+  model?: string | undefined;
+  logger?: Logger | undefined;
+}
+
+/** The API key of an `Authorization: Bearer ...` header, or null. */
+function bearer(header: string): string | null {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1]! : null;
+}
+
+/** Idempotency-Key: 1 to 255 visible ASCII characters. */
+function validIdempotencyKey(value: string): boolean {
+  return value.length <= 255 && !/[^\x21-\x7e]/.test(value);
+}
+
+export function mountApi(router: Router, deps: ApiDeps): void {
+  const { store, admission, metrics, logger } = deps;
+
+  async function byApiKey(ex: Exchange): Promise<Principal | null> {
+    const key = bearer(ex.req.header('authorization'));
+    if (!key) return null; // a malformed header never reaches the database
+    const auth = await store.keys.authenticate(key);
+    if (!auth) return null;
+    return { accountId: auth.accountId, keyId: auth.keyId, disabled: auth.disabled, rateLimitPerMinute: auth.rateLimitPerMinute, rateKey: `key:${auth.keyId}` };
+  }
+
+  router.post(REMOVE_PATH, async (ex) => {
+    const ticket = await admission.admit(ex, () => byApiKey(ex), new HttpError('authentication_error'));
+    if (!ticket) return;
+    if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
+      ex.error(
+        new HttpError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }),
+        ticket.rateHeaders,
+      );
+      ticket.release();
+      return;
+    }
+    new MeteredRemoval(ex, ticket, { store, model: deps.model, logger, metrics }).start();
+  });
+
+  router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
+  router.get('/readyz', (ex) => {
+    if (admission.isDraining) ex.json(503, { status: 'draining', http_backend: deps.backend });
+    else ex.json(200, { status: 'ready', http_backend: deps.backend, queue: queueSize(), in_flight: admission.inFlight });
+  });
+  router.get('/metrics', async (ex) => {
+    const body = await metrics.render();
+    ex.send(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store' }, body);
+  });
+  router.get('/api/v1/openapi.json', (ex) => ex.json(200, openApiDocument(), { 'Cache-Control': 'public, max-age=300' }));
+}

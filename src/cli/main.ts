@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+/** The bgone command line: the service, operator commands and local batch processing. */
+
+import { ConfigError, loadLibraryConfig } from '../config/config.js';
+import { BgoneError } from '../lib/errors.js';
+import { configure } from '../lib/index.js';
+import { StoreError } from '../store/index.js';
+import { adminCommand } from './admin.js';
+import { parseCommandLine, UsageError } from './args.js';
+import { removeCommand } from './remove.js';
+import { serveCommand } from './serve.js';
+
+const USAGE = `usage: bgone <command>
+
+  serve                                     run the HTTP service (npm start)
+  accounts create --email E [--plan P]      create an account and its first API key
+  accounts list | disable A | enable A
+  keys create --account A                   create an API key (shown once)
+  keys list --account A
+  keys revoke <key id or prefix>
+  plans set --account A --plan P            free | pro | ultra | mega, effective now
+  plans cancel | resume --account A         a paid plan stays until its cycle ends
+  credits grant --account A --credits N     extra credits for the current cycle
+  credits balance --account A
+  usage [--account A]
+  remove <files or folders> --out DIR       run the library locally over many images
+        [--format png|jpg|webp] [--channels rgba|alpha] [--bg-color C] [--size S]
+        [--crop true|W:H] [--padding 10%] [--model M]
+
+A is an account id or e-mail. Operator commands use BGONE_DB (default data/bgone.db) or --db,
+or PostgreSQL with BGONE_DATABASE_URL or --database-url.
+Add --json for machine-readable output.`;
+
+async function main(argv: string[]): Promise<number> {
+  const parsed = parseCommandLine(argv);
+  if (parsed.kind === 'help') {
+    console.log(USAGE);
+    return parsed.requested ? 0 : 2; // a bare `bgone` is a usage mistake; `bgone --help` is not
+  }
+  switch (parsed.group) {
+    case 'serve':
+      return serveCommand();
+    case 'remove':
+      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY
+      return removeCommand(parsed);
+    case 'accounts':
+    case 'keys':
+    case 'plans':
+    case 'credits':
+    case 'usage':
+      return adminCommand(parsed.group, parsed);
+    default:
+      throw new UsageError(`unknown command: ${parsed.group}`); // parseCommandLine knows no other
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) console.error(`bgone: ${err.message}\n\n${USAGE}`);
+    else if (err instanceof ConfigError) console.error(`bgone: invalid configuration: ${err.message}`);
+    else if (err instanceof BgoneError || err instanceof StoreError) console.error(`bgone: ${err.message}`);
+    else console.error(err);
+    process.exitCode = err instanceof UsageError || err instanceof ConfigError ? 2 : 1;
+  },
+);

@@ -1,0 +1,140 @@
+/**
+ * The one configuration: every environment variable bgone reads (the service's, the dashboard's
+ * and the library's) is read and validated here, when a command starts, never at import time.
+ * A bad value is a ConfigError naming the variable. Every variable has an embedded default, so
+ * `npm start` needs none.
+ */
+export type HttpChoice = 'auto' | 'uws' | 'node';
+
+/** The library's settings (applied with the library's configure()). */
+export interface LibraryConfig {
+  /** BGONE_MODELS_DIR: where models/manifest.json and the weights are (default: the package's models/). */
+  modelsDir: string | undefined;
+  /** BGONE_INFERENCE_THREADS: ONNX Runtime intra-op threads (0: one per core). */
+  inferenceThreads: number;
+  /** BGONE_NATIVE_CONCURRENCY: jobs inside the native core at once. */
+  nativeConcurrency: number;
+}
+
+/** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
+export interface PostgresConfig {
+  url: string;
+  /** BGONE_DATABASE_POOL_SIZE: connections per node. */
+  poolSize: number;
+  /** BGONE_DATABASE_STATEMENT_TIMEOUT_MS: a statement running longer is cancelled. */
+  statementTimeoutMs: number;
+  /** BGONE_NODE_HEARTBEAT_LAPSE_MS: after this long without a heartbeat a node counts as dead. */
+  heartbeatLapseMs: number;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  databasePath: string;
+  /** Set (BGONE_DATABASE_URL): the store is PostgreSQL and databasePath is not used. */
+  postgres: PostgresConfig | undefined;
+  model: string | undefined;
+  /** Requests admitted at once (running, queued or uploading); beyond it, 503 overloaded. */
+  queueLimit: number;
+  /** Seconds a client is told to wait in Retry-After on 503. */
+  overloadRetryAfter: number;
+  logLevel: string;
+  /** Seconds SIGTERM waits for in-flight requests before exiting. */
+  drainTimeout: number;
+  rateLimits: { free: number; pro: number; ultra: number; mega: number };
+  /** Create a local Free account and print its key when the database has no account. */
+  bootstrapAccount: boolean;
+  /** BGONE_HTTP: the HTTP backend ('auto': uWebSockets.js where its binary loads, node:http elsewhere). */
+  http: HttpChoice;
+  /**
+   * BGONE_TRUST_PROXY=true: the service runs behind a TLS-terminating proxy, whose
+   * X-Forwarded-Proto (cookies become Secure) and X-Forwarded-For (the client address for login
+   * throttling) are believed. Otherwise both headers are ignored.
+   */
+  trustProxy: boolean;
+  library: LibraryConfig;
+}
+
+export class ConfigError extends Error {}
+
+export const DEFAULT_DATABASE_PATH = 'data/bgone.db';
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+  return value;
+}
+
+/** A true/false environment variable (1/0, yes/no, on/off too); a ConfigError on anything else. */
+export function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false (got "${raw}")`);
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const logLevel = env.BGONE_LOG_LEVEL ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`BGONE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+  const host = env.BGONE_HOST ?? env.HOST ?? '127.0.0.1';
+  if (!/^[\w.:-]+$/.test(host)) throw new ConfigError(`BGONE_HOST must be a host name or IP address (got "${host}")`);
+  return {
+    host,
+    port: int(env, env.BGONE_PORT !== undefined ? 'BGONE_PORT' : 'PORT', 8080, 0, 65535),
+    databasePath: databasePath(env),
+    postgres: loadPostgresConfig(env),
+    model: env.BGONE_MODEL || undefined,
+    queueLimit: int(env, 'BGONE_QUEUE_LIMIT', 16, 1, 10_000),
+    overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', 5, 1, 3600),
+    logLevel,
+    drainTimeout: int(env, 'BGONE_DRAIN_TIMEOUT', 30, 0, 3600),
+    rateLimits: {
+      free: int(env, 'BGONE_RATE_LIMIT_FREE', 10, 1, 1_000_000),
+      pro: int(env, 'BGONE_RATE_LIMIT_PRO', 60, 1, 1_000_000),
+      ultra: int(env, 'BGONE_RATE_LIMIT_ULTRA', 300, 1, 1_000_000),
+      mega: int(env, 'BGONE_RATE_LIMIT_MEGA', 1000, 1, 1_000_000),
+    },
+    bootstrapAccount: bool(env, 'BGONE_BOOTSTRAP_ACCOUNT', true),
+    http: httpChoice(env),
+    trustProxy: bool(env, 'BGONE_TRUST_PROXY', false),
+    library: loadLibraryConfig(env),
+  };
+}
+
+function httpChoice(env: NodeJS.ProcessEnv): HttpChoice {
+  const raw = env.BGONE_HTTP ?? '';
+  if (raw === '' || raw === 'auto') return 'auto';
+  if (raw === 'uws' || raw === 'node') return raw;
+  throw new ConfigError(`BGONE_HTTP must be uws, node or auto (got "${raw}")`);
+}
+
+/** The library's part alone: what `bgone remove` needs without the service. */
+export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): LibraryConfig {
+  return {
+    modelsDir: env.BGONE_MODELS_DIR || undefined,
+    inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
+    nativeConcurrency: int(env, 'BGONE_NATIVE_CONCURRENCY', 2, 1, 64),
+  };
+}
+
+/** The PostgreSQL settings when BGONE_DATABASE_URL is set (or `url` is given, e.g. --database-url). */
+export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = env.BGONE_DATABASE_URL): PostgresConfig | undefined {
+  if (url === undefined || url === '') return undefined;
+  if (!/^postgres(ql)?:\/\/\S+$/.test(url)) throw new ConfigError('BGONE_DATABASE_URL must be a postgres:// or postgresql:// URL');
+  return {
+    url,
+    poolSize: int(env, 'BGONE_DATABASE_POOL_SIZE', 10, 1, 1000),
+    statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
+    heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
+  };
+}
+
+/** The database file of the operator commands (BGONE_DB), when --db is not given. */
+export function databasePath(env: NodeJS.ProcessEnv = process.env): string {
+  return env.BGONE_DB || DEFAULT_DATABASE_PATH;
+}

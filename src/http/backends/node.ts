@@ -1,0 +1,221 @@
+/**
+ * The HTTP backend on node:http, for every Node version and libc where no uWebSockets.js binary
+ * loads. It keeps the rules of ../types.ts the way node:http already works: an unread request body
+ * stays in the kernel (node stops reading the socket once the request's small buffer is full), the
+ * body is written with the socket's own backpressure (node keeps a reference to the buffer, never a
+ * copy), and a request the parser refuses gets a small JSON answer instead of an exception.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import { prepareAnswer } from './answer.js';
+import { canonicalAddress } from './remote-address.js';
+import { RequestHeaders } from './request-headers.js';
+
+export interface NodeBackendOptions {
+  /** Time for a request's head to arrive, in ms (default 10 s, uWS's idle timeout). */
+  headersTimeoutMs?: number;
+  /** How long an idle keep-alive connection is kept, in ms (default 10 s, as uWS). */
+  keepAliveTimeoutMs?: number;
+  /** Time for a whole request, head and body, to arrive, in ms; 0 disables it (default: node's, 300 s). */
+  requestTimeoutMs?: number;
+}
+
+const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 10_000;
+/** How often node checks the two request timeouts above (its default, 30 s, would stretch them). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+/** A client that was answered 400/431 and never closes its side is cut after this. */
+const CLIENT_ERROR_LINGER_MS = 5_000;
+
+type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
+
+const EMPTY = new Uint8Array(0);
+
+interface ListenerState {
+  /** stopAccepting() was called: answers carry Connection: close. */
+  draining: boolean;
+  /** Sockets with an answer not yet finished: a parse error there cannot be answered in between. */
+  busy: WeakMap<Duplex, number>;
+}
+
+class NodeResponse implements HttpResponse {
+  aborted = false;
+  sent = false;
+  private readonly abortListeners: Array<() => void> = [];
+  private subscribed = false;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly isHead: boolean,
+    private readonly state: ListenerState,
+  ) {
+    // 'close' also follows a normal finish; only a close before the last byte was handed to the
+    // kernel is the client going away. Errors of either stream (a reset mid-upload) mean the same,
+    // and a listener must exist so that they never become an uncaught exception.
+    res.on('close', () => {
+      if (!res.writableFinished) this.abort();
+    });
+    req.on('error', () => this.abort());
+    res.on('error', () => this.abort());
+  }
+
+  onAborted(listener: () => void): void {
+    if (this.aborted) listener();
+    else if (!this.res.writableFinished) this.abortListeners.push(listener);
+  }
+
+  subscribe(handler: BodyHandler): void {
+    if (this.subscribed) throw new Error('onData may be called only once per request');
+    this.subscribed = true;
+    // Attaching 'data' lets node read the socket again; 'end' comes once the body (maybe empty) is done.
+    this.req.on('data', (chunk: Buffer) => {
+      if (!this.sent && !this.aborted) handler(chunk, false);
+    });
+    this.req.on('end', () => {
+      if (!this.sent && !this.aborted) handler(EMPTY, true);
+    });
+  }
+
+  send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
+    if (this.sent || this.aborted) return;
+    const answer = prepareAnswer(status, headers, body, this.isHead, this.state.draining);
+    this.sent = true;
+    const head = answer.headers;
+    if (answer.contentLength) head.push('Content-Length', String(answer.body.byteLength));
+    if (answer.close) head.push('Connection', 'close');
+    this.res.writeHead(answer.status, answer.reason, head);
+    if (answer.bodyOnWire && answer.body.byteLength > 0) this.res.end(answer.body);
+    else this.res.end();
+  }
+
+  private abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    for (const listener of this.abortListeners.splice(0)) listener();
+  }
+}
+
+class NodeRequest implements HttpRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly remoteAddress: string;
+  private readonly headers = new RequestHeaders();
+
+  constructor(
+    req: IncomingMessage,
+    private readonly response: NodeResponse,
+  ) {
+    this.method = (req.method ?? 'GET').toUpperCase();
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    this.path = q < 0 ? url : url.slice(0, q);
+    this.query = q < 0 ? '' : url.slice(q + 1);
+    const raw = req.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) this.headers.add(raw[i]!, raw[i + 1]!);
+    // Read now: a socket that is gone has no remoteAddress any more.
+    this.remoteAddress = canonicalAddress(req.socket.remoteAddress ?? '');
+  }
+
+  header(name: string): string {
+    return this.headers.get(name);
+  }
+
+  onData(handler: BodyHandler): void {
+    this.response.subscribe(handler);
+  }
+}
+
+/** The answer to a request node's parser refused (400), whose head was too large (431) or too slow (408). */
+function clientErrorAnswer(code: string | undefined): string {
+  const [status, message] =
+    code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'The request headers are larger than the server accepts.']
+      : code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'The request did not arrive in time.']
+        : [400, 'The request is not valid HTTP/1.1.'];
+  const body = JSON.stringify({ code: 'validation_error', message });
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+class NodeListener implements Listener {
+  readonly backend = 'node' as const;
+  readonly port: number;
+  private closed = false;
+
+  constructor(
+    private readonly server: http.Server,
+    private readonly state: ListenerState,
+  ) {
+    this.port = (server.address() as AddressInfo).port;
+  }
+
+  stopAccepting(): void {
+    this.state.draining = true;
+    if (this.closed) return;
+    this.closed = true;
+    this.server.close();
+    this.server.closeIdleConnections();
+  }
+
+  closeAll(): void {
+    this.stopAccepting();
+    this.server.closeAllConnections();
+  }
+}
+
+export function nodeBackend(options: NodeBackendOptions = {}): Backend {
+  const requestTimeout = options.requestTimeoutMs;
+  let headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  // node refuses a head timeout longer than the whole-request timeout.
+  if (requestTimeout !== undefined && requestTimeout > 0) headersTimeout = Math.min(headersTimeout, requestTimeout);
+  return {
+    name: 'node',
+    listen(host: string, port: number, handler: RequestHandler): Promise<Listener> {
+      const state: ListenerState = { draining: false, busy: new WeakMap() };
+      const server = http.createServer(
+        {
+          headersTimeout,
+          keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+          ...(requestTimeout === undefined ? {} : { requestTimeout }),
+          connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+        },
+        (req, res) => {
+          const socket = req.socket;
+          state.busy.set(socket, (state.busy.get(socket) ?? 0) + 1);
+          res.once('close', () => state.busy.set(socket, (state.busy.get(socket) ?? 1) - 1));
+          const response = new NodeResponse(req, res, req.method === 'HEAD', state);
+          handler(new NodeRequest(req, response), response);
+        },
+      );
+      const answered = new WeakSet<Duplex>();
+      server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+        // The parser may report the same broken connection more than once; answer it once.
+        if (answered.has(socket)) return;
+        answered.add(socket);
+        if (err.code === 'ECONNRESET' || !socket.writable || (state.busy.get(socket) ?? 0) > 0) {
+          socket.destroy();
+          return;
+        }
+        // end(), not destroy(): a client still sending its oversized head would get a reset and
+        // could lose the answer. It closes its side after reading; the timer is for one that does not.
+        socket.end(clientErrorAnswer(err.code));
+        setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
+      });
+      return new Promise((resolve, reject) => {
+        const failed = (err: Error) => reject(new Error(`node:http cannot listen on ${host}:${port}: ${err.message}`));
+        server.once('error', failed);
+        server.listen(port, host, () => {
+          server.off('error', failed);
+          // Later errors are failed accepts (EMFILE...): node would throw them, uWS skips them; the
+          // server keeps listening either way, so skipping is the same behaviour on both.
+          server.on('error', () => {});
+          resolve(new NodeListener(server, state));
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,269 @@
+/**
+ * The HTTP backend on uWebSockets.js (native): one catch-all route hands every request to the
+ * handler through the interface of ../types.ts. What uWS needs that routes must not see:
+ * - the request (method, URL, headers, address) is only readable while uWS's callback runs: it is
+ *   copied at once;
+ * - onAborted and onData must be registered before the callback returns (uWS ends the process
+ *   otherwise, and the body's first chunks, or a GET's one empty chunk, arrive right after it);
+ * - until the route subscribes, chunks are copied into a queue and the socket is paused, so a route
+ *   may await (auth, admission) before reading the body without the server buffering the upload;
+ * - a response object must not be touched after onAborted or after the answer is complete (uWS
+ *   throws): every write goes through send(), which knows both.
+ * The module is passed in (backend-select.ts loads the right native build), so nothing here
+ * imports a uWS package.
+ */
+import type * as Uws from 'uWebSockets.js';
+import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import { prepareAnswer } from './answer.js';
+import { canonicalAddress } from './remote-address.js';
+import { RequestHeaders } from './request-headers.js';
+
+/** The native module's API (the same in the 20.30 and 20.57 builds, for what we use). */
+export type UwsModule = typeof Uws;
+
+type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
+
+/**
+ * Bodies up to this size are written with end(body, true) when the connection must close after the
+ * answer: uWS then closes it itself, at the price of copying an unsent rest into its own buffer,
+ * which is nothing for error bodies and redirects. Larger bodies go through tryEnd (no copy) with a
+ * Connection: close header, and the client closes.
+ */
+const CLOSE_WITH_END_MAX_BYTES = 64 * 1024;
+
+/**
+ * uWS's resume() re-arms its 10 s idle timeout, and nothing public disarms it again once the body
+ * has arrived: a response still being computed (a queued image) would be cut after 10 s. While such
+ * a response is pending, pause()+resume() re-arms it well before it fires.
+ */
+const REARM_IDLE_TIMEOUT_MS = 4_000;
+
+/** What a response needs to know about its listener. */
+interface ListenerState {
+  /** stopAccepting() was called: answers ask the client to close the connection. */
+  draining: boolean;
+}
+
+class UwsResponse implements HttpResponse {
+  aborted = false;
+  sent = false;
+  /** The answer is fully handed to uWS: the native response must not be touched any more. */
+  private complete = false;
+  private readonly abortListeners: Array<() => void> = [];
+  private bodyHandler: BodyHandler | undefined;
+  /** Copies of the chunks that arrived before the route subscribed. */
+  private queued: Uint8Array[] = [];
+  private queuedLast = false;
+  private bodyDone = false;
+  private paused = false;
+  private rearmTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly res: Uws.HttpResponse,
+    private readonly isHead: boolean,
+    private readonly listener: ListenerState,
+  ) {
+    res.onAborted(() => this.abort());
+    res.onData((chunk, isLast) => this.receive(chunk, isLast));
+  }
+
+  onAborted(listener: () => void): void {
+    if (this.aborted) listener();
+    else if (!this.complete) this.abortListeners.push(listener);
+  }
+
+  /** HttpRequest.onData lands here: the body flow is tied to the native response. */
+  subscribe(handler: BodyHandler): void {
+    if (this.bodyHandler) throw new Error('onData may be called only once per request');
+    this.bodyHandler = handler;
+    const queued = this.queued;
+    this.queued = [];
+    for (let i = 0; i < queued.length; i++) {
+      if (this.sent || this.aborted) return; // the route answered (or the client left) mid-body
+      handler(queued[i]!, this.queuedLast && i === queued.length - 1);
+    }
+    if (this.paused && !this.sent && !this.aborted) {
+      this.paused = false;
+      this.res.resume();
+      if (this.bodyDone) this.keepIdleTimeoutOff();
+    }
+  }
+
+  send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
+    if (this.sent || this.aborted) return;
+    const answer = prepareAnswer(status, headers, body, this.isHead, this.listener.draining);
+    this.sent = true;
+    this.stopRearming();
+    this.queued = [];
+    const res = this.res;
+    res.cork(() => {
+      if (this.paused) {
+        // Unread body bytes may still be on their way: uWS reads and drops them after the answer.
+        this.paused = false;
+        res.resume();
+      }
+      res.writeStatus(`${answer.status} ${answer.reason}`);
+      const pairs = answer.headers;
+      for (let i = 0; i < pairs.length; i += 2) res.writeHeader(pairs[i]!, pairs[i + 1]!);
+      const bytes = answer.body;
+      if (!answer.bodyOnWire) {
+        // Only the argument-less endWithoutBody() is usable: with a length, 20.30 counts the answer
+        // as unfinished (it waits for those bytes); an explicit undefined becomes a length of 2^63.
+        if (answer.contentLength) res.writeHeader('Content-Length', String(bytes.byteLength));
+        if (answer.close) res.writeHeader('Connection', 'close');
+        res.endWithoutBody();
+        this.complete = true;
+        return;
+      }
+      if (answer.close && bytes.byteLength <= CLOSE_WITH_END_MAX_BYTES) {
+        res.end(bytes, true);
+        this.complete = true;
+        return;
+      }
+      if (answer.close) res.writeHeader('Connection', 'close');
+      this.writeWithBackpressure(bytes);
+    });
+  }
+
+  /** tryEnd writes what the socket takes now; onWritable goes on from uWS's offset, never copying the body. */
+  private writeWithBackpressure(bytes: Uint8Array): void {
+    const res = this.res;
+    const total = bytes.byteLength;
+    const start = res.getWriteOffset();
+    const [, done] = res.tryEnd(bytes, total);
+    if (done) {
+      this.complete = true;
+      return;
+    }
+    res.onWritable((offset) => {
+      const [ok, finished] = res.tryEnd(bytes.subarray(offset - start), total);
+      if (finished) this.complete = true;
+      return ok;
+    });
+  }
+
+  private receive(chunk: ArrayBuffer, isLast: boolean): void {
+    if (isLast) this.bodyDone = true;
+    if (this.sent || this.aborted) return;
+    if (this.bodyHandler) {
+      this.bodyHandler(new Uint8Array(chunk), isLast);
+      return;
+    }
+    // uWS reuses the chunk's memory after this call: keep a copy until the route subscribes.
+    this.queued.push(new Uint8Array(chunk.slice(0)));
+    this.queuedLast = isLast;
+    if (!isLast && !this.paused) {
+      this.paused = true;
+      this.res.pause();
+    }
+  }
+
+  private keepIdleTimeoutOff(): void {
+    this.rearmTimer = setInterval(() => {
+      if (this.sent || this.aborted) return this.stopRearming();
+      this.res.pause();
+      this.res.resume();
+    }, REARM_IDLE_TIMEOUT_MS);
+    this.rearmTimer.unref();
+  }
+
+  private stopRearming(): void {
+    if (this.rearmTimer) clearInterval(this.rearmTimer);
+    this.rearmTimer = undefined;
+  }
+
+  private abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.stopRearming();
+    this.queued = [];
+    for (const listener of this.abortListeners.splice(0)) listener();
+  }
+}
+
+class UwsRequest implements HttpRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly remoteAddress: string;
+  private readonly headers = new RequestHeaders();
+
+  constructor(
+    req: Uws.HttpRequest,
+    res: Uws.HttpResponse,
+    method: string,
+    private readonly response: UwsResponse,
+  ) {
+    this.method = method;
+    this.path = req.getUrl();
+    this.query = req.getQuery() ?? '';
+    req.forEach((name, value) => {
+      this.headers.add(name, value);
+    });
+    this.remoteAddress = canonicalAddress(Buffer.from(res.getRemoteAddressAsText()).toString('latin1'));
+  }
+
+  header(name: string): string {
+    return this.headers.get(name);
+  }
+
+  onData(handler: BodyHandler): void {
+    this.response.subscribe(handler);
+  }
+}
+
+class UwsListener implements Listener {
+  readonly backend = 'uws' as const;
+  private listenSocket: Uws.us_listen_socket | undefined;
+
+  constructor(
+    private readonly uws: UwsModule,
+    private readonly app: Uws.TemplatedApp,
+    listenSocket: Uws.us_listen_socket,
+    private readonly state: ListenerState,
+  ) {
+    this.listenSocket = listenSocket;
+    this.port = uws.us_socket_local_port(listenSocket as unknown as Uws.us_socket);
+  }
+
+  readonly port: number;
+
+  /**
+   * Closes the listening socket; requests in flight go on and their answers carry Connection:
+   * close. uWS gives no handle on idle keep-alive connections: they end at their 10 s idle
+   * timeout, or at closeAll().
+   */
+  stopAccepting(): void {
+    this.state.draining = true;
+    if (!this.listenSocket) return;
+    this.uws.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+  }
+
+  /** App.close() (both builds have it, though 20.30's typings omit it) closes every connection. */
+  closeAll(): void {
+    this.stopAccepting();
+    (this.app as unknown as { close?: () => void }).close?.();
+  }
+}
+
+export function uwsBackend(uws: UwsModule): Backend {
+  return {
+    name: 'uws',
+    listen(host: string, port: number, handler: RequestHandler): Promise<Listener> {
+      const state: ListenerState = { draining: false };
+      const app = uws.App();
+      app.any('/*', (res, req) => {
+        const method = req.getMethod().toUpperCase();
+        const response = new UwsResponse(res, method === 'HEAD', state);
+        handler(new UwsRequest(req, res, method, response), response);
+      });
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (listenSocket) => {
+          if (!listenSocket) reject(new Error(`uWebSockets.js cannot listen on ${host}:${port}`));
+          else resolve(new UwsListener(uws, app, listenSocket, state));
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,57 @@
+/**
+ * The HTTP error contract (api-contract.md): a closed list of codes and the one table from code to
+ * status number. The JSON body { code, message, details?, request_id } is written by exchange.ts.
+ */
+import type { ErrorCode } from '../lib/errors.js';
+
+export type HttpErrorCode =
+  | Exclude<ErrorCode, 'internal_error'>
+  | 'authentication_error'
+  | 'payment_required'
+  | 'permission_denied'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'rate_limit_exceeded'
+  | 'overloaded'
+  | 'internal_server_error';
+
+export const HTTP_STATUS: Readonly<Record<HttpErrorCode, number>> = {
+  missing_image: 400,
+  validation_error: 400,
+  image_too_large: 400,
+  unsupported_media_type: 415,
+  invalid_image: 422,
+  foreground_not_found: 422,
+  authentication_error: 401,
+  payment_required: 402,
+  permission_denied: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  rate_limit_exceeded: 429,
+  overloaded: 503,
+  internal_server_error: 500,
+};
+
+export const HTTP_MESSAGES: Partial<Record<HttpErrorCode, string>> = {
+  authentication_error: 'Missing or invalid API key. Send it as "Authorization: Bearer rb-sk_...".',
+  payment_required: 'No credits left in this billing cycle.',
+  permission_denied: 'This account is disabled.',
+  not_found: 'No such endpoint.',
+  method_not_allowed: 'Method not allowed on this endpoint.',
+  rate_limit_exceeded: 'Rate limit of your plan exceeded; retry after the time in Retry-After.',
+  overloaded: 'The server is busy; retry after the time in Retry-After.',
+  internal_server_error: 'The request could not be processed because of an internal error. It was not charged.',
+};
+
+/** An error answered to the client; thrown inside handlers. */
+export class HttpError extends Error {
+  constructor(
+    readonly code: HttpErrorCode,
+    message?: string,
+    readonly details?: Record<string, unknown>,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message ?? HTTP_MESSAGES[code] ?? code);
+    this.name = 'HttpError';
+  }
+}

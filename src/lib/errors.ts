@@ -1,0 +1,101 @@
+/**
+ * The closed list of error codes of bgone, shared by the native core (native/errors.h), the
+ * library API and the HTTP service. User-facing messages live here, not in C++: the message of
+ * each code, and the specific messages of the failures that happen before any image is seen
+ * (loading the addon, the manifest or a model), all internal_error.
+ */
+export const ERROR_CODES = [
+  'missing_image',
+  'validation_error',
+  'image_too_large',
+  'unsupported_media_type',
+  'invalid_image',
+  'foreground_not_found',
+  'internal_error',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+const MESSAGES: Record<ErrorCode, string> = {
+  missing_image: 'No image was provided.',
+  validation_error: 'An option has an invalid value.',
+  image_too_large: 'The image is too large: at most 20 MB and 6000 px per side.',
+  unsupported_media_type: 'The file is not a JPG, PNG or WebP image.',
+  invalid_image: 'The image could not be decoded: it is corrupt or truncated.',
+  foreground_not_found: 'No foreground subject was found in the image.',
+  internal_error: 'The image could not be processed because of an internal error.',
+};
+
+export class BgoneError extends Error {
+  readonly code: ErrorCode;
+  /** Machine-readable context, e.g. the offending field and its allowed values. */
+  readonly details?: Record<string, unknown>;
+  /** Developer-facing cause from the native core (never contains image bytes). */
+  readonly detail?: string;
+
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>, detail?: string) {
+    super(message ?? MESSAGES[code]);
+    this.name = 'BgoneError';
+    this.code = code;
+    if (details !== undefined) this.details = details;
+    if (detail !== undefined) this.detail = detail;
+  }
+}
+
+/** The developer-facing text of an underlying error. */
+function describe(cause: unknown): string {
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/**
+ * The native addon, libvips or ONNX Runtime could not be loaded or started: nothing can be
+ * processed in this process until it is rebuilt or reinstalled.
+ */
+export function addonLoadError(cause: unknown): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    'The bgone native core could not be loaded: reinstall the package or rebuild it with "npm run build:native".',
+    { component: 'native' },
+    describe(cause),
+  );
+}
+
+/** models/manifest.json is missing, unreadable or malformed. */
+export function manifestError(path: string, problem: string, cause?: unknown): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `The model manifest ${path} ${problem}.`,
+    { component: 'models', path },
+    cause === undefined ? undefined : describe(cause),
+  );
+}
+
+/** The manifest lists a model whose file is not there. */
+export function modelNotInstalledError(model: string, path: string): BgoneError {
+  return new BgoneError('internal_error', `Model ${model} is not installed: ${path} does not exist (npm install downloads it).`, {
+    component: 'models',
+    model,
+    path,
+  });
+}
+
+/** ONNX Runtime could not create a session from the model file: it is corrupt, not ONNX, or not this contract. */
+export function modelLoadError(model: string, path: string, cause: unknown): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `Model ${model} could not be loaded from ${path}: ONNX Runtime refused it (a corrupt or incomplete file, or not an ONNX model).`,
+    { component: 'models', model, path },
+    describe(cause),
+  );
+}
+
+/** Maps an error thrown by the native addon to a BgoneError with the user-facing message. */
+export function fromNativeError(err: unknown): BgoneError {
+  if (err instanceof BgoneError) return err;
+  const code = (err as { code?: unknown })?.code;
+  const detail = describe(err);
+  if (typeof code === 'string' && (ERROR_CODES as readonly string[]).includes(code)) {
+    return new BgoneError(code as ErrorCode, undefined, undefined, detail);
+  }
+  return new BgoneError('internal_error', undefined, undefined, detail);
+}

@@ -1,0 +1,95 @@
+/**
+ * bgone's library API: removeBackground(bytes, options) turns an uploaded JPEG, PNG or WebP into the
+ * finished cut-out in one native call that runs off the JavaScript thread. Every failure is a
+ * BgoneError. The library reads no environment variable: the process-wide settings come from
+ * configure() (defaults in settings.ts).
+ */
+import { BgoneError, fromNativeError } from './errors.js';
+import { Limiter } from './limiter.js';
+import { forgetModels, getModel } from './models.js';
+import { type NativeTimings, native } from './native.js';
+import { MAX_FILE_BYTES, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
+import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, replaceSettings } from './settings.js';
+
+export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
+export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
+export { nativeVersions } from './native.js';
+export {
+  CHANNELS,
+  type Channels,
+  FORMATS,
+  MAX_FILE_BYTES,
+  MAX_SIDE,
+  normaliseOptions,
+  type OutputFormat,
+  parseColor,
+  type RemoveBackgroundOptions,
+  SIZE_PIXELS,
+  SIZES,
+  type SizePreset,
+} from './options.js';
+export { DEFAULT_SETTINGS, type LibrarySettings, librarySettings } from './settings.js';
+
+export type Timings = NativeTimings;
+
+export interface RemoveBackgroundResult {
+  /** The encoded image. */
+  data: Buffer;
+  width: number;
+  height: number;
+  format: OutputFormat;
+  /** 1 (alpha mask), 3 (opaque) or 4 (with transparency). */
+  channels: number;
+  /** Milliseconds per stage, measured in the native core. */
+  timings: Timings;
+}
+
+export const MEDIA_TYPES: Record<OutputFormat, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
+
+const limiter = new Limiter(DEFAULT_SETTINGS.nativeConcurrency);
+
+/**
+ * Sets the library's process-wide settings (see LibrarySettings for each and its default); fields
+ * left out keep their current value. Call it at start, before the first job: a new models folder or
+ * thread count makes the next job load its model again, a new concurrency applies to jobs not yet
+ * started. A bad value or an unknown field is a BgoneError('validation_error') naming the field, and
+ * then nothing changes. Returns the settings in effect.
+ */
+export function configure(settings: Partial<LibrarySettings>): Readonly<LibrarySettings> {
+  const previous = librarySettings();
+  const next = mergeSettings(settings);
+  replaceSettings(next);
+  if (next.modelsDir !== previous.modelsDir || next.inferenceThreads !== previous.inferenceThreads) forgetModels();
+  limiter.concurrency = next.nativeConcurrency;
+  return librarySettings();
+}
+
+/** Sets how many jobs may be inside the native core at once: configure({ nativeConcurrency }). */
+export function setConcurrency(concurrency: number): void {
+  configure({ nativeConcurrency: concurrency });
+}
+
+/** Jobs running or waiting in this process. */
+export function queueSize(): number {
+  return limiter.size;
+}
+
+/** Loads a model ahead of the first request (otherwise it loads on first use). */
+export async function preloadModel(name?: string): Promise<void> {
+  await getModel(name);
+}
+
+export async function removeBackground(input: Buffer | Uint8Array, options: RemoveBackgroundOptions = {}): Promise<RemoveBackgroundResult> {
+  if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
+  if (input.length === 0) throw new BgoneError('missing_image');
+  if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
+  const { native: nativeOptions, model } = normaliseOptions(options);
+  const handle = await getModel(model);
+  const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  try {
+    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle));
+    return { ...result, format: nativeOptions.format };
+  } catch (err) {
+    throw fromNativeError(err);
+  }
+}

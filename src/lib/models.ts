@@ -1,0 +1,135 @@
+/**
+ * The model manifest (manifest.json in the configured models folder) and the loaded sessions. Any
+ * ONNX model with the same contract (one NCHW RGB float input, one [1,1,H,W] output in 0..1) can be
+ * listed there and used. Every failure here is a BgoneError: an unknown model name is a
+ * validation_error; a missing or malformed manifest, a missing model file or one ONNX Runtime cannot
+ * load is an internal_error naming the file.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError } from './errors.js';
+import { type ModelHandle, type NativeModelSpec, native } from './native.js';
+import { librarySettings } from './settings.js';
+
+export interface ModelEntry {
+  description: string;
+  file: string;
+  sha256: string;
+  bytes: number;
+  license: string;
+  source?: { package: string; resource: string };
+  input: { name: string; width: number; height: number; layout: 'NCHW'; channels: 'RGB'; mean: number[]; std: number[] };
+  output: { name: string; range: [number, number] };
+}
+
+export interface Manifest {
+  default: string;
+  models: Record<string, ModelEntry>;
+}
+
+/** Checks what the library relies on; returns a description of the first problem, if any. */
+function manifestProblem(value: unknown): string | undefined {
+  const m = value as Partial<Manifest> | null;
+  if (m === null || typeof m !== 'object' || typeof m.models !== 'object' || m.models === null) return 'has no "models" object';
+  if (typeof m.default !== 'string' || !Object.hasOwn(m.models, m.default)) return '"default" is not one of the listed models';
+  const isTriple = (v: unknown) => Array.isArray(v) && v.length === 3 && v.every((x) => typeof x === 'number' && Number.isFinite(x));
+  const isSide = (v: unknown) => Number.isInteger(v) && (v as number) > 0;
+  for (const [name, entry] of Object.entries(m.models as Record<string, Partial<ModelEntry>>)) {
+    const at = `models.${name}`;
+    if (typeof entry?.file !== 'string' || entry.file === '' || /[/\\]/.test(entry.file)) return `${at}.file must be a file name in the models folder`;
+    const input = entry.input;
+    if (typeof input?.name !== 'string') return `${at}.input.name must be a string`;
+    if (!isSide(input.width) || !isSide(input.height)) return `${at}.input.width and height must be positive integers`;
+    if (!isTriple(input.mean) || !isTriple(input.std) || input.std.some((s) => s <= 0)) return `${at}.input.mean and std must be 3 numbers each (std positive)`;
+    if (typeof entry.output?.name !== 'string') return `${at}.output.name must be a string`;
+  }
+  return undefined;
+}
+
+let cached: { dir: string; manifest: Manifest } | undefined;
+
+/** The manifest of the configured models folder (read once per folder). */
+export function readManifest(): Manifest {
+  const dir = librarySettings().modelsDir;
+  if (cached?.dir !== dir) {
+    const path = join(dir, 'manifest.json');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(path, 'utf8'));
+    } catch (err) {
+      throw manifestError(path, 'could not be read as JSON', err);
+    }
+    const problem = manifestProblem(parsed);
+    if (problem) throw manifestError(path, `is malformed: ${problem}`);
+    cached = { dir, manifest: parsed as Manifest };
+  }
+  return cached.manifest;
+}
+
+export function modelNames(): string[] {
+  return Object.keys(readManifest().models);
+}
+
+/** Sessions by model name, for the settings they were loaded with. */
+const sessions = new Map<string, Promise<ModelHandle>>();
+
+/**
+ * Forgets the manifest and the sessions, after the models folder or the thread count changed: the
+ * next job loads its model again with the new settings. Jobs already running keep their session.
+ */
+export function forgetModels(): void {
+  cached = undefined;
+  sessions.clear();
+}
+
+function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
+  const path = join(librarySettings().modelsDir, entry.file);
+  if (!existsSync(path)) return Promise.reject(modelNotInstalledError(name, path));
+  const spec: NativeModelSpec = {
+    path,
+    inputName: entry.input.name,
+    outputName: entry.output.name,
+    width: entry.input.width,
+    height: entry.input.height,
+    mean: entry.input.mean as [number, number, number],
+    std: entry.input.std as [number, number, number],
+    threads: librarySettings().inferenceThreads,
+  };
+  let loading: Promise<ModelHandle>;
+  try {
+    loading = native().loadModel(spec);
+  } catch (err) {
+    // native() throws a BgoneError already; a TypeError here would be a bug in the spec above.
+    return Promise.reject(fromNativeError(err));
+  }
+  return loading.catch((err: unknown) => {
+    throw modelLoadError(name, path, err);
+  });
+}
+
+/** Resolves a model name (undefined: the default) to a loaded session, loading it once. */
+export function getModel(name?: string): Promise<ModelHandle> {
+  let m: Manifest;
+  try {
+    m = readManifest();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const key = name ?? m.default;
+  const entry = Object.hasOwn(m.models, key) ? m.models[key] : undefined;
+  if (!entry) {
+    const allowed = Object.keys(m.models);
+    return Promise.reject(new BgoneError('validation_error', `model must be one of ${allowed.join(', ')}.`, { field: 'model', allowed }));
+  }
+  let session = sessions.get(key);
+  if (!session) {
+    const loading = loadSession(key, entry);
+    session = loading;
+    sessions.set(key, loading);
+    // A failed load is not cached: the next job tries again (the file may have been fixed).
+    loading.catch(() => {
+      if (sessions.get(key) === loading) sessions.delete(key);
+    });
+  }
+  return session;
+}

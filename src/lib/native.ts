@@ -1,0 +1,85 @@
+/**
+ * Loads the addon (node-gyp-build: build/Release first, then prebuilds/) and starts it once, with
+ * the path of onnxruntime-node's ONNX Runtime library, which the addon opens with dlopen. A failure
+ * to load or start it is a BgoneError (internal_error), never a bare Error.
+ */
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { addonLoadError } from './errors.js';
+import type { NativeOptions } from './options.js';
+import { PACKAGE_ROOT } from './package-root.js';
+
+const require = createRequire(import.meta.url);
+
+export interface NativeTimings {
+  decode: number;
+  preprocess: number;
+  queue: number;
+  inference: number;
+  resize: number;
+  matting: number;
+  encode: number;
+  total: number;
+}
+
+export interface NativeResult {
+  data: Buffer;
+  width: number;
+  height: number;
+  channels: number;
+  timings: NativeTimings;
+}
+
+/** What crosses into C++ for loadModel (read field by field by native/addon.cc read_model_spec). */
+export interface NativeModelSpec {
+  path: string;
+  inputName: string;
+  outputName: string;
+  width: number;
+  height: number;
+  mean: [number, number, number];
+  std: [number, number, number];
+  /** ONNX Runtime intra-op threads; 0: one per core. */
+  threads: number;
+}
+
+/** Opaque handle on a loaded model session. */
+export type ModelHandle = { readonly __brand: 'ModelHandle' };
+
+/**
+ * The addon's functions. Each reads its object argument strictly (native/fields.h): a missing,
+ * mistyped or unknown field throws a TypeError, which means a bug in src/lib.
+ */
+interface Addon {
+  init(options: { onnxruntime: string }): { vips: string };
+  loadModel(spec: NativeModelSpec): Promise<ModelHandle>;
+  removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle): Promise<NativeResult>;
+}
+
+function onnxRuntimeLibrary(): string {
+  const pkg = dirname(require.resolve('onnxruntime-node/package.json'));
+  const file = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
+  return join(pkg, 'bin', 'napi-v6', process.platform, process.arch, file);
+}
+
+let addon: Addon | undefined;
+let versions: { vips: string } | undefined;
+
+/** The started addon; throws BgoneError('internal_error') if it cannot be loaded or started. */
+export function native(): Addon {
+  if (!addon) {
+    try {
+      const loaded = require('node-gyp-build')(PACKAGE_ROOT) as Addon;
+      versions = loaded.init({ onnxruntime: onnxRuntimeLibrary() });
+      addon = loaded;
+    } catch (err) {
+      throw addonLoadError(err);
+    }
+  }
+  return addon;
+}
+
+export function nativeVersions(): { vips: string } {
+  native();
+  return versions!;
+}

@@ -1,0 +1,167 @@
+/**
+ * The PostgreSQL schema, as numbered migrations: MIGRATIONS[i] takes the database from version i
+ * to i + 1 (rows of schema_migrations). Append new migrations; never edit one that has shipped.
+ *
+ * The same tables and meaning as SQLite's (../sqlite/migrations.ts), so that both implementations
+ * answer alike. Conventions: ids are BIGINT identities; times are BIGINT milliseconds since the Unix
+ * epoch (UTC), read from the store's injected clock, except nodes.heartbeat_at, which is the
+ * database server's clock (one clock for every node, whatever their own clocks say). No image data
+ * is ever stored: at most the SHA-256 of an upload, kept only while an Idempotency-Key needs it.
+ */
+import type { PoolClient } from 'pg';
+import { StoreError } from '../errors.js';
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: accounts, API keys, credits, sessions, and the nodes that own reservations.
+  `
+  CREATE TABLE accounts (
+    id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    email            TEXT   NOT NULL,
+    email_normalized TEXT   NOT NULL UNIQUE,          -- lower-cased: emails are unique case-insensitively
+    plan             TEXT   NOT NULL CHECK (plan IN ('free', 'pro', 'ultra', 'mega')),
+    created_at       BIGINT NOT NULL,                 -- sign-up time = billing-cycle anchor
+    cancel_at        BIGINT,                          -- a cancelled paid plan ends here: Free from then on
+    disabled_at      BIGINT,                          -- not null: disabled (the service answers 403)
+    password_hash    TEXT                             -- the dashboard's encoded scrypt hash
+  );
+
+  CREATE TABLE api_keys (
+    id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id   BIGINT NOT NULL REFERENCES accounts (id),
+    key_hash     BYTEA  NOT NULL UNIQUE CHECK (length(key_hash) = 32), -- SHA-256 of the whole key
+    prefix       TEXT   NOT NULL UNIQUE,              -- display prefix, e.g. rb-sk_Ab3dE9
+    last4        TEXT   NOT NULL,
+    created_at   BIGINT NOT NULL,
+    last_used_at BIGINT,
+    revoked_at   BIGINT
+  );
+  CREATE INDEX api_keys_by_account ON api_keys (account_id);
+
+  -- The live bgone processes: each store instance refreshes its row every few seconds. A node
+  -- whose heartbeat lapsed is dead, and its reservations are released by the others.
+  CREATE TABLE nodes (
+    id           TEXT   PRIMARY KEY,                  -- random per store instance
+    started_at   BIGINT NOT NULL,                     -- database clock
+    heartbeat_at BIGINT NOT NULL                      -- database clock
+  );
+
+  -- Requests in flight: each holds one credit until commit (charge) or release.
+  CREATE TABLE reservations (
+    id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id      BIGINT NOT NULL REFERENCES accounts (id),
+    api_key_id      BIGINT REFERENCES api_keys (id),
+    owner           TEXT   NOT NULL,                  -- the node (store instance) that made it
+    request_id      TEXT   NOT NULL,
+    idempotency_key TEXT,
+    image_hash      TEXT,
+    cycle_index     INTEGER NOT NULL,                 -- the cycle whose balance admitted it
+    created_at      BIGINT NOT NULL,
+    CHECK ((idempotency_key IS NULL) = (image_hash IS NULL))
+  );
+  CREATE INDEX reservations_by_account_cycle ON reservations (account_id, cycle_index);
+  -- One request in flight per Idempotency-Key and account.
+  CREATE UNIQUE INDEX reservations_by_idempotency_key ON reservations (account_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX reservations_by_owner ON reservations (owner);
+
+  -- The ledger: one row per successful (charged) request, 1 credit each.
+  CREATE TABLE charges (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id  BIGINT NOT NULL REFERENCES accounts (id),
+    api_key_id  BIGINT REFERENCES api_keys (id),
+    request_id  TEXT   NOT NULL,
+    cycle_index INTEGER NOT NULL,
+    charged_at  BIGINT NOT NULL
+  );
+  CREATE INDEX charges_by_account_cycle ON charges (account_id, cycle_index, charged_at);
+  CREATE INDEX charges_by_time ON charges (charged_at);
+
+  -- Per account and cycle: credits charged (= its rows in charges) and extra credits granted.
+  -- A cycle without a row has used nothing: credits reset at each cycle start without any job.
+  CREATE TABLE cycle_usage (
+    account_id  BIGINT  NOT NULL REFERENCES accounts (id),
+    cycle_index INTEGER NOT NULL,
+    used        INTEGER NOT NULL DEFAULT 0 CHECK (used >= 0),
+    granted     INTEGER NOT NULL DEFAULT 0 CHECK (granted >= 0),
+    PRIMARY KEY (account_id, cycle_index)
+  );
+
+  -- Operator grants (audit trail of cycle_usage.granted).
+  CREATE TABLE grants (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id  BIGINT  NOT NULL REFERENCES accounts (id),
+    cycle_index INTEGER NOT NULL,
+    credits     INTEGER NOT NULL CHECK (credits > 0),
+    note        TEXT,
+    granted_at  BIGINT  NOT NULL
+  );
+  CREATE INDEX grants_by_account ON grants (account_id, cycle_index);
+
+  -- Idempotency-Key records of charged requests, valid for 24 h (purged lazily). The primary key
+  -- makes a second record (and so a second charge under one key) impossible.
+  CREATE TABLE idempotency_keys (
+    account_id      BIGINT NOT NULL REFERENCES accounts (id),
+    idempotency_key TEXT   NOT NULL,
+    image_hash      TEXT   NOT NULL,
+    charge_id       BIGINT NOT NULL REFERENCES charges (id),
+    created_at      BIGINT NOT NULL,
+    PRIMARY KEY (account_id, idempotency_key)
+  );
+  CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);
+
+  -- Dashboard sessions: only the SHA-256 of the cookie value is kept.
+  CREATE TABLE sessions (
+    id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    token_hash  BYTEA  NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+    account_id  BIGINT NOT NULL REFERENCES accounts (id),
+    csrf_token  TEXT   NOT NULL,
+    created_at  BIGINT NOT NULL,
+    expires_at  BIGINT NOT NULL
+  );
+  CREATE INDEX sessions_by_account ON sessions (account_id);
+  CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+  `,
+];
+
+/** The schema version this build writes and understands. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Any constant shared by every bgone build: the advisory lock that serializes migrations. */
+const MIGRATION_LOCK_KEY = 0x6267_6f6e; // 'bgon'
+
+/**
+ * Applies the migrations the database lacks, each in its own transaction with its
+ * schema_migrations row, while holding a session advisory lock: several nodes starting at once
+ * apply each migration once, the others wait and then find nothing to do. Throws StoreError
+ * 'schema_too_new' for a database migrated by a newer build.
+ */
+export async function migrate(client: PoolClient): Promise<void> {
+  // Waiting for another node's migrations, or a long migration, must not hit the statement timeout.
+  await client.query('SET statement_timeout = 0');
+  await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+  try {
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version    INTEGER PRIMARY KEY,
+      applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+    )`);
+    const { rows } = await client.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations');
+    let version = rows[0]?.version ?? 0;
+    if (version > SCHEMA_VERSION) {
+      throw new StoreError('schema_too_new', `database schema version ${version} is newer than this build understands (${SCHEMA_VERSION})`);
+    }
+    for (; version < SCHEMA_VERSION; version++) {
+      await client.query('BEGIN');
+      try {
+        await client.query(MIGRATIONS[version]!);
+        await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw err;
+      }
+    }
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query('RESET statement_timeout');
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * The rules every store implementation applies the same way, kept out of the SQL so that a second
+ * implementation cannot drift from the first: what a valid email, plan, request id or grant is, how
+ * emails compare, which plan is in effect after a cancellation, and the store's time windows.
+ */
+import { StoreError } from './errors.js';
+import { isPlanName, type PlanName } from './plans.js';
+
+/** How long an Idempotency-Key protects against a second charge. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** Default lifetime of a dashboard session, from login (fixed, not sliding). */
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+/** Default: a key's last use is written at most once a minute, to keep writes off the request path. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+
+const MAX_EMAIL_LENGTH = 254;
+const MAX_ID_LENGTH = 255;
+
+/** The form in which emails are compared (unique case-insensitively). */
+export function normalizeEmail(email: string): string {
+  return email.trim().normalize('NFC').toLowerCase();
+}
+
+/** The email as it is kept (trimmed, NFC); throws StoreError 'invalid_argument' for anything not shaped like an address. */
+export function checkEmail(email: unknown): string {
+  if (typeof email !== 'string') throw new StoreError('invalid_argument', 'email must be a string');
+  const trimmed = email.trim().normalize('NFC');
+  const at = trimmed.lastIndexOf('@');
+  if (trimmed.length > MAX_EMAIL_LENGTH || /\s/.test(trimmed) || at < 1 || at === trimmed.length - 1) {
+    throw new StoreError('invalid_argument', `not a valid email address: ${JSON.stringify(email)}`);
+  }
+  return trimmed;
+}
+
+export function checkPlan(plan: unknown): PlanName {
+  if (!isPlanName(plan)) throw new StoreError('invalid_argument', `unknown plan: ${JSON.stringify(plan)}`);
+  return plan;
+}
+
+/** Request ids, Idempotency-Keys and image hashes: 1 to 255 characters. */
+export function checkId(name: string, value: unknown, required: boolean): void {
+  if (value === undefined && !required) return;
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_ID_LENGTH) {
+    throw new StoreError('invalid_argument', `${name} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
+  }
+}
+
+export function checkGrant(credits: unknown): number {
+  if (typeof credits !== 'number' || !Number.isSafeInteger(credits) || credits < 1)
+    throw new StoreError('invalid_argument', 'credits must be a positive integer');
+  return credits;
+}
+
+export function checkPasswordHash(encodedHash: unknown): string {
+  if (typeof encodedHash !== 'string' || encodedHash.length === 0) throw new StoreError('invalid_argument', 'password hash must be a non-empty string');
+  return encodedHash;
+}
+
+/** A duration option in whole milliseconds (0 allowed only where `allowZero`); throws a RangeError naming it. */
+export function checkDurationMs(name: string, value: number, allowZero: boolean): number {
+  if (!Number.isSafeInteger(value) || value < (allowZero ? 0 : 1)) {
+    throw new RangeError(`${name} must be a ${allowZero ? 'non-negative' : 'positive'} integer (milliseconds), got ${String(value)}`);
+  }
+  return value;
+}
+
+/**
+ * The plan in effect at `atMs`: a cancelled paid plan is not downgraded by a job; its end
+ * (`cancelAtMs`) is stored and the plan is evaluated lazily, the subscribed plan before that time
+ * and Free from then on.
+ */
+export function effectivePlanAt(subscribed: PlanName, cancelAtMs: number | null, atMs: number): PlanName {
+  return cancelAtMs !== null && atMs >= cancelAtMs ? 'free' : subscribed;
+}

@@ -1,0 +1,148 @@
+/**
+ * The Store on SQLite (better-sqlite3): one file, one connection per store. The classes beside this
+ * file answer synchronously, each call one short transaction on the event loop thread; this class
+ * is the only thing that puts them behind the async interface (store.ts), so nothing outside
+ * src/store sees a statement, a row or the connection.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Clock, systemClock } from '../clock.js';
+import { type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
+import { checkDurationMs, checkPasswordHash, LAST_USED_RESOLUTION_MS, SESSION_TTL_MS } from '../rules.js';
+import type { AccountStore, CreditStore, KeyStore, SessionStore, Store, UsageStore } from '../store.js';
+import { Accounts } from './accounts.js';
+import { Credentials } from './credentials.js';
+import { Credits } from './credits.js';
+import { type Db, openDatabase } from './database.js';
+import { ApiKeys } from './keys.js';
+import { acquireOwnerLock, type OwnerLock } from './owner-lock.js';
+import { Sessions } from './sessions.js';
+import { Usage } from './usage.js';
+
+export interface SqliteStoreOptions {
+  /** The database file (its folder is created if needed); ':memory:' for a private in-memory database. */
+  path: string;
+  /** Default: the system clock. */
+  clock?: Clock | undefined;
+  /** Per-plan rate-limit overrides (requests per minute per key). */
+  rateLimits?: RateLimits | undefined;
+  /** A key's last_used_at is written at most this often (default 60 000 ms; 0 = on every use). */
+  lastUsedResolutionMs?: number | undefined;
+  /** Lifetime of a dashboard session from login (default 12 h). */
+  sessionTtlMs?: number | undefined;
+  /**
+   * Open as the file's one service process (`bgone serve`): takes the owner lock (owner-lock.ts),
+   * or throws StoreError 'locked' while another live service holds it. Operator commands leave it off.
+   */
+  serviceOwner?: boolean | undefined;
+}
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  readonly plans: PlanTable;
+  readonly clock: Clock;
+  readonly accounts: AccountStore;
+  readonly keys: KeyStore;
+  readonly credits: CreditStore;
+  readonly usage: UsageStore;
+  readonly sessions: SessionStore;
+  readonly #db: Db;
+  readonly #ownerLock: OwnerLock | undefined;
+
+  constructor(options: SqliteStoreOptions) {
+    const lastUsedResolutionMs = checkDurationMs('lastUsedResolutionMs', options.lastUsedResolutionMs ?? LAST_USED_RESOLUTION_MS, true);
+    const sessionTtlMs = checkDurationMs('sessionTtlMs', options.sessionTtlMs ?? SESSION_TTL_MS, false);
+    this.plans = resolvePlans(options.rateLimits);
+    this.clock = options.clock ?? systemClock;
+    // The lock before the file is touched: a second service must not even migrate it.
+    this.#ownerLock = options.serviceOwner && options.path !== ':memory:' ? acquireOwnerLock(options.path) : undefined;
+    let db: Db;
+    try {
+      db = openDatabase(options.path);
+    } catch (err) {
+      this.#ownerLock?.release();
+      throw err;
+    }
+    this.#db = db;
+    try {
+      const accounts = new Accounts(db, this.clock, this.plans);
+      const credentials = new Credentials(db);
+      const keys = new ApiKeys(db, this.clock, this.plans, accounts, lastUsedResolutionMs);
+      // Tags this instance's reservations: recoverAfterCrash releases every other instance's.
+      const credits = new Credits(db, this.clock, this.plans, accounts, randomUUID());
+      const usage = new Usage(db, this.clock, accounts, credits);
+      const sessions = new Sessions(db, this.clock, sessionTtlMs);
+
+      // Sign-up: the account, its password and its first key exist together or not at all.
+      const createWithPassword = db.transaction((email: string, passwordHash: string) => {
+        const account = accounts.create({ email, plan: 'free' });
+        credentials.setPasswordHash(account.id, passwordHash);
+        return { account, key: keys.create(account.id).key };
+      });
+
+      this.accounts = {
+        create: async (input) => accounts.create(input),
+        createWithPassword: async ({ email, passwordHash }) => createWithPassword.immediate(email, checkPasswordHash(passwordHash)),
+        get: async (id) => accounts.get(id),
+        getByEmail: async (email) => accounts.getByEmail(email),
+        list: async () => accounts.list(),
+        setPlan: async (id, plan) => accounts.setPlan(id, plan),
+        cancel: async (id) => accounts.cancel(id),
+        resume: async (id) => accounts.resume(id),
+        disable: async (id) => accounts.disable(id),
+        enable: async (id) => accounts.enable(id),
+        passwordHash: async (id) => credentials.passwordHash(id),
+        setPasswordHash: async (id, encodedHash) => credentials.setPasswordHash(id, encodedHash),
+      };
+      this.keys = {
+        create: async (accountId) => keys.create(accountId),
+        list: async (accountId) => keys.list(accountId),
+        get: async (keyId) => keys.get(keyId),
+        revoke: async (ref, options) => keys.revoke(ref, options),
+        authenticate: async (rawKey) => keys.authenticate(rawKey),
+      };
+      this.credits = {
+        reserve: async (accountId, options) => credits.reserve(accountId, options),
+        commit: async (reservationId) => credits.commit(reservationId),
+        release: async (reservationId) => credits.release(reservationId),
+        recoverAfterCrash: async () => credits.recoverAfterCrash(),
+        balance: async (accountId) => credits.balance(accountId),
+        grant: async (accountId, amount, note) => credits.grant(accountId, amount, note),
+      };
+      this.usage = {
+        byDay: async (accountId, cycleIndex) => usage.byDay(accountId, cycleIndex),
+        summary: async () => usage.summary(),
+      };
+      this.sessions = {
+        ttlMs: sessions.ttlMs,
+        create: async (accountId) => sessions.create(accountId),
+        get: async (token) => sessions.get(token),
+        delete: async (token) => sessions.delete(token),
+        deleteForAccount: async (accountId) => sessions.deleteForAccount(accountId),
+      };
+    } catch (err) {
+      db.close();
+      this.#ownerLock?.release();
+      throw err;
+    }
+  }
+
+  get isOpen(): boolean {
+    return this.#db.open;
+  }
+
+  /** Idempotent. Reservations still held are released by the next process's recoverAfterCrash(). */
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+    this.#ownerLock?.release();
+  }
+
+  /**
+   * For tests of the SQLite implementation only (pragmas, file contents, rows a test must see
+   * hashed): the connection of a store opened on SQLite. Application code never calls this; it
+   * goes through the Store interface.
+   */
+  static databaseOf(store: Store): Db {
+    if (!(store instanceof SqliteStore)) throw new TypeError(`not a SQLite store (kind: ${store.kind})`);
+    return store.#db;
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The contract between src/lib and the addon (native/fields.h): TypeScript builds every object the
+ * addon reads, with every field; the addon reads each field strictly and throws a TypeError for a
+ * missing, mistyped, out-of-range or unknown field instead of falling back to a default. Real addon,
+ * real model (a handle is needed to reach the options of removeBackground).
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { getModel, readManifest } from '../../src/lib/models.js';
+import { type ModelHandle, type NativeModelSpec, native } from '../../src/lib/native.js';
+import { normaliseOptions } from '../helpers/bgone.js';
+import { PHOTOS } from '../helpers/constants.js';
+import { readPhoto } from '../helpers/paths.js';
+
+const teddy = readPhoto(PHOTOS.teddy);
+const options = normaliseOptions({ size: 'preview' }).native as unknown as Record<string, unknown>;
+let model: ModelHandle;
+
+beforeAll(async () => {
+  model = await getModel();
+});
+
+function expectContractError(call: () => unknown, message: RegExp): void {
+  let thrown: unknown;
+  try {
+    call();
+  } catch (error) {
+    thrown = error;
+  }
+  expect(thrown, 'expected a TypeError').toBeInstanceOf(TypeError);
+  expect((thrown as TypeError).message).toMatch(/^bgone native contract: /);
+  expect((thrown as TypeError).message).toMatch(message);
+}
+
+describe('removeBackground options', () => {
+  it('the object normaliseOptions builds is accepted as it is (control)', async () => {
+    const result = await native().removeBackground(teddy, options as never, model);
+    expect({ width: result.width, height: result.height }).toEqual({ width: 284, height: 398 });
+  });
+
+  it.each(Object.keys(options))('without %s: TypeError naming it', (field) => {
+    const { [field]: _, ...rest } = options;
+    expectContractError(() => native().removeBackground(teddy, rest as never, model), new RegExp(`options\\.${field} must be present`));
+  });
+
+  it.each(Object.keys(options))('%s as an object: TypeError naming it', (field) => {
+    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: {} } as never, model), new RegExp(`options\\.${field} must be`));
+  });
+
+  it.each([
+    ['format', 'jpeg', /options\.format must be one of png, jpg, webp/],
+    ['channels', 'rgb', /options\.channels must be one of rgba, alpha/],
+    ['crop', 'true', /options\.crop must be one of none, subject, aspect/],
+    ['background', [255, 0, 0], /options\.background must be an array of 4 numbers/],
+    ['background', [256, 0, 0, 255], /options\.background\[0\] must be an integer in \[0, 255\], got 256/],
+    ['background', [1.5, 0, 0, 255], /options\.background\[0\] must be an integer/],
+    ['aspectWidth', 0, /options\.aspectWidth must be an integer in \[1, 1000000\], got 0/],
+    ['quality', 101, /options\.quality must be an integer in \[1, 100\]/],
+    ['pngCompression', 10, /options\.pngCompression/],
+    ['maxPixels', Number.NaN, /options\.maxPixels must be a number in/],
+    ['maxSide', 6000.5, /options\.maxSide must be an integer/],
+    ['refine', 1, /options\.refine must be a boolean/],
+    ['padding', -0.1, /options\.padding must be a number in \[0, 1000\]/],
+  ])('%s = %j: TypeError', (field, value, message) => {
+    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model), message);
+  });
+
+  it('a field the native core does not read: TypeError, not silently ignored', () => {
+    expectContractError(
+      () => native().removeBackground(teddy, { ...options, sharpen: true } as never, model),
+      /options\.sharpen is not a field the native core reads/,
+    );
+  });
+
+  it('options that are not a plain object: TypeError', () => {
+    expectContractError(() => native().removeBackground(teddy, [] as never, model), /options must be a plain object/);
+  });
+});
+
+describe('loadModel spec', () => {
+  const entry = readManifest().models.small!;
+  const spec: NativeModelSpec = {
+    path: '/nonexistent/model.onnx',
+    inputName: entry.input.name,
+    outputName: entry.output.name,
+    width: entry.input.width,
+    height: entry.input.height,
+    mean: entry.input.mean as [number, number, number],
+    std: entry.input.std as [number, number, number],
+    threads: 0,
+  };
+
+  it('a complete spec is accepted; a bad path then fails later, as a rejected promise with a code (control)', async () => {
+    await expect(native().loadModel(spec)).rejects.toMatchObject({ code: 'internal_error' });
+  });
+
+  it.each(Object.keys(spec))('without %s: TypeError naming it', (field) => {
+    const { [field as keyof NativeModelSpec]: _, ...rest } = spec;
+    expectContractError(() => native().loadModel(rest as never), new RegExp(`model spec\\.${field} must be present`));
+  });
+
+  it.each([
+    ['width', '1024', /model spec\.width must be a number/],
+    ['height', 0, /model spec\.height must be an integer in \[1, 16384\]/],
+    ['mean', [128, 128], /model spec\.mean must be an array of 3 numbers/],
+    ['std', [256, 0, 256], /model spec\.std\[1\] must be a number in/],
+    ['threads', -1, /model spec\.threads must be an integer in \[0, 4096\]/],
+    ['path', null, /model spec\.path must be a string/],
+  ])('%s = %j: TypeError', (field, value, message) => {
+    expectContractError(() => native().loadModel({ ...spec, [field]: value } as never), message);
+  });
+
+  it('an unknown field: TypeError', () => {
+    expectContractError(() => native().loadModel({ ...spec, optimisation: 'all' } as never), /model spec\.optimisation is not a field the native core reads/);
+  });
+});
+
+describe('init', () => {
+  it.each([
+    [{}, /init options\.onnxruntime must be present/],
+    [{ onnxruntime: 1 }, /init options\.onnxruntime must be a string/],
+    [{ onnxruntime: '/x.so', vipsConcurrency: 2 }, /init options\.vipsConcurrency is not a field the native core reads/],
+    [undefined, /init options must be a plain object/],
+  ])('%j: TypeError', (argument, message) => {
+    expectContractError(() => native().init(argument as never), message);
+  });
+});

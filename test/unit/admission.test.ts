@@ -1,0 +1,175 @@
+/**
+ * The one admission path (src/http/admission.ts): its order (shutting down → authentication →
+ * rate limit → disabled → load shedding → Content-Length), the answers of each refusal, the places
+ * it holds and gives back, and the drain.
+ */
+import { describe, expect, it } from 'vitest';
+import { Admission, type Principal } from '../../src/http/admission.js';
+import { HttpError } from '../../src/http/errors.js';
+import { Exchange } from '../../src/http/exchange.js';
+import { RateLimiter } from '../../src/http/rate-limit.js';
+import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
+
+const T0 = Date.UTC(2026, 2, 10, 12, 0, 0);
+const principal = (over: Partial<Principal> = {}): Principal => ({
+  accountId: 1,
+  keyId: 7,
+  disabled: false,
+  rateLimitPerMinute: 100,
+  rateKey: 'key:7',
+  ...over,
+});
+
+function setup(options: { queueLimit?: number; maxBodyBytes?: number } = {}) {
+  const records: Array<{ route: string; status: number; code: string }> = [];
+  const admission = new Admission(
+    { queueLimit: options.queueLimit ?? 2, overloadRetryAfter: 7, maxBodyBytes: options.maxBodyBytes ?? 1000, rateLimiter: new RateLimiter(() => T0) },
+    () => new HttpError('image_too_large', 'too large'),
+  );
+  const exchange = (headers: Record<string, string> = {}) => {
+    const res = new RecordedResponse();
+    const ex = new Exchange(memoryRequest('POST', '/api/v1/remove', headers), res, '/api/v1/remove', (route, status, code) =>
+      records.push({ route, status, code }),
+    );
+    return { ex, res };
+  };
+  const unauthenticated = new HttpError('authentication_error');
+  return { admission, exchange, records, unauthenticated };
+}
+
+describe('Admission.admit', () => {
+  it('admits an authenticated request, holds a place and returns the rate-limit headers', async () => {
+    const { admission, exchange, unauthenticated } = setup();
+    const { ex, res } = exchange();
+    const ticket = await admission.admit(ex, async () => principal(), unauthenticated);
+    expect(ticket).not.toBeNull();
+    expect(res.sent).toBe(false);
+    expect(admission.inFlight).toBe(1);
+    expect(ticket!.rateHeaders['X-RateLimit-Limit']).toBe('100');
+    expect(ticket!.rateHeaders['X-RateLimit-Remaining']).toBe('99');
+    ticket!.release();
+    ticket!.release(); // idempotent
+    expect(admission.inFlight).toBe(0);
+  });
+
+  it('answers 401 with the given error when the authenticator finds nobody, and counts it in metrics', async () => {
+    const { admission, exchange, unauthenticated, records } = setup();
+    const { ex, res } = exchange();
+    expect(await admission.admit(ex, async () => null, unauthenticated)).toBeNull();
+    expect(res.status).toBe(401);
+    expect(res.json).toMatchObject({ code: 'authentication_error', request_id: ex.requestId });
+    expect(records).toEqual([{ route: '/api/v1/remove', status: 401, code: 'authentication_error' }]);
+    expect(admission.inFlight).toBe(0);
+  });
+
+  it("answers the authenticator's own HttpError as it is, and a crash of it as a 500", async () => {
+    const { admission, exchange, unauthenticated } = setup();
+    const a = exchange();
+    await admission.admit(
+      a.ex,
+      async () => {
+        throw new HttpError('permission_denied', 'bad csrf');
+      },
+      unauthenticated,
+    );
+    expect(a.res.status).toBe(403);
+    expect(a.res.json.message).toBe('bad csrf');
+    const b = exchange();
+    await admission.admit(
+      b.ex,
+      async () => {
+        throw new Error('database is locked');
+      },
+      unauthenticated,
+    );
+    expect(b.res.status).toBe(500);
+    expect(b.res.json.code).toBe('internal_server_error');
+    expect(JSON.stringify(b.res.json)).not.toContain('database is locked');
+  });
+
+  it('refuses past the rate limit with 429, Retry-After and the rate-limit headers', async () => {
+    const { admission, exchange, unauthenticated } = setup({ queueLimit: 10 });
+    for (let i = 0; i < 3; i++) (await admission.admit(exchange().ex, async () => principal({ rateLimitPerMinute: 3 }), unauthenticated))!.release();
+    const { ex, res } = exchange();
+    expect(await admission.admit(ex, async () => principal({ rateLimitPerMinute: 3 }), unauthenticated)).toBeNull();
+    expect(res.status).toBe(429);
+    expect(res.answers[0]!.headers['X-RateLimit-Remaining']).toBe('0');
+    expect(Number(res.answers[0]!.headers['Retry-After'])).toBeGreaterThan(0);
+  });
+
+  it('refuses a disabled account with 403 after the rate limit took its place (headers included)', async () => {
+    const { admission, exchange, unauthenticated } = setup();
+    const { ex, res } = exchange();
+    expect(await admission.admit(ex, async () => principal({ disabled: true }), unauthenticated)).toBeNull();
+    expect(res.status).toBe(403);
+    expect(res.answers[0]!.headers['X-RateLimit-Limit']).toBe('100');
+  });
+
+  it('sheds load with 503 and Retry-After once queueLimit requests hold a place, and admits again after a release', async () => {
+    const { admission, exchange, unauthenticated } = setup({ queueLimit: 2 });
+    const first = await admission.admit(exchange().ex, async () => principal(), unauthenticated);
+    await admission.admit(exchange().ex, async () => principal(), unauthenticated);
+    const { ex, res } = exchange();
+    expect(await admission.admit(ex, async () => principal(), unauthenticated)).toBeNull();
+    expect(res.status).toBe(503);
+    expect(res.json.code).toBe('overloaded');
+    expect(res.answers[0]!.headers['Retry-After']).toBe('7');
+    first!.release();
+    expect(await admission.admit(exchange().ex, async () => principal(), unauthenticated)).not.toBeNull();
+  });
+
+  it('refuses a body declared larger than the limit from Content-Length, before reading it', async () => {
+    const { admission, exchange, unauthenticated } = setup({ maxBodyBytes: 1000 });
+    const ok = exchange({ 'content-length': '1000' });
+    expect(await admission.admit(ok.ex, async () => principal(), unauthenticated)).not.toBeNull();
+    const big = exchange({ 'content-length': '1001' });
+    expect(await admission.admit(big.ex, async () => principal(), unauthenticated)).toBeNull();
+    expect(big.res.status).toBe(400);
+    expect(big.res.json.code).toBe('image_too_large');
+  });
+
+  it('admits nobody once draining (503 before authentication), and drain() resolves when the last place is released', async () => {
+    const { admission, exchange, unauthenticated } = setup();
+    const held = await admission.admit(exchange().ex, async () => principal(), unauthenticated);
+    let drained = false;
+    const drain = admission.drain(60_000).then(() => {
+      drained = true;
+    });
+    let asked = false;
+    const { ex, res } = exchange();
+    expect(
+      await admission.admit(
+        ex,
+        async () => {
+          asked = true;
+          return principal();
+        },
+        unauthenticated,
+      ),
+    ).toBeNull();
+    expect(asked).toBe(false);
+    expect(res.status).toBe(503);
+    expect(admission.isDraining).toBe(true);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(drained).toBe(false);
+    held!.release();
+    await drain;
+    expect(drained).toBe(true);
+  });
+
+  it('does not answer or admit a request whose client left during authentication', async () => {
+    const { admission, exchange } = setup();
+    const { ex, res } = exchange();
+    const ticket = await admission.admit(
+      ex,
+      async () => {
+        res.abort();
+        return principal();
+      },
+      new HttpError('authentication_error'),
+    );
+    expect(ticket).toBeNull();
+    expect(res.answers).toHaveLength(0);
+    expect(admission.inFlight).toBe(0);
+  });
+});

@@ -1,0 +1,106 @@
+/**
+ * The one configuration (src/config/config.ts): embedded defaults, every variable read from the
+ * environment given (never from import time), and a ConfigError naming the variable for a bad value.
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, loadLibraryConfig, loadPostgresConfig } from '../../src/config/config.js';
+
+describe('loadConfig', () => {
+  it('needs no variable: the embedded defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      host: '127.0.0.1',
+      port: 8080,
+      databasePath: 'data/bgone.db',
+      model: undefined,
+      queueLimit: 16,
+      overloadRetryAfter: 5,
+      logLevel: 'info',
+      drainTimeout: 30,
+      rateLimits: { free: 10, pro: 60, ultra: 300, mega: 1000 },
+      bootstrapAccount: true,
+      postgres: undefined,
+      http: 'auto',
+      trustProxy: false,
+      library: { modelsDir: undefined, inferenceThreads: 0, nativeConcurrency: 2 },
+    });
+  });
+
+  it('reads every variable it documents', () => {
+    const config = loadConfig({
+      BGONE_HOST: '0.0.0.0',
+      BGONE_PORT: '0',
+      BGONE_DB: '/tmp/x.db',
+      BGONE_MODEL: 'small',
+      BGONE_QUEUE_LIMIT: '4',
+      BGONE_OVERLOAD_RETRY_AFTER: '9',
+      BGONE_LOG_LEVEL: 'warn',
+      BGONE_DRAIN_TIMEOUT: '0',
+      BGONE_RATE_LIMIT_PRO: '61',
+      BGONE_BOOTSTRAP_ACCOUNT: 'false',
+      BGONE_HTTP: 'node',
+      BGONE_TRUST_PROXY: 'yes',
+      BGONE_MODELS_DIR: '/opt/models',
+      BGONE_INFERENCE_THREADS: '2',
+      BGONE_NATIVE_CONCURRENCY: '1',
+    });
+    expect(config).toMatchObject({
+      host: '0.0.0.0',
+      port: 0,
+      databasePath: '/tmp/x.db',
+      model: 'small',
+      queueLimit: 4,
+      overloadRetryAfter: 9,
+      logLevel: 'warn',
+      drainTimeout: 0,
+      bootstrapAccount: false,
+      http: 'node',
+      trustProxy: true,
+      library: { modelsDir: '/opt/models', inferenceThreads: 2, nativeConcurrency: 1 },
+    });
+    expect(config.rateLimits.pro).toBe(61);
+    expect(loadConfig({ PORT: '9000' }).port).toBe(9000);
+  });
+
+  it.each([
+    ['BGONE_PORT', 'abc'],
+    ['BGONE_PORT', '70000'],
+    ['BGONE_QUEUE_LIMIT', '0'],
+    ['BGONE_LOG_LEVEL', 'loud'],
+    ['BGONE_HTTP', 'express'],
+    ['BGONE_TRUST_PROXY', 'maybe'],
+    ['BGONE_BOOTSTRAP_ACCOUNT', '2'],
+    ['BGONE_INFERENCE_THREADS', '-1'],
+    ['BGONE_NATIVE_CONCURRENCY', '0'],
+    ['BGONE_RATE_LIMIT_FREE', '1.5'],
+    ['BGONE_HOST', 'bad host!'],
+  ])('refuses %s=%s with a ConfigError naming it', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+  });
+
+  it('has a library-only part for commands that run no service', () => {
+    expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({ modelsDir: undefined, inferenceThreads: 0, nativeConcurrency: 3 });
+  });
+
+  it('selects PostgreSQL with BGONE_DATABASE_URL, with its pool, statement timeout and heartbeat lapse', () => {
+    expect(loadConfig({ BGONE_DATABASE_URL: 'postgres://bgone:secret@db.internal:5432/bgone' }).postgres).toEqual({
+      url: 'postgres://bgone:secret@db.internal:5432/bgone',
+      poolSize: 10,
+      statementTimeoutMs: 5000,
+      heartbeatLapseMs: 30_000,
+    });
+    expect(
+      loadPostgresConfig(
+        { BGONE_DATABASE_POOL_SIZE: '3', BGONE_DATABASE_STATEMENT_TIMEOUT_MS: '2000', BGONE_NODE_HEARTBEAT_LAPSE_MS: '5000' },
+        'postgresql://x/y',
+      ),
+    ).toEqual({ url: 'postgresql://x/y', poolSize: 3, statementTimeoutMs: 2000, heartbeatLapseMs: 5000 });
+  });
+
+  it('refuses a database URL that is not postgres://, without echoing it (it may hold a password)', () => {
+    expect(() => loadConfig({ BGONE_DATABASE_URL: 'mysql://u:hunter2@h/db' })).toThrow(/BGONE_DATABASE_URL/);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: 'mysql://u:hunter2@h/db' })).not.toThrow(/hunter2/);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: 'postgres://h/db', BGONE_DATABASE_POOL_SIZE: '0' })).toThrow(/BGONE_DATABASE_POOL_SIZE/);
+  });
+});

@@ -1,0 +1,103 @@
+/**
+ * The limiter in front of the native core (src/lib/limiter.ts): at most `concurrency` jobs at once,
+ * the others in arrival order, and a bound that can change while jobs run.
+ */
+import { describe, expect, it } from 'vitest';
+import { Limiter } from '../../src/lib/limiter.js';
+
+/** A job that runs until release() is called; records when it started. */
+function gate(log: string[], name: string) {
+  let release!: () => void;
+  const done = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return {
+    job: async () => {
+      log.push(name);
+      await done;
+      return name;
+    },
+    release,
+  };
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('Limiter', () => {
+  it('runs at most `concurrency` jobs; the others wait and start in arrival order', async () => {
+    const limiter = new Limiter(2);
+    const started: string[] = [];
+    const gates = ['a', 'b', 'c', 'd'].map((name) => gate(started, name));
+    const results = gates.map((g) => limiter.run(g.job));
+    await tick();
+    expect(started).toEqual(['a', 'b']);
+    expect({ size: limiter.size, pending: limiter.pending }).toEqual({ size: 4, pending: 2 });
+    gates[1]!.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c']);
+    gates[0]!.release();
+    gates[2]!.release();
+    gates[3]!.release();
+    expect(await Promise.all(results)).toEqual(['a', 'b', 'c', 'd']);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a job that fails frees its place, and its error reaches the caller', async () => {
+    const limiter = new Limiter(1);
+    const failing = limiter.run(async () => {
+      throw new Error('boom');
+    });
+    const next = limiter.run(async () => 'next');
+    await expect(failing).rejects.toThrow('boom');
+    expect(await next).toBe('next');
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a job arriving just as a place frees up waits behind the jobs already waiting', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const b = gate(started, 'b');
+    const c = gate(started, 'c');
+    const runs = [limiter.run(a.job), limiter.run(b.job)];
+    await tick();
+    a.release();
+    runs.push(limiter.run(c.job)); // same turn as the release
+    await tick();
+    expect(started).toEqual(['a', 'b']);
+    expect(limiter.size).toBe(2);
+    b.release();
+    c.release();
+    await Promise.all(runs);
+    expect(started).toEqual(['a', 'b', 'c']);
+  });
+
+  it('raising the bound starts waiting jobs at once; lowering it lets running jobs finish', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const gates = ['a', 'b', 'c', 'd'].map((name) => gate(started, name));
+    const runs = gates.map((g) => limiter.run(g.job));
+    await tick();
+    expect(started).toEqual(['a']);
+    limiter.concurrency = 3;
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c']);
+    limiter.concurrency = 1;
+    gates[0]!.release();
+    gates[1]!.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c']); // c still runs: one job, the bound
+    gates[2]!.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c', 'd']);
+    gates[3]!.release();
+    await Promise.all(runs);
+  });
+
+  it.each([0, -1, 1.5, Number.NaN])('refuses the bound %j', (bound) => {
+    expect(() => new Limiter(bound)).toThrow(RangeError);
+    expect(() => {
+      new Limiter(1).concurrency = bound;
+    }).toThrow(RangeError);
+  });
+});

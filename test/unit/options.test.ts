@@ -1,0 +1,267 @@
+/**
+ * Option validation and normalisation (src/lib/options.ts): pure TypeScript, no addon, no model.
+ * Every value outside the spec is a validation_error naming the offending field (details.field);
+ * nothing is silently ignored. The colour forms themselves are in colors.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
+import { type BgoneError, ERROR_CODES, MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, removeBackground, SIZE_PIXELS } from '../helpers/bgone.js';
+import { PHOTOS } from '../helpers/constants.js';
+import { readPhoto } from '../helpers/paths.js';
+
+/** Expects normaliseOptions(options) to throw a validation_error for `field`. */
+function rejects(options: Record<string, unknown>, field: string): BgoneError {
+  const error = expectThrowsBgone(() => normaliseOptions(options as never), 'validation_error');
+  expect(error.details?.field).toBe(field);
+  expect(error.message).not.toBe('');
+  return error;
+}
+
+const native = (options: Record<string, unknown>) => normaliseOptions(options as never).native;
+
+describe('defaults', () => {
+  it('an empty options object means png, rgba, full size, no crop, no background, refine on', () => {
+    const { native: n, model } = normaliseOptions({});
+    expect(n).toMatchObject({ format: 'png', channels: 'rgba', maxPixels: 16_000_000, crop: 'none', padding: 0.1, refine: true, maxSide: 6000 });
+    expect(n.background).toBeNull();
+    expect(model).toBeUndefined();
+  });
+
+  it('the object for the native core has every field set, the internal tuning included (C++ has no defaults)', () => {
+    const n = native({});
+    expect(Object.keys(n).sort()).toEqual(
+      [
+        'aspectHeight',
+        'aspectWidth',
+        'background',
+        'channels',
+        'crop',
+        'format',
+        'guidedEps',
+        'guidedRadius',
+        'levelsHigh',
+        'levelsLow',
+        'maxPixels',
+        'maxSide',
+        'minSubject',
+        'padding',
+        'pngCompression',
+        'quality',
+        'refine',
+      ].sort(),
+    );
+    for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
+    expect(n).toMatchObject({ guidedRadius: 6, guidedEps: 1e-3, levelsLow: 0.1, levelsHigh: 0.9, minSubject: 1e-4, quality: 90, pngCompression: 3 });
+  });
+
+  it('normaliseOptions() without an argument is the same as {}', () => {
+    expect(normaliseOptions()).toEqual(normaliseOptions({}));
+  });
+
+  it('undefined, null and empty-string values fall back to the defaults', () => {
+    for (const empty of [undefined, null, '']) {
+      expect(native({ format: empty, channels: empty, size: empty, crop: empty, padding: empty, bgColor: empty })).toEqual(native({}));
+    }
+  });
+
+  it('exports the documented limits and the closed list of error codes', () => {
+    expect(MAX_FILE_BYTES).toBe(20 * 1024 * 1024);
+    expect(MAX_SIDE).toBe(6000);
+    expect(SIZE_PIXELS).toEqual({ preview: 250_000, medium: 1_500_000, hd: 4_000_000, full: 16_000_000 });
+    expect([...ERROR_CODES].sort()).toEqual(
+      ['foreground_not_found', 'image_too_large', 'internal_error', 'invalid_image', 'missing_image', 'unsupported_media_type', 'validation_error'].sort(),
+    );
+  });
+});
+
+describe('format', () => {
+  it.each(['png', 'jpg', 'webp'])('accepts %s', (format) => {
+    expect(native({ format }).format).toBe(format);
+  });
+
+  it('is case- and whitespace-insensitive', () => {
+    expect(native({ format: ' PNG ' }).format).toBe('png');
+    expect(native({ format: 'WebP' }).format).toBe('webp');
+  });
+
+  it.each(['jpeg', 'gif', 'tiff', 'avif', 'png8', 'p ng'])('rejects %j', (format) => {
+    const error = rejects({ format }, 'format');
+    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp']);
+  });
+
+  it.each([1, true, ['png'], { png: true }])('rejects the non-string %j', (format) => {
+    rejects({ format }, 'format');
+  });
+});
+
+describe('channels', () => {
+  it.each(['rgba', 'alpha', 'ALPHA'])('accepts %s', (channels) => {
+    expect(native({ channels }).channels).toBe(channels.toLowerCase());
+  });
+
+  it.each(['rgb', 'mask', 'a', 4])('rejects %j', (channels) => {
+    rejects({ channels }, 'channels');
+  });
+
+  it('channels=alpha drops bg_color (a mask has no background)', () => {
+    expect(native({ channels: 'alpha', bgColor: '#ff0000' }).background).toBeNull();
+    expect(native({ channels: 'rgba', bgColor: '#ff0000' }).background).toEqual([255, 0, 0, 255]);
+  });
+});
+
+describe('size', () => {
+  it.each([
+    ['preview', 250_000],
+    ['medium', 1_500_000],
+    ['hd', 4_000_000],
+    ['full', 16_000_000],
+  ])('%s is a budget of %i pixels', (size, pixels) => {
+    expect(native({ size }).maxPixels).toBe(pixels);
+  });
+
+  it.each(['small', 'large', '4k', 'HD+', 'auto', 1024])('rejects %j', (size) => {
+    const error = rejects({ size }, 'size');
+    expect(error.details?.allowed).toEqual(['preview', 'medium', 'hd', 'full']);
+  });
+});
+
+// Every colour form is tested in colors.test.ts; here, that the option carries parseColor's answer.
+describe('bg_color', () => {
+  it.each([
+    ['#aabbcc80', [0xaa, 0xbb, 0xcc, 0x80]],
+    ['rgb(1, 2, 3)', [1, 2, 3, 255]],
+    ['cornflowerblue', [100, 149, 237, 255]],
+  ])('passes %j to the native core as its RGBA', (input, rgba) => {
+    expect(native({ bgColor: input }).background).toEqual(rgba);
+  });
+
+  it('is null (transparent, or white for JPEG) when not given', () => {
+    expect(native({}).background).toBeNull();
+  });
+
+  it.each(['rgb(300,0,0)', '#abcd', 'notacolor'])('rejects %j naming bg_color with the accepted forms', (input) => {
+    const error = rejects({ bgColor: input }, 'bg_color');
+    expect(Array.isArray(error.details?.allowed)).toBe(true);
+  });
+
+  it.each([123, true, ['#fff'], { r: 1 }])('rejects the non-string %j', (bgColor) => {
+    rejects({ bgColor }, 'bg_color');
+  });
+});
+
+describe('crop', () => {
+  it.each([
+    [true, { crop: 'subject' }],
+    ['true', { crop: 'subject' }],
+    ['TRUE', { crop: 'subject' }],
+    [false, { crop: 'none' }],
+    ['false', { crop: 'none' }],
+    ['16:9', { crop: 'aspect', aspectWidth: 16, aspectHeight: 9 }],
+    ['1:1', { crop: 'aspect', aspectWidth: 1, aspectHeight: 1 }],
+    ['4:5', { crop: 'aspect', aspectWidth: 4, aspectHeight: 5 }],
+    [' 3:2 ', { crop: 'aspect', aspectWidth: 3, aspectHeight: 2 }],
+    ['100:1', { crop: 'aspect', aspectWidth: 100, aspectHeight: 1 }],
+    ['1:100', { crop: 'aspect', aspectWidth: 1, aspectHeight: 100 }],
+  ])('accepts %j', (crop, expected) => {
+    expect(native({ crop })).toMatchObject(expected);
+  });
+
+  it.each(['0:1', '1:0', '0:0', 'a:b', '16/9', '16:9:1', '-16:9', '1.5:1', ':', '16:', 'yes', '1', '101:1', '1:101', 1, 0, {}])('rejects %j', (crop) => {
+    rejects({ crop }, 'crop');
+  });
+});
+
+describe('padding', () => {
+  it.each([
+    ['10%', 0.1],
+    ['0%', 0],
+    ['100%', 1],
+    ['12.5%', 0.125],
+    [' 20% ', 0.2],
+    ['0.25', 0.25],
+    ['0', 0],
+    ['1', 1],
+    ['.5', 0.5],
+    [0.3, 0.3],
+    [0, 0],
+    [1, 1],
+  ])('accepts %j as %d', (padding, fraction) => {
+    expect(native({ crop: true, padding }).padding).toBeCloseTo(fraction, 10);
+  });
+
+  it('defaults to 10 % of the subject width', () => {
+    expect(native({ crop: true }).padding).toBe(0.1);
+    expect(native({ crop: '1:1' }).padding).toBe(0.1);
+  });
+
+  it.each([
+    '150%',
+    '101%',
+    '-1',
+    '-10%',
+    '1.5',
+    '2',
+    'abc',
+    '10 %',
+    '%',
+    '10%%',
+    '0.1.2',
+    '1e-1',
+    1.5,
+    -0.1,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    true,
+    [0.1],
+  ])('rejects %j', (padding) => {
+    rejects({ crop: true, padding }, 'padding');
+  });
+});
+
+describe('refine, model and the options object', () => {
+  it('refine accepts booleans only', () => {
+    expect(native({ refine: false }).refine).toBe(false);
+    expect(native({ refine: true }).refine).toBe(true);
+    for (const refine of ['true', 1, 'no']) rejects({ refine }, 'refine');
+  });
+
+  it('model must be a string', () => {
+    expect(normaliseOptions({ model: 'small' }).model).toBe('small');
+    for (const model of [1, true, {}]) rejects({ model }, 'model');
+  });
+
+  it('options must be an object', () => {
+    for (const options of [null, 'png', 42]) {
+      const error = expectThrowsBgone(() => normaliseOptions(options as never), 'validation_error');
+      expect(error.details?.field).toBe('options');
+    }
+  });
+});
+
+describe('removeBackground validates before doing any work', () => {
+  const image = readPhoto(PHOTOS.teddy);
+
+  it.each([
+    [{ format: 'gif' }, 'format'],
+    [{ channels: 'rgb' }, 'channels'],
+    [{ size: 'huge' }, 'size'],
+    [{ bgColor: 'notacolor' }, 'bg_color'],
+    [{ crop: '0:1' }, 'crop'],
+    [{ crop: true, padding: '150%' }, 'padding'],
+    [{ refine: 'yes' }, 'refine'],
+  ])('%j is a validation_error for %s', async (options, field) => {
+    const error = await expectBgoneError(removeBackground(image, options as never), 'validation_error');
+    expect(error.details?.field).toBe(field);
+  });
+
+  it('an unknown model name is a validation_error listing the installed models', async () => {
+    const error = await expectBgoneError(removeBackground(image, { model: 'no-such-model' }), 'validation_error');
+    expect(error.details?.field).toBe('model');
+    expect(error.details?.allowed).toEqual(expect.arrayContaining(['medium', 'small']));
+  });
+
+  it('null options are a validation_error', async () => {
+    const error = await expectBgoneError(removeBackground(image, null as never), 'validation_error');
+    expect(error.details?.field).toBe('options');
+  });
+});

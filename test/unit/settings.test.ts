@@ -1,0 +1,122 @@
+/**
+ * configure() and the library's settings (src/lib/settings.ts): defaults in one place, validation
+ * naming the field, nothing read from the environment. No addon, no model.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { expectThrowsBgone } from '../helpers/assert.js';
+import { configure, DEFAULT_SETTINGS, librarySettings, setConcurrency } from '../helpers/bgone.js';
+import { REPO_ROOT } from '../helpers/paths.js';
+
+afterEach(() => {
+  configure(DEFAULT_SETTINGS);
+});
+
+describe('defaults', () => {
+  it('the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core', () => {
+    expect(librarySettings()).toEqual({ modelsDir: join(REPO_ROOT, 'models'), inferenceThreads: 0, nativeConcurrency: 2 });
+    expect(DEFAULT_SETTINGS).toEqual(librarySettings());
+  });
+
+  it('are not taken from the environment, at import or later', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bgone-settings-'));
+    vi.stubEnv('BGONE_MODELS_DIR', dir);
+    vi.stubEnv('BGONE_INFERENCE_THREADS', '3');
+    vi.stubEnv('BGONE_NATIVE_CONCURRENCY', '5');
+    try {
+      vi.resetModules();
+      const fresh = await import('../../src/lib/index.js');
+      expect(fresh.librarySettings()).toEqual(DEFAULT_SETTINGS);
+      fresh.configure({});
+      expect(fresh.librarySettings()).toEqual(DEFAULT_SETTINGS);
+    } finally {
+      vi.unstubAllEnvs();
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+describe('configure', () => {
+  it('sets the fields given and keeps the others; undefined keeps the current value', () => {
+    expect(configure({ inferenceThreads: 2 })).toEqual({ ...DEFAULT_SETTINGS, inferenceThreads: 2 });
+    expect(configure({ nativeConcurrency: 4, inferenceThreads: undefined })).toEqual({ ...DEFAULT_SETTINGS, inferenceThreads: 2, nativeConcurrency: 4 });
+    expect(librarySettings()).toEqual({ ...DEFAULT_SETTINGS, inferenceThreads: 2, nativeConcurrency: 4 });
+    expect(configure({})).toEqual(librarySettings());
+  });
+
+  it('resolves a relative modelsDir against the working directory', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bgone-settings-'));
+    try {
+      expect(configure({ modelsDir: relative(process.cwd(), dir) }).modelsDir).toBe(dir);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  it('the settings in effect cannot be changed by mutating what it returns', () => {
+    const settings = configure({ inferenceThreads: 1 });
+    expect(() => {
+      (settings as { inferenceThreads: number }).inferenceThreads = 7;
+    }).toThrow(TypeError);
+    expect(librarySettings().inferenceThreads).toBe(1);
+  });
+
+  it('setConcurrency(n) is configure({ nativeConcurrency: n })', () => {
+    setConcurrency(3);
+    expect(librarySettings().nativeConcurrency).toBe(3);
+    expect(expectThrowsBgone(() => setConcurrency(0), 'validation_error').details?.field).toBe('nativeConcurrency');
+    expect(librarySettings().nativeConcurrency).toBe(3);
+  });
+});
+
+describe('a bad value is a validation_error naming the field, and changes nothing', () => {
+  it.each([
+    ['modelsDir', ''],
+    ['modelsDir', '   '],
+    ['modelsDir', 42],
+    ['modelsDir', null],
+    ['modelsDir', '/no/such/folder/for/bgone'],
+    ['modelsDir', join(REPO_ROOT, 'package.json')],
+    ['inferenceThreads', -1],
+    ['inferenceThreads', 1.5],
+    ['inferenceThreads', '2'],
+    ['inferenceThreads', Number.NaN],
+    ['inferenceThreads', 1025],
+    ['inferenceThreads', null],
+    ['nativeConcurrency', 0],
+    ['nativeConcurrency', -2],
+    ['nativeConcurrency', 2.5],
+    ['nativeConcurrency', '4'],
+    ['nativeConcurrency', Number.POSITIVE_INFINITY],
+    ['nativeConcurrency', true],
+  ])('%s = %j', (field, value) => {
+    configure({ inferenceThreads: 1 });
+    const before = librarySettings();
+    // Together with a valid field: the whole call is refused.
+    const error = expectThrowsBgone(() => configure({ nativeConcurrency: 3, [field]: value } as never), 'validation_error');
+    expect(error.details?.field).toBe(field);
+    expect(error.message).toContain(field);
+    expect(librarySettings()).toBe(before);
+  });
+
+  it('an unknown field (a typo) is refused, not ignored', () => {
+    const error = expectThrowsBgone(() => configure({ modelDir: '/tmp' } as never), 'validation_error');
+    expect(error.details?.field).toBe('modelDir');
+    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency/);
+  });
+
+  it.each([null, 'models', 3, [1]])('settings %j is not an object', (settings) => {
+    expect(expectThrowsBgone(() => configure(settings as never), 'validation_error').details?.field).toBe('settings');
+  });
+
+  it('the message says what is expected', () => {
+    expect(expectThrowsBgone(() => configure({ inferenceThreads: -1 }), 'validation_error').message).toBe(
+      'inferenceThreads must be an integer from 0 to 1024 (0: one per core), got -1.',
+    );
+    expect(expectThrowsBgone(() => configure({ modelsDir: '/no/such/folder/for/bgone' }), 'validation_error').message).toBe(
+      'modelsDir /no/such/folder/for/bgone is not an existing folder.',
+    );
+  });
+});
