@@ -8,14 +8,14 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import type { Ticket } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
+import { HttpError, storeFailure } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import type { Metrics } from '../http/metrics.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { BgoneError } from '../lib/errors.js';
 import { MEDIA_TYPES, normaliseOptions, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { MAX_FILE_BYTES } from '../lib/options.js';
-import type { ReserveResult, Store } from '../store/index.js';
+import { isDatabaseUnavailable, type ReserveResult, type Store } from '../store/index.js';
 
 export type Headers = Record<string, string>;
 
@@ -127,7 +127,7 @@ export class MeteredRemoval {
       reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
     } catch (err) {
       logger?.error({ requestId, err }, 'reservation failed');
-      return this.fail(new HttpError('internal_server_error'));
+      return this.fail(storeFailure(isDatabaseUnavailable(err)));
     }
     if (!reservation.ok) {
       if (reservation.reason === 'payment_required') return this.fail(new HttpError('payment_required'));

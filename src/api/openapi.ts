@@ -103,7 +103,13 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'The process is up.' } } } },
-      '/readyz': { get: { operationId: 'ready', security: [], responses: { '200': { description: 'Ready to serve.' }, '503': { description: 'Draining.' } } } },
+      '/readyz': {
+        get: {
+          operationId: 'ready',
+          security: [],
+          responses: { '200': { description: 'Ready to serve.' }, '503': { description: 'Draining, or the database does not answer.' } },
+        },
+      },
       '/metrics': {
         get: { operationId: 'metrics', security: [], responses: { '200': { description: 'Prometheus metrics.', content: { 'text/plain': {} } } } },
       },

@@ -63,9 +63,18 @@ export function mountApi(router: Router, deps: ApiDeps): void {
   });
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
-  router.get('/readyz', (ex) => {
-    if (admission.isDraining) ex.json(503, { status: 'draining', http_backend: deps.backend });
-    else ex.json(200, { status: 'ready', http_backend: deps.backend, queue: queueSize(), in_flight: admission.inFlight });
+  // Ready: not draining, and the database answers (a load balancer takes a node whose database is
+  // unreachable out of rotation; it comes back by itself once the database answers again).
+  router.get('/readyz', async (ex) => {
+    const about = { http_backend: deps.backend, database: store.kind };
+    if (admission.isDraining) return ex.json(503, { status: 'draining', ...about });
+    try {
+      await store.ping();
+    } catch (err) {
+      logger?.warn({ err }, 'readiness: the database does not answer');
+      return ex.json(503, { status: 'database_unreachable', ...about });
+    }
+    ex.json(200, { status: 'ready', ...about, queue: queueSize(), in_flight: admission.inFlight });
   });
   router.get('/metrics', async (ex) => {
     const body = await metrics.render();

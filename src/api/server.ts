@@ -8,7 +8,6 @@ import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
 import { loadBackend } from '../http/backend-select.js';
 import { Metrics } from '../http/metrics.js';
-import { RateLimiter } from '../http/rate-limit.js';
 import { Router } from '../http/router.js';
 import type { Backend, BackendName } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
@@ -35,8 +34,6 @@ export interface ServerOptions {
   drainTimeout: number;
   store: Store;
   logger: Logger;
-  /** Milliseconds since the epoch; injectable for tests of the rate limiter. */
-  now?: () => number;
   /** Registers more routes (e.g. the dashboard). */
   mount?: (context: ServiceContext) => void;
 }
@@ -66,7 +63,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       queueLimit: options.queueLimit,
       overloadRetryAfter: options.overloadRetryAfter,
       maxBodyBytes: MAX_BODY_BYTES,
-      rateLimiter: new RateLimiter(options.now),
+      rateLimits: store.rateLimits,
       logger,
     },
     tooLarge,

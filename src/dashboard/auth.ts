@@ -5,11 +5,10 @@
  * password gets one message, after the same scrypt work. A sign-up whose email is taken gets the
  * same answer as one whose email is invalid ("check your details"), after the same scrypt work;
  * password rules are checked first and do not depend on any account. Failed attempts are throttled
- * per email and per IP (login-limiter.ts).
+ * per email and per IP by the store's login throttle (shared by every node on one database).
  */
-import type { Account, Store } from '../store/index.js';
+import type { Account, LoginLimits, Store } from '../store/index.js';
 import { normalizeEmail, StoreError } from '../store/index.js';
-import type { LoginLimiter } from './login-limiter.js';
 import { DEFAULT_SCRYPT, hashPassword, passwordProblem, type ScryptParams, verifyPassword } from './passwords.js';
 
 export const LOGIN_FAILED = 'Wrong email or password.';
@@ -23,41 +22,43 @@ export type LoginResult = { ok: true; account: Account } | AuthFailure;
 export class AuthService {
   constructor(
     private readonly store: Store,
-    private readonly limiter: LoginLimiter,
+    private readonly limits: LoginLimits,
     private readonly scrypt: ScryptParams = DEFAULT_SCRYPT,
   ) {}
 
   /** A Free account with this password and its first API key (returned once), in one transaction. */
   async signUp(email: string, password: string, ip: string): Promise<SignUpResult> {
-    const gate = this.limiter.begin(undefined, ip);
+    const throttle = this.store.loginThrottle;
+    const gate = await throttle.begin(undefined, ip, this.limits);
     if (!gate.allowed) return { ok: false, status: 429, message: 'Too many attempts.', retryAfterSeconds: gate.retryAfterSeconds };
     const problem = passwordProblem(password);
     if (problem) {
-      this.limiter.forgive(gate.attempt);
+      await throttle.forgive(gate.attempt);
       return { ok: false, status: 400, message: problem };
     }
     try {
       const hash = await hashPassword(password, this.scrypt); // before looking at the email: same time either way
       const created = await this.store.accounts.createWithPassword({ email, passwordHash: hash });
-      this.limiter.forgive(gate.attempt);
+      await throttle.forgive(gate.attempt);
       return { ok: true, ...created };
     } catch (err) {
       // A taken or invalid email stays counted against the IP.
       if (err instanceof StoreError && (err.code === 'email_taken' || err.code === 'invalid_argument'))
         return { ok: false, status: 400, message: SIGNUP_FAILED };
-      this.limiter.forgive(gate.attempt);
+      await throttle.forgive(gate.attempt);
       throw err;
     }
   }
 
   async logIn(email: string, password: string, ip: string): Promise<LoginResult> {
     const key = normalizeEmail(email).slice(0, MAX_EMAIL_LENGTH + 1);
-    const gate = this.limiter.begin(key, ip);
+    const throttle = this.store.loginThrottle;
+    const gate = await throttle.begin(key, ip, this.limits);
     if (!gate.allowed) return { ok: false, status: 429, message: 'Too many attempts.', retryAfterSeconds: gate.retryAfterSeconds };
     const account = email.length <= MAX_EMAIL_LENGTH ? await this.store.accounts.getByEmail(email) : null;
     const ok = await verifyPassword(password, account ? await this.store.accounts.passwordHash(account.id) : null, this.scrypt);
     if (!ok || !account) return { ok: false, status: 401, message: LOGIN_FAILED }; // stays counted
-    this.limiter.succeed(gate.attempt);
+    await throttle.succeed(gate.attempt);
     // Read again: the account may have changed during the scrypt work (accounts are never deleted).
     return { ok: true, account: (await this.store.accounts.get(account.id)) ?? account };
   }

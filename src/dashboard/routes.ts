@@ -16,7 +16,7 @@ import type { ServiceContext } from '../api/server.js';
 import type { Logger } from '../config/logger.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
 import type { FallbackAnswers } from '../http/router.js';
-import { isPlanName, type Store, StoreError } from '../store/index.js';
+import { DEFAULT_LOGIN_LIMITS, isPlanName, type LoginLimits, type Store, StoreError } from '../store/index.js';
 import { CSS, CSS_PATH, JS, JS_PATH } from './assets.js';
 import { AuthService } from './auth.js';
 import { type BillingProvider, checkCheckoutUrl, cliPlanCommand } from './billing.js';
@@ -24,7 +24,6 @@ import { PLAN_OFFERS } from './catalog.js';
 import { SESSION_COOKIE, serializeCookie } from './cookies.js';
 import { CSRF_FIELD, checkSessionToken, PRE_LOGIN_COOKIE, PreLoginCsrf } from './csrf.js';
 import { FormError, MAX_FORM_BYTES, parseForm } from './forms.js';
-import { DEFAULT_LOGIN_LIMITS, LoginLimiter, type LoginLimits } from './login-limiter.js';
 import type { ScryptParams } from './passwords.js';
 import { htmlReply, type Reply, redirect, sendReply } from './replies.js';
 import { type PageRequest, pageRequest } from './request.js';
@@ -70,10 +69,9 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   const { router, admission, metrics } = context;
   const { store, logger } = deps;
   const trustProxy = deps.trustProxy ?? false;
-  const nowMs = () => store.clock().getTime();
   const sessions = new SessionManager(store);
   const preLogin = new PreLoginCsrf();
-  const auth = new AuthService(store, new LoginLimiter(nowMs, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS), deps.scrypt);
+  const auth = new AuthService(store, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS, deps.scrypt);
   const billing = deps.billing ?? null;
   const tryEndpoint = new TryEndpoint({ store, model: deps.model, metrics, logger, admission });
 

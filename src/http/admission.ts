@@ -8,9 +8,10 @@
  * holds one of `queueLimit` places until its ticket is released; SIGTERM's drain waits for them.
  */
 import type { Logger } from '../config/logger.js';
-import { HttpError } from './errors.js';
+import { isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
+import { HttpError, storeFailure } from './errors.js';
 import type { Exchange } from './exchange.js';
-import { type RateLimiter, rateLimitHeaders } from './rate-limit.js';
+import { rateLimitHeaders } from './rate-limit.js';
 
 /** Who is asking, once authenticated (by API key or by dashboard session). */
 export interface Principal {
@@ -38,7 +39,8 @@ export interface AdmissionOptions {
   overloadRetryAfter: number;
   /** Bodies declared larger than this are refused from Content-Length. */
   maxBodyBytes: number;
-  rateLimiter: RateLimiter;
+  /** The store's counters: shared by every node on one database. */
+  rateLimits: RateLimitStore;
   logger?: Logger | undefined;
 }
 
@@ -83,7 +85,7 @@ export class Admission {
       if (err instanceof HttpError) ex.error(err);
       else {
         this.options.logger?.error({ requestId: ex.requestId, err }, 'authentication failed');
-        ex.error(new HttpError('internal_server_error'));
+        ex.error(storeFailure(isDatabaseUnavailable(err)));
       }
       return null;
     }
@@ -93,7 +95,15 @@ export class Admission {
       return null;
     }
     // The rate limit's headers go on every authenticated answer, 403 included.
-    const rate = this.options.rateLimiter.take(principal.rateKey, principal.rateLimitPerMinute);
+    let rate: RateDecision;
+    try {
+      rate = await this.options.rateLimits.take(principal.rateKey, principal.rateLimitPerMinute);
+    } catch (err) {
+      this.options.logger?.error({ requestId: ex.requestId, err }, 'rate limit check failed');
+      ex.error(storeFailure(isDatabaseUnavailable(err)));
+      return null;
+    }
+    if (!ex.open) return null;
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
       ex.error(new HttpError('rate_limit_exceeded'), { ...rateHeaders, 'Retry-After': String(rate.retryAfter) });

@@ -55,3 +55,17 @@ export class HttpError extends Error {
     this.name = 'HttpError';
   }
 }
+
+/** Seconds a client is asked to wait while the database is unreachable. */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * The answer for a failure of the store: 503 with Retry-After while the database cannot be reached
+ * (the request can succeed later, and it was not charged), 500 for anything else.
+ */
+export function storeFailure(unavailable: boolean): HttpError {
+  if (!unavailable) return new HttpError('internal_server_error');
+  return new HttpError('overloaded', 'The account database is unreachable; retry after the time in Retry-After. Nothing was charged.', undefined, {
+    'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
+  });
+}

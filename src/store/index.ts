@@ -8,7 +8,7 @@
  *   const r = await store.credits.reserve(auth.accountId, { requestId, keyId: auth.keyId });
  *   ... success → store.credits.commit(r.reservationId); failure/abort → store.credits.release(r.reservationId)
  *
- * This module is the only door: code outside src/store imports from here and never from sqlite/.
+ * This module is the only door: code outside src/store imports from here and never from sqlite/ or postgres/.
  */
 
 import { openPostgresStore, type PostgresStoreOptions } from './postgres/postgres-store.js';
@@ -31,7 +31,10 @@ export async function openStore(options: StoreOptions): Promise<Store> {
 export { type Clock, systemClock } from './clock.js';
 export { type Cycle, cycleAt, cycleByIndex, cycleStart } from './cycles.js';
 export { StoreError, type StoreErrorCode } from './errors.js';
+export { DEFAULT_LOGIN_LIMITS, type LimitDecision, type LimitRule, type LoginAttempt, type LoginLimits } from './login-throttle.js';
 export { isPlanName, PLAN_NAMES, PLANS, type Plan, type PlanName, type PlanTable, type RateLimits, resolvePlans } from './plans.js';
+export { RATE_WINDOW_MS, type RateDecision } from './rate-window.js';
 export { IDEMPOTENCY_TTL_MS, LAST_USED_RESOLUTION_MS, normalizeEmail, SESSION_TTL_MS } from './rules.js';
 export { API_KEY_PATTERN, API_KEY_PREFIX } from './secrets.js';
 export type * from './store.js';
+export { isDatabaseUnavailable } from './unavailable.js';

@@ -7,7 +7,9 @@
  * Each method is one short transaction of its own; no transaction spans two calls.
  */
 import type { Clock } from './clock.js';
+import type { LoginThrottleStore } from './login-throttle.js';
 import type { PlanName, PlanTable } from './plans.js';
+import type { RateDecision } from './rate-window.js';
 
 // --- Values ---------------------------------------------------------------------------------------
 
@@ -206,6 +208,15 @@ export interface SessionStore {
   deleteForAccount(accountId: number): Promise<number>;
 }
 
+export interface RateLimitStore {
+  /**
+   * Counts one request against `bucket` (e.g. an API key) when the sliding minute has room for it
+   * under `limit` requests; a refused request is not counted. Exact across every process that
+   * shares the store.
+   */
+  take(bucket: string, limit: number): Promise<RateDecision>;
+}
+
 export interface Store {
   /** Which implementation answers. */
   readonly kind: 'sqlite' | 'postgres';
@@ -217,7 +228,11 @@ export interface Store {
   readonly credits: CreditStore;
   readonly usage: UsageStore;
   readonly sessions: SessionStore;
+  readonly rateLimits: RateLimitStore;
+  readonly loginThrottle: LoginThrottleStore;
   readonly isOpen: boolean;
+  /** Resolves when the database answers a trivial query; rejects when it cannot be reached. */
+  ping(): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
 }

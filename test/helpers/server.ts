@@ -19,10 +19,8 @@ export interface TestServerOptions {
   queueLimit?: number;
   /** Per-plan rate limits (default: 100 000 per minute for every plan, so that limits never interfere). */
   rateLimits?: RateLimits;
-  /** The store's clock. */
+  /** The store's clock (cycles, sessions, rate-limit windows). */
   clock?: Clock;
-  /** The rate limiter's clock (ms since the epoch). */
-  now?: () => number;
   /** Seconds close() waits for in-flight requests (default 30). */
   drainTimeout?: number;
   /** Seconds in Retry-After of a 503 (default 5). */
@@ -70,7 +68,6 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       queueLimit: options.queueLimit ?? 16,
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
       drainTimeout: options.drainTimeout ?? 30,
-      now: options.now,
     });
     return { url: `http://127.0.0.1:${server.port}`, port: server.port, key, keyId: info.id, accountId: account.id, store, server, dir, dbPath, close };
   } catch (err) {

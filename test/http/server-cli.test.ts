@@ -4,26 +4,24 @@
  * in-flight request on SIGTERM and exits 0, refuses a bad environment; the account, key, plan,
  * credit and usage commands; `remove` over a folder. Every process is a real child process.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
+import { CLI, killChildren, runCli, ServeProcess } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { imageInfo } from '../helpers/http-images.js';
 import { multipartBody, rawExchange, requestHead } from '../helpers/http-raw.js';
-import { photoPath, REPO_ROOT, readPhoto } from '../helpers/paths.js';
+import { photoPath, readPhoto } from '../helpers/paths.js';
 import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
 import { get, postImage, waitFor } from '../helpers/server.js';
 
-const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 const KEY = /rb-sk_[A-Za-z0-9_-]{43}/g;
 const teddy = readPhoto(PHOTOS.teddy);
 const book = readPhoto(PHOTOS.book);
 
 let dir: string;
-const children = new Set<ChildProcess>();
 
 beforeAll(() => {
   expect(existsSync(CLI), `${CLI} (compiled by the global setup)`).toBe(true);
@@ -31,82 +29,17 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  killChildren();
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The environment of a child: ours without any BGONE_* setting, plus `extra`. */
-function env(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BGONE_') && k !== 'PORT' && k !== 'HOST'));
-  return { ...base, ...extra };
-}
+/** Runs `bgone ...args` in the test's folder to completion. */
+const cli = (args: string[], extraEnv: Record<string, string> = {}) => runCli(dir, args, extraEnv);
 
-interface Run {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `node dist/src/cli/main.js ...args` to completion. */
-function cli(args: string[], extraEnv: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: dir, env: env(extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
-
-/** `bgone serve` as a child process, with what it printed so far. */
-class Serve {
-  readonly child: ChildProcess;
-  stdout = '';
-  stderr = '';
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-
+/** `bgone serve` in the test's folder. */
+class Serve extends ServeProcess {
   constructor(extraEnv: Record<string, string>) {
-    this.child = spawn(process.execPath, [CLI, 'serve'], { cwd: dir, env: env(extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(this.child);
-    this.child.stdout!.on('data', (d: Buffer) => (this.stdout += d.toString()));
-    this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => this.child.on('close', (code, signal) => resolve({ code, signal })));
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** The JSON log lines printed so far. */
-  logs(): Array<Record<string, any>> {
-    return this.stdout
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, any>);
-  }
-
-  /** Waits for the "bgone listening on ..." log line and returns the port it names. */
-  async port(): Promise<number> {
-    let line: Record<string, any> | undefined;
-    await waitFor(
-      () => {
-        if (!this.alive) throw new Error(`serve exited before listening:\n${this.stdout}\n${this.stderr}`);
-        line = this.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('bgone listening on'));
-        return line !== undefined;
-      },
-      'the listening log line',
-      60_000,
-    );
-    expect(line!.msg).toBe(`bgone listening on http://127.0.0.1:${line!.port}`);
-    expect(line!.port).toBeGreaterThan(0);
-    return line!.port as number;
+    super(dir, extraEnv);
   }
 }
 

@@ -364,7 +364,7 @@ describe('429 rate_limit_exceeded', () => {
   it('a Free limit of 2 per minute: the third request is refused, with Retry-After and X-RateLimit-*', async () => {
     // A fixed instant 30 s into a minute: the window resets in exactly 30 s.
     const minute = Date.UTC(2030, 0, 1, 12, 0, 0);
-    const limited = await serve({ rateLimits: { free: 2 }, now: () => minute + 30_000 });
+    const limited = await serve({ rateLimits: { free: 2 }, clock: () => new Date(minute + 30_000) });
     try {
       // Cheap requests that fail validation: the rate limit is taken before validation, so they count.
       const first = await expectUncharged(limited, 400, 'validation_error', () => postImage(limited.url, limited.key, { format: 'bmp' }, teddy));

@@ -84,6 +84,29 @@ describe('several nodes on one database', () => {
     expect((await n2.credits.balance(a.id)).used).toBe(1);
   });
 
+  it('a per-minute rate limit holds across nodes: 30 parallel requests over three nodes, limit 10', async () => {
+    const nodes = await Promise.all([t.open(), t.open(), t.open()]);
+    const decisions = await Promise.all(Array.from({ length: 30 }, (_, i) => nodes[i % 3]!.rateLimits.take('key:1', 10)));
+    expect(decisions.filter((d) => d.allowed)).toHaveLength(10);
+    // Every node sees the same count: the next request is refused on each.
+    for (const node of nodes) expect(await node.rateLimits.take('key:1', 10)).toMatchObject({ allowed: false, remaining: 0 });
+  });
+
+  it('login throttles hold across nodes, and a success on one node clears the email on all', async () => {
+    const [n1, n2] = await Promise.all([t.open(), t.open()]);
+    const limits = { perEmail: { maxFailures: 3, windowMs: 600_000 }, perIp: { maxFailures: 100, windowMs: 600_000 } };
+    const decisions = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? n1 : n2).loginThrottle.begin('a@example.com', `10.0.0.${i}`, limits)));
+    const allowed = decisions.filter((d) => d.allowed);
+    expect(allowed).toHaveLength(3);
+    expect((await n2.loginThrottle.begin('a@example.com', '10.0.1.1', limits)).allowed).toBe(false);
+    await n1.loginThrottle.succeed(allowed[0]!.attempt);
+    expect((await n2.loginThrottle.begin('a@example.com', '10.0.1.1', limits)).allowed).toBe(true);
+    // Neither the email nor the address is stored.
+    const stored = JSON.stringify(await query(t.dbUrl, 'SELECT * FROM login_failures'));
+    expect(stored).not.toContain('a@example.com');
+    expect(stored).not.toContain('10.0.');
+  });
+
   it("a live node's reservations are never released, however long they are held", async () => {
     const live = await t.open({ heartbeatLapseMs: 600 });
     const other = await t.open({ heartbeatLapseMs: 600, autoRecover: true });

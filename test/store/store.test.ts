@@ -24,6 +24,7 @@ import {
   type ReserveResult,
   resolvePlans,
   SESSION_TTL_MS,
+  type Store,
 } from '../../src/store/index.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 import { countOutcomes, expectStoreError, STORE_KINDS, spend, useTempStores } from '../helpers/store.js';
@@ -734,6 +735,86 @@ describe.each(STORE_KINDS)('%s store', (kind) => {
       expect(session.expiresAt.getTime() - session.createdAt.getTime()).toBe(5 * 60_000);
       t.clock.advance(5 * 60_000);
       expect(await store.sessions.get(token)).toBeNull();
+    });
+  });
+
+  describe('rate limits', () => {
+    const MINUTE = 60_000;
+
+    it('counts a bucket within the sliding minute: the limit, then a refusal with Retry-After; buckets apart', async () => {
+      const store = await t.open();
+      t.clock.set('2024-03-10T08:00:15.000Z'); // 15 s into a minute
+      const reset = Date.parse('2024-03-10T08:01:00.000Z') / 1000;
+      const taken = [];
+      for (let i = 0; i < 3; i++) taken.push(await store.rateLimits.take('key:1', 3));
+      expect(taken).toEqual([2, 1, 0].map((remaining) => ({ allowed: true, limit: 3, remaining, reset, retryAfter: 0 })));
+      expect(await store.rateLimits.take('key:1', 3)).toEqual({ allowed: false, limit: 3, remaining: 0, reset, retryAfter: 45 });
+      expect(await store.rateLimits.take('key:2', 3)).toMatchObject({ allowed: true, remaining: 2 });
+    });
+
+    it('weighs the previous minute as it slides out, and does not count refusals', async () => {
+      const store = await t.open();
+      t.clock.set('2024-03-10T08:00:00.000Z');
+      for (let i = 0; i < 4; i++) await store.rateLimits.take('k', 4);
+      for (let i = 0; i < 5; i++) expect((await store.rateLimits.take('k', 4)).allowed).toBe(false);
+      t.clock.advance(MINUTE + 30_000); // the previous minute weighs 4 x 0.5 = 2: two fit
+      expect(await store.rateLimits.take('k', 4)).toMatchObject({ allowed: true, remaining: 1 });
+      expect(await store.rateLimits.take('k', 4)).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await store.rateLimits.take('k', 4)).toMatchObject({ allowed: false, retryAfter: 15 });
+      t.clock.advance(MINUTE * 2); // both minutes slid out
+      expect(await store.rateLimits.take('k', 4)).toMatchObject({ allowed: true, remaining: 3 });
+    });
+
+    it('40 parallel requests against a limit of 10 pass exactly 10', async () => {
+      const store = await t.open();
+      const decisions = await Promise.all(Array.from({ length: 40 }, () => store.rateLimits.take('k', 10)));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(10);
+    });
+  });
+
+  describe('login throttle', () => {
+    const LIMITS = { perEmail: { maxFailures: 3, windowMs: 10 * 60_000 }, perIp: { maxFailures: 5, windowMs: 10 * 60_000 } };
+    const allowed = async (store: Store, email: string | undefined, ip: string) => {
+      const d = await store.loginThrottle.begin(email, ip, LIMITS);
+      if (!d.allowed) throw new Error(`refused, retry after ${d.retryAfterSeconds} s`);
+      return d.attempt;
+    };
+
+    it('counts attempts per email and per IP as they begin; refuses at the limit until the oldest expires', async () => {
+      const store = await t.open();
+      for (let i = 0; i < 3; i++) {
+        await allowed(store, 'a@example.com', `10.0.0.${i}`);
+        t.clock.advance(60_000);
+      }
+      // The first failure (3 minutes ago) expires in 7 minutes.
+      expect(await store.loginThrottle.begin('a@example.com', '10.0.0.9', LIMITS)).toEqual({ allowed: false, retryAfterSeconds: 420 });
+      await allowed(store, 'b@example.com', '10.0.0.9'); // another email from another IP
+      await allowed(store, undefined, '10.0.0.9'); // a sign-up counts against the IP only
+      await allowed(store, undefined, '10.0.0.9');
+      await allowed(store, undefined, '10.0.0.9');
+      await allowed(store, 'c@example.com', '10.0.0.9'); // the IP's fifth
+      expect(await store.loginThrottle.begin('d@example.com', '10.0.0.9', LIMITS)).toMatchObject({ allowed: false });
+      t.clock.advance(7 * 60_000);
+      await allowed(store, 'a@example.com', '10.0.0.1');
+    });
+
+    it('forgive takes one attempt back; succeed also clears the email', async () => {
+      const store = await t.open();
+      const first = await allowed(store, 'a@example.com', '10.0.0.1');
+      await allowed(store, 'a@example.com', '10.0.0.2');
+      await allowed(store, 'a@example.com', '10.0.0.3');
+      expect((await store.loginThrottle.begin('a@example.com', '10.0.0.4', LIMITS)).allowed).toBe(false);
+      await store.loginThrottle.forgive(first); // two counted now
+      const fourth = await allowed(store, 'a@example.com', '10.0.0.4');
+      expect((await store.loginThrottle.begin('a@example.com', '10.0.0.5', LIMITS)).allowed).toBe(false);
+      await store.loginThrottle.succeed(fourth);
+      for (let i = 0; i < 3; i++) await allowed(store, 'a@example.com', `10.0.1.${i}`);
+    });
+
+    it('10 parallel attempts at one email pass exactly the limit', async () => {
+      const store = await t.open();
+      const decisions = await Promise.all(Array.from({ length: 10 }, (_, i) => store.loginThrottle.begin('a@example.com', `10.0.0.${i}`, LIMITS)));
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(3);
     });
   });
 });

@@ -7,8 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { Admission, type Principal } from '../../src/http/admission.js';
 import { HttpError } from '../../src/http/errors.js';
 import { Exchange } from '../../src/http/exchange.js';
-import { RateLimiter } from '../../src/http/rate-limit.js';
+import { MemoryRateWindows } from '../../src/store/rate-window.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
+
+/** The store's rate-limit counters in memory (as the SQLite store keeps them), on a fixed clock. */
+function rateLimitsAt(nowMs: number) {
+  const windows = new MemoryRateWindows(() => nowMs);
+  return { take: async (bucket: string, limit: number) => windows.take(bucket, limit) };
+}
 
 const T0 = Date.UTC(2026, 2, 10, 12, 0, 0);
 const principal = (over: Partial<Principal> = {}): Principal => ({
@@ -23,7 +29,7 @@ const principal = (over: Partial<Principal> = {}): Principal => ({
 function setup(options: { queueLimit?: number; maxBodyBytes?: number } = {}) {
   const records: Array<{ route: string; status: number; code: string }> = [];
   const admission = new Admission(
-    { queueLimit: options.queueLimit ?? 2, overloadRetryAfter: 7, maxBodyBytes: options.maxBodyBytes ?? 1000, rateLimiter: new RateLimiter(() => T0) },
+    { queueLimit: options.queueLimit ?? 2, overloadRetryAfter: 7, maxBodyBytes: options.maxBodyBytes ?? 1000, rateLimits: rateLimitsAt(T0) },
     () => new HttpError('image_too_large', 'too large'),
   );
   const exchange = (headers: Record<string, string> = {}) => {

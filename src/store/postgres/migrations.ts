@@ -120,6 +120,26 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX sessions_by_account ON sessions (account_id);
   CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+
+  -- Rate-limit counters shared by every node: requests per bucket (an API key) and fixed minute.
+  -- Windows older than the previous minute are deleted by the nodes' heartbeat ticks.
+  CREATE TABLE rate_windows (
+    bucket       TEXT    NOT NULL,
+    window_start BIGINT  NOT NULL,
+    count        INTEGER NOT NULL CHECK (count > 0),
+    PRIMARY KEY (bucket, window_start)
+  );
+
+  -- Dashboard login and sign-up attempts counted as failures, per email and per client IP. key is
+  -- a SHA-256 of the scope and the email or address: neither is stored. Purged after a day.
+  CREATE TABLE login_failures (
+    key        TEXT   NOT NULL,
+    attempt_id TEXT   NOT NULL,
+    at         BIGINT NOT NULL,
+    PRIMARY KEY (key, attempt_id)
+  );
+  CREATE INDEX login_failures_by_attempt ON login_failures (attempt_id);
+  CREATE INDEX login_failures_by_time ON login_failures (at);
   `,
 ];
 

@@ -16,6 +16,7 @@ import pg from 'pg';
 import { type Clock, systemClock } from '../clock.js';
 import { cycleAt, cycleByIndex } from '../cycles.js';
 import { StoreError } from '../errors.js';
+import type { LoginThrottleStore } from '../login-throttle.js';
 import { PLAN_NAMES, type PlanName, type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
 import {
   ACCOUNT_COLUMNS,
@@ -64,6 +65,7 @@ import type {
   CreditStore,
   DayUsage,
   KeyStore,
+  RateLimitStore,
   ReserveOptions,
   ReserveResult,
   SessionStore,
@@ -71,7 +73,10 @@ import type {
   UsageStore,
   UsageSummary,
 } from '../store.js';
+import { isDatabaseUnavailable } from '../unavailable.js';
+import { PostgresLoginThrottle } from './login-throttle.js';
 import { migrate } from './migrations.js';
+import { PostgresRateWindows } from './rate-windows.js';
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -107,6 +112,8 @@ export const DEFAULT_HEARTBEAT_LAPSE_MS = 30_000;
 const MAX_HEARTBEAT_INTERVAL_MS = 5000;
 /** Expired idempotency records and sessions are deleted at most this often (lazily). */
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+/** Stale rate-limit windows and login failures are deleted at most this often, on the heartbeat tick. */
+const COUNTER_PURGE_INTERVAL_MS = 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** The database server's clock, in ms: the one clock all nodes' heartbeats are compared on. */
 const DB_NOW_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
@@ -153,6 +160,10 @@ export class PostgresStore implements Store {
   readonly credits: CreditStore;
   readonly usage: UsageStore;
   readonly sessions: SessionStore;
+  readonly rateLimits: RateLimitStore;
+  readonly loginThrottle: LoginThrottleStore;
+  readonly #rateWindows: PostgresRateWindows;
+  readonly #loginThrottle: PostgresLoginThrottle;
   /** This instance's node id: owner of its reservations and key of its heartbeat row. */
   readonly nodeId = randomUUID();
   readonly #pool: pg.Pool;
@@ -163,6 +174,9 @@ export class PostgresStore implements Store {
   #open = true;
   #lastIdemPurgeMs = Number.NEGATIVE_INFINITY;
   #lastSessionPurgeMs = Number.NEGATIVE_INFINITY;
+  #lastCounterPurgeMs = Number.NEGATIVE_INFINITY;
+  /** Reservations whose release failed while the database was unreachable: retried on every tick. */
+  readonly #pendingReleases = new Set<number>();
 
   /** Use openPostgresStore(): the constructor checks the options and connects lazily; open() migrates and registers the node. */
   constructor(options: PostgresStoreOptions) {
@@ -247,8 +261,15 @@ export class PostgresStore implements Store {
       reserve: (accountId, options) => this.#reserve(accountId, options),
       commit: (reservationId) => this.#commit(reservationId),
       release: async (reservationId) => {
-        const { rowCount } = await this.#pool.query('DELETE FROM reservations WHERE id = $1', [reservationId]);
-        return (rowCount ?? 0) > 0;
+        try {
+          const { rowCount } = await this.#pool.query('DELETE FROM reservations WHERE id = $1', [reservationId]);
+          return (rowCount ?? 0) > 0;
+        } catch (err) {
+          // Kept and retried by the heartbeat tick: a live node's reservation is never released by
+          // the others, so without the retry an outage would hold the credit until this node stops.
+          if (isDatabaseUnavailable(err)) this.#pendingReleases.add(reservationId);
+          throw err;
+        }
       },
       recoverAfterCrash: () => this.#recover(),
       balance: async (accountId) => {
@@ -283,6 +304,12 @@ export class PostgresStore implements Store {
         return rowCount ?? 0;
       },
     };
+
+    const nowMs = () => this.#now();
+    this.#rateWindows = new PostgresRateWindows(this.#pool, nowMs);
+    this.rateLimits = { take: (bucket, limit) => this.#rateWindows.take(bucket, limit) };
+    this.#loginThrottle = new PostgresLoginThrottle(this.#pool, (fn) => this.#transaction(fn), nowMs);
+    this.loginThrottle = this.#loginThrottle;
   }
 
   /** Migrates the database (under an advisory lock), registers this node and starts its heartbeat. */
@@ -303,6 +330,10 @@ export class PostgresStore implements Store {
     return this.#open;
   }
 
+  async ping(): Promise<void> {
+    await this.#pool.query('SELECT 1');
+  }
+
   /**
    * Idempotent. Stops the heartbeat and deletes this node's row: whatever it still holds is then
    * released by the next recoverAfterCrash() of any node, without waiting for the lapse.
@@ -312,6 +343,7 @@ export class PostgresStore implements Store {
     this.#open = false;
     clearInterval(this.#heartbeat);
     try {
+      // Deleting the node row lets any other node release what this one still holds at once.
       await this.#pool.query('DELETE FROM nodes WHERE id = $1', [this.nodeId]);
     } catch {
       // Database unreachable: the row lapses by itself.
@@ -336,7 +368,17 @@ export class PostgresStore implements Store {
   async #tick(): Promise<void> {
     try {
       await this.#beat();
+      for (const id of this.#pendingReleases) {
+        await this.#pool.query('DELETE FROM reservations WHERE id = $1', [id]);
+        this.#pendingReleases.delete(id);
+      }
       if (this.#autoRecover) await this.#recover();
+      const now = this.#now();
+      if (now - this.#lastCounterPurgeMs >= COUNTER_PURGE_INTERVAL_MS) {
+        this.#lastCounterPurgeMs = now;
+        await this.#rateWindows.purge();
+        await this.#loginThrottle.purge();
+      }
     } catch {
       // Database unreachable or store closing: the next tick tries again.
     }

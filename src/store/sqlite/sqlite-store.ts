@@ -1,14 +1,18 @@
 /**
- * The Store on SQLite (better-sqlite3): one file, one connection per store. The classes beside this
+ * The Store on SQLite (better-sqlite3): one file, one connection per store; rate-limit counters
+ * and login throttles in the owning process's memory. The classes beside this
  * file answer synchronously, each call one short transaction on the event loop thread; this class
  * is the only thing that puts them behind the async interface (store.ts), so nothing outside
  * src/store sees a statement, a row or the connection.
  */
 import { randomUUID } from 'node:crypto';
+import type { Statement } from 'better-sqlite3';
 import { type Clock, systemClock } from '../clock.js';
+import { type LoginThrottleStore, MemoryLoginThrottle } from '../login-throttle.js';
 import { type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
+import { MemoryRateWindows } from '../rate-window.js';
 import { checkDurationMs, checkPasswordHash, LAST_USED_RESOLUTION_MS, SESSION_TTL_MS } from '../rules.js';
-import type { AccountStore, CreditStore, KeyStore, SessionStore, Store, UsageStore } from '../store.js';
+import type { AccountStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore } from '../store.js';
 import { Accounts } from './accounts.js';
 import { Credentials } from './credentials.js';
 import { Credits } from './credits.js';
@@ -45,7 +49,10 @@ export class SqliteStore implements Store {
   readonly credits: CreditStore;
   readonly usage: UsageStore;
   readonly sessions: SessionStore;
+  readonly rateLimits: RateLimitStore;
+  readonly loginThrottle: LoginThrottleStore;
   readonly #db: Db;
+  readonly #ping: Statement<[], unknown>;
   readonly #ownerLock: OwnerLock | undefined;
 
   constructor(options: SqliteStoreOptions) {
@@ -63,6 +70,7 @@ export class SqliteStore implements Store {
       throw err;
     }
     this.#db = db;
+    this.#ping = db.prepare<[], unknown>('SELECT 1');
     try {
       const accounts = new Accounts(db, this.clock, this.plans);
       const credentials = new Credentials(db);
@@ -124,10 +132,25 @@ export class SqliteStore implements Store {
       this.#ownerLock?.release();
       throw err;
     }
+    // Counters that only the owning process reads: in its memory, no write per request. One
+    // service process per file is enforced by the owner lock.
+    const nowMs = () => this.clock().getTime();
+    const rateWindows = new MemoryRateWindows(nowMs);
+    this.rateLimits = { take: async (bucket, limit) => rateWindows.take(bucket, limit) };
+    const throttle = new MemoryLoginThrottle(nowMs);
+    this.loginThrottle = {
+      begin: async (email, ip, limits) => throttle.begin(email, ip, limits),
+      forgive: async (attempt) => throttle.forgive(attempt),
+      succeed: async (attempt) => throttle.succeed(attempt),
+    };
   }
 
   get isOpen(): boolean {
     return this.#db.open;
+  }
+
+  async ping(): Promise<void> {
+    this.#ping.get();
   }
 
   /** Idempotent. Reservations still held are released by the next process's recoverAfterCrash(). */

@@ -1,10 +1,12 @@
 /**
- * The per-key rate limiter (src/http/rate-limit.ts) on an injected clock: the limit inside one
+ * The sliding-window rate limit in memory (src/store/rate-window.ts, the SQLite store's counters)
+ * on an injected clock: the limit inside one
  * minute, the previous minute's weight sliding out, Retry-After, the reset time, keys counted
  * apart, and idle keys swept once the table is large.
  */
 import { describe, expect, it } from 'vitest';
-import { RateLimiter, rateLimitHeaders } from '../../src/http/rate-limit.js';
+import { rateLimitHeaders } from '../../src/http/rate-limit.js';
+import { MemoryRateWindows as RateLimiter } from '../../src/store/rate-window.js';
 
 const MINUTE = 60_000;
 /** A minute boundary (epoch ms divisible by 60 000), so window offsets are exact. */
@@ -115,7 +117,7 @@ describe('sliding into the next minute', () => {
 
 describe('memory', () => {
   /** The limiter's table of keys (private: the sweep has no other visible effect). */
-  const tableSize = (limiter: RateLimiter) => (limiter as unknown as { windows: Map<string, unknown> }).windows.size;
+  const tableSize = (limiter: RateLimiter) => (limiter as unknown as { buckets: Map<string, unknown> }).buckets.size;
 
   it('keeps the previous minute of every key and drops keys idle for longer once over 10 000 keys', () => {
     const c = clock();

@@ -1,10 +1,20 @@
 /**
- * The dashboard's password-guessing throttle (src/dashboard/login-limiter.ts) on an injected clock:
+ * The password-guessing throttle in memory (src/store/login-throttle.ts, the SQLite store's) on an injected clock:
  * failures counted per email and per IP in a sliding window, counted as soon as an attempt begins,
  * taken back by forgive/succeed, and Retry-After until the oldest counted failure expires.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LOGIN_LIMITS, type LimitDecision, LoginLimiter, type LoginLimits } from '../../src/dashboard/login-limiter.js';
+import { DEFAULT_LOGIN_LIMITS, type LimitDecision, type LoginLimits, MemoryLoginThrottle } from '../../src/store/login-throttle.js';
+
+/** The in-memory throttle with its limits bound, as the dashboard calls it. */
+function limiterFor(now: () => number, limits: LoginLimits = DEFAULT_LOGIN_LIMITS) {
+  const throttle = new MemoryLoginThrottle(now);
+  return {
+    begin: (email: string | undefined, ip: string) => throttle.begin(email, ip, limits),
+    forgive: (a: Parameters<MemoryLoginThrottle['forgive']>[0]) => throttle.forgive(a),
+    succeed: (a: Parameters<MemoryLoginThrottle['succeed']>[0]) => throttle.succeed(a),
+  };
+}
 
 const MINUTE = 60_000;
 const T0 = 1_700_000_000_000;
@@ -38,7 +48,7 @@ describe('defaults', () => {
 
   it('refuse the 6th attempt at one email within 15 minutes, until the first failure is 15 minutes old', () => {
     const c = clock();
-    const limiter = new LoginLimiter(c.now);
+    const limiter = limiterFor(c.now);
     for (let i = 0; i < 5; i++) {
       expect(limiter.begin('a@b.c', `10.0.0.${i}`).allowed).toBe(true);
       c.advance(MINUTE);
@@ -54,27 +64,27 @@ describe('defaults', () => {
 
 describe('per email', () => {
   it('counts an attempt as a failure as soon as it begins (parallel guesses cannot all pass)', () => {
-    const limiter = new LoginLimiter(clock().now, EMAIL_ONLY);
+    const limiter = limiterFor(clock().now, EMAIL_ONLY);
     const started = [1, 2, 3].map((i) => limiter.begin('a@b.c', `10.0.0.${i}`));
     expect(started.map((d) => d.allowed)).toEqual([true, true, true]);
     expect(limiter.begin('a@b.c', '10.0.0.4')).toEqual({ allowed: false, retryAfterSeconds: 600 });
   });
 
   it('leaves other emails alone', () => {
-    const limiter = new LoginLimiter(clock().now, EMAIL_ONLY);
+    const limiter = limiterFor(clock().now, EMAIL_ONLY);
     for (let i = 0; i < 3; i++) limiter.begin('a@b.c', '10.0.0.1');
     expect(limiter.begin('other@b.c', '10.0.0.1').allowed).toBe(true);
   });
 
   it('takes a forgiven attempt back', () => {
-    const limiter = new LoginLimiter(clock().now, EMAIL_ONLY);
+    const limiter = limiterFor(clock().now, EMAIL_ONLY);
     for (let i = 0; i < 10; i++) limiter.forgive(attempt(limiter.begin('a@b.c', '10.0.0.1')));
     expect(limiter.begin('a@b.c', '10.0.0.1').allowed).toBe(true);
   });
 
   it('clears every failure of the email on a successful login', () => {
     const c = clock();
-    const limiter = new LoginLimiter(c.now, EMAIL_ONLY);
+    const limiter = limiterFor(c.now, EMAIL_ONLY);
     limiter.begin('a@b.c', '10.0.0.1');
     c.advance(1);
     limiter.begin('a@b.c', '10.0.0.1');
@@ -86,7 +96,7 @@ describe('per email', () => {
 
   it('slides: one more attempt is allowed each time the oldest failure leaves the window', () => {
     const c = clock();
-    const limiter = new LoginLimiter(c.now, EMAIL_ONLY);
+    const limiter = limiterFor(c.now, EMAIL_ONLY);
     for (let i = 0; i < 3; i++) {
       limiter.begin('a@b.c', '10.0.0.1');
       c.advance(MINUTE);
@@ -102,14 +112,14 @@ describe('per email', () => {
 
 describe('per IP', () => {
   it('refuses any email from an IP at its limit, and leaves other IPs alone', () => {
-    const limiter = new LoginLimiter(clock().now, IP_ONLY);
+    const limiter = limiterFor(clock().now, IP_ONLY);
     for (let i = 0; i < 3; i++) expect(limiter.begin(`user${i}@b.c`, '10.0.0.1').allowed).toBe(true);
     expect(limiter.begin('new@b.c', '10.0.0.1')).toEqual({ allowed: false, retryAfterSeconds: 600 });
     expect(limiter.begin('new@b.c', '10.0.0.2').allowed).toBe(true);
   });
 
   it('counts sign-ups (no email) against the IP only', () => {
-    const limiter = new LoginLimiter(clock().now, IP_ONLY);
+    const limiter = limiterFor(clock().now, IP_ONLY);
     for (let i = 0; i < 3; i++) expect(limiter.begin(undefined, '10.0.0.1').allowed).toBe(true);
     expect(limiter.begin(undefined, '10.0.0.1').allowed).toBe(false);
     expect(limiter.begin(undefined, '10.0.0.2').allowed).toBe(true);
@@ -117,7 +127,7 @@ describe('per IP', () => {
 
   it('keeps the IP failures of earlier wrong passwords after a successful login', () => {
     const c = clock();
-    const limiter = new LoginLimiter(c.now, IP_ONLY);
+    const limiter = limiterFor(c.now, IP_ONLY);
     limiter.begin('a@b.c', '10.0.0.1');
     c.advance(1);
     limiter.begin('a@b.c', '10.0.0.1');
@@ -132,7 +142,7 @@ describe('per IP', () => {
 describe('both limits', () => {
   it('waits for the later of the two when both are reached', () => {
     const c = clock();
-    const limiter = new LoginLimiter(c.now, {
+    const limiter = limiterFor(c.now, {
       perEmail: { maxFailures: 1, windowMs: 2 * MINUTE },
       perIp: { maxFailures: 1, windowMs: 5 * MINUTE },
     });
