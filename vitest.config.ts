@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
 // Projects:
 //   unit       pure modules, no model, no server: seconds
 //   lib        the library and the native core (real model, real photos)
-//   store      the store interface (real SQLite files)
+//   store      the store interface (real SQLite files and PostgreSQL)
 //   http-uws   the HTTP suites on the uWebSockets.js backend
 //   http-node  the same suites on the node:http backend
 // `npm test -- --project http-node` runs one of them.
