@@ -40,6 +40,17 @@ export interface KeyAccountRow {
   disabled_at: number | null;
 }
 
+/** A reservation: one credit held by a request in flight. */
+export interface ReservationRow {
+  id: number;
+  account_id: number;
+  api_key_id: number | null;
+  request_id: string;
+  idempotency_key: string | null;
+  image_hash: string | null;
+  cycle_index: number;
+}
+
 export interface SessionRow {
   id: number;
   account_id: number;

@@ -50,7 +50,7 @@ export async function setBalance(store: Store, accountId: number, credits: numbe
   for (let i = remaining; i > credits; i--) {
     const r = await store.credits.reserve(accountId, { requestId: `req_setup${i}` });
     if (!r.ok || r.reservationId === null) throw new Error(`cannot consume a credit: ${JSON.stringify(r)}`);
-    await store.credits.commit(r.reservationId);
+    if (!(await store.credits.commit(r.reservationId))) throw new Error(`reservation ${r.reservationId} vanished before its charge`);
   }
   const after = (await store.credits.balance(accountId)).remaining;
   if (after !== credits) throw new Error(`balance is ${after}, wanted ${credits}`);

@@ -118,6 +118,16 @@ describe('several nodes on one database', () => {
     expect(await live.credits.commit(r.reservationId)).toMatchObject({ remaining: 99 });
   });
 
+  it('each node is judged by its own lapse: a short-lapse node never releases a slow-beating live node', async () => {
+    const slow = await t.open({ heartbeatLapseMs: 30_000 }); // beats every 5 s
+    const quick = await t.open({ heartbeatLapseMs: 600, autoRecover: true }); // would call 600 ms dead
+    const a = await slow.accounts.create({ email: 'a@example.com' });
+    const r = (await slow.credits.reserve(a.id, { requestId: 'req_slow' })) as { reservationId: number };
+    await sleep(1500);
+    expect(await quick.credits.recoverAfterCrash()).toBe(0);
+    expect(await slow.credits.commit(r.reservationId)).toMatchObject({ remaining: 99 });
+  });
+
   it("a killed node's reservations are released by the others once its heartbeat lapses", async () => {
     const lapseMs = 2000;
     const judge = await t.open({ heartbeatLapseMs: lapseMs });

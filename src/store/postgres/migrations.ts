@@ -42,7 +42,9 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TABLE nodes (
     id           TEXT   PRIMARY KEY,                  -- random per store instance
     started_at   BIGINT NOT NULL,                     -- database clock
-    heartbeat_at BIGINT NOT NULL                      -- database clock
+    heartbeat_at BIGINT NOT NULL,                     -- database clock
+    lapse_ms     BIGINT NOT NULL CHECK (lapse_ms > 0) -- dead once its heartbeat is older than this:
+                                                      -- its own setting, whatever the judge's is
   );
 
   -- Requests in flight: each holds one credit until commit (charge) or release.

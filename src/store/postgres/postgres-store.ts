@@ -6,9 +6,10 @@
  *
  * Each store instance is a node with a random id that owns the reservations it makes and keeps a
  * heartbeat row (the database's clock) fresh every few seconds. A node that stops (kill -9, lost
- * machine) stops beating; once its heartbeat is older than `heartbeatLapseMs`, any other node's
- * recoverAfterCrash() (also run on every heartbeat tick) releases its reservations. A live node's
- * reservations are never released.
+ * machine) stops beating; once its heartbeat is older than the `heartbeatLapseMs` it declared in
+ * its row (its own setting, so nodes configured differently never misjudge each other), any other
+ * node's recoverAfterCrash() (also run on every heartbeat tick) releases its reservations. A live
+ * node's reservations are never released.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -24,6 +25,7 @@ import {
   KEY_COLUMNS,
   type KeyAccountRow,
   type KeyRow,
+  type ReservationRow,
   SESSION_COLUMNS,
   type SessionRow,
   toAccount,
@@ -95,7 +97,10 @@ export interface PostgresStoreOptions {
   statementTimeoutMs?: number | undefined;
   /** Waiting longer for a connection (new or from the pool) fails the call (default 5000 ms). */
   connectionTimeoutMs?: number | undefined;
-  /** A node whose heartbeat is older than this is dead and its reservations are released (default 30 000 ms). */
+  /**
+   * This node is dead once its heartbeat is older than this, and the others release its
+   * reservations (default 30 000 ms). Declared in its row: each node is judged by its own value.
+   */
   heartbeatLapseMs?: number | undefined;
   /**
    * Release dead nodes' reservations on every heartbeat tick (default true), so a running service
@@ -171,6 +176,9 @@ export class PostgresStore implements Store {
   readonly #heartbeatLapseMs: number;
   readonly #autoRecover: boolean;
   #heartbeat: NodeJS.Timeout | undefined;
+  #heartbeatIntervalMs = MAX_HEARTBEAT_INTERVAL_MS;
+  /** performance.now() of the last successful beat. */
+  #lastBeatAt = Number.NEGATIVE_INFINITY;
   #open = true;
   #lastIdemPurgeMs = Number.NEGATIVE_INFINITY;
   #lastSessionPurgeMs = Number.NEGATIVE_INFINITY;
@@ -322,6 +330,7 @@ export class PostgresStore implements Store {
     }
     await this.#beat();
     const interval = Math.max(1, Math.min(MAX_HEARTBEAT_INTERVAL_MS, Math.floor(this.#heartbeatLapseMs / 3)));
+    this.#heartbeatIntervalMs = interval;
     this.#heartbeat = setInterval(() => void this.#tick(), interval);
     this.#heartbeat.unref();
   }
@@ -359,10 +368,21 @@ export class PostgresStore implements Store {
   async #beat(): Promise<void> {
     // An upsert: a node that was paused past its lapse (and reaped) comes back as a live node.
     await this.#pool.query(
-      `INSERT INTO nodes (id, started_at, heartbeat_at) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS})
+      `INSERT INTO nodes (id, started_at, heartbeat_at, lapse_ms) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS}, $2)
        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
-      [this.nodeId],
+      [this.nodeId, this.#heartbeatLapseMs],
     );
+    this.#lastBeatAt = performance.now();
+  }
+
+  /**
+   * Beats now unless a beat succeeded within the last interval and a half. After an outage or a
+   * pause longer than the lapse, the others may count this node as dead and release what it
+   * reserves; a reservation made before the next tick's beat could be released under a request
+   * still processing it. Beating first makes any reservation that follows belong to a live node.
+   */
+  async #ensureAlive(): Promise<void> {
+    if (performance.now() - this.#lastBeatAt > this.#heartbeatIntervalMs * 1.5) await this.#beat();
   }
 
   async #tick(): Promise<void> {
@@ -541,6 +561,7 @@ export class PostgresStore implements Store {
     checkId('idempotencyKey', options.idempotencyKey, false);
     if (options.idempotencyKey !== undefined) checkId('imageHash (required with idempotencyKey)', options.imageHash, true);
     const { idempotencyKey, imageHash } = options;
+    await this.#ensureAlive();
     const now = this.#now();
     if (now - this.#lastIdemPurgeMs >= PURGE_INTERVAL_MS) {
       this.#lastIdemPurgeMs = now;
@@ -588,14 +609,10 @@ export class PostgresStore implements Store {
   /** Turns a reservation into a charge, in one transaction; the DELETE makes a second commit (from any node) find nothing. */
   #commit(reservationId: number): Promise<CommitResult | null> {
     return this.#transaction(async (c): Promise<CommitResult | null> => {
-      const deleted = await c.query<{
-        account_id: number;
-        api_key_id: number | null;
-        request_id: string;
-        idempotency_key: string | null;
-        image_hash: string | null;
-        cycle_index: number;
-      }>('DELETE FROM reservations WHERE id = $1 RETURNING account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index', [reservationId]);
+      const deleted = await c.query<Omit<ReservationRow, 'id'>>(
+        'DELETE FROM reservations WHERE id = $1 RETURNING account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index',
+        [reservationId],
+      );
       const r = deleted.rows[0];
       if (!r) return null; // committed or released already: never charged twice
       const now = this.#now();
@@ -630,11 +647,11 @@ export class PostgresStore implements Store {
   async #recover(): Promise<number> {
     await this.#pool.query('DELETE FROM idempotency_keys WHERE created_at <= $1', [this.#now() - IDEMPOTENCY_TTL_MS]);
     const { rows } = await this.#pool.query<{ n: number }>(
-      `WITH live AS (SELECT id FROM nodes WHERE heartbeat_at > ${DB_NOW_MS} - $2),
+      `WITH live AS (SELECT id FROM nodes WHERE heartbeat_at > ${DB_NOW_MS} - lapse_ms),
        released AS (DELETE FROM reservations WHERE owner <> $1 AND owner NOT IN (SELECT id FROM live) RETURNING 1),
        reaped AS (DELETE FROM nodes WHERE id <> $1 AND id NOT IN (SELECT id FROM live))
        SELECT count(*) AS n FROM released`,
-      [this.nodeId, this.#heartbeatLapseMs],
+      [this.nodeId],
     );
     return rows[0]!.n;
   }

@@ -18,7 +18,7 @@
 import type { Clock } from '../clock.js';
 import { type Cycle, cycleAt } from '../cycles.js';
 import type { PlanTable } from '../plans.js';
-import type { AccountRow } from '../rows.js';
+import type { AccountRow, ReservationRow } from '../rows.js';
 import { checkGrant, checkId, IDEMPOTENCY_TTL_MS } from '../rules.js';
 import type { Balance, CommitResult, ReserveOptions, ReserveResult } from '../store.js';
 import { type Accounts, planOf } from './accounts.js';
@@ -26,16 +26,6 @@ import type { Db } from './database.js';
 
 /** Expired idempotency records are deleted at most this often (lazily, by reserve). */
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
-
-interface ReservationRow {
-  id: number;
-  account_id: number;
-  api_key_id: number | null;
-  request_id: string;
-  idempotency_key: string | null;
-  image_hash: string | null;
-  cycle_index: number;
-}
 
 export class Credits {
   private readonly usageStmt;
