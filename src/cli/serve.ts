@@ -8,14 +8,21 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { BgoneError, configure, preloadModel } from '../lib/index.js';
-import { openStore, type Store, StoreError } from '../store/index.js';
+import { type Account, openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
 /** Creates the local account on an empty database and prints its key, once, to the terminal only. */
 async function bootstrapLocalAccount(store: Store, config: Config): Promise<void> {
   if ((await store.accounts.list()).length > 0) return;
-  const account = await store.accounts.create({ email: LOCAL_ACCOUNT_EMAIL, plan: 'free' });
+  let account: Account;
+  try {
+    account = await store.accounts.create({ email: LOCAL_ACCOUNT_EMAIL, plan: 'free' });
+  } catch (err) {
+    // Several nodes started at once on an empty PostgreSQL database: another one made it first.
+    if (err instanceof StoreError && err.code === 'email_taken') return;
+    throw err;
+  }
   const { key } = await store.keys.create(account.id);
   const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   // Not through the logger: the key is never shown again and must not reach log files.
@@ -64,13 +71,19 @@ export async function serveCommand(): Promise<number> {
     }
     throw err;
   }
-  const released = await store.credits.recoverAfterCrash();
-  if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
-  if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
-
-  const modelStart = performance.now();
-  await preloadModel(config.model);
-  logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart) }, 'model loaded');
+  try {
+    const released = await store.credits.recoverAfterCrash();
+    if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
+    if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
+    const modelStart = performance.now();
+    await preloadModel(config.model);
+    logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart) }, 'model loaded');
+  } catch (err) {
+    // Closed, so that its connections do not keep a process that cannot serve alive.
+    console.error(`bgone: cannot start: ${(err as Error).message}`);
+    await store.close();
+    return 1;
+  }
 
   let server: RunningServer;
   try {

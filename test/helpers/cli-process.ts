@@ -77,18 +77,26 @@ export class ServeProcess {
       .map((l) => JSON.parse(l) as Record<string, any>);
   }
 
-  /** Waits for the "bgone listening on ..." log line and returns the port it names. */
-  async port(): Promise<number> {
+  /**
+   * Waits for the "bgone listening on ..." log line and returns the port it names. The wait is
+   * long: several nodes loading the model at once on a slow shared machine take a while.
+   */
+  async port(timeoutMs = 150_000): Promise<number> {
     let line: Record<string, any> | undefined;
-    await waitFor(
-      () => {
-        if (!this.alive) throw new Error(`serve exited before listening:\n${this.stdout}\n${this.stderr}`);
-        line = this.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('bgone listening on'));
-        return line !== undefined;
-      },
-      'the listening log line',
-      60_000,
-    );
+    try {
+      await waitFor(
+        () => {
+          if (!this.alive) throw new Error(`serve exited before listening:\n${this.stdout}\n${this.stderr}`);
+          line = this.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('bgone listening on'));
+          return line !== undefined;
+        },
+        'the listening log line',
+        timeoutMs,
+      );
+    } catch (err) {
+      (err as Error).message += `\nserve printed:\n${this.stdout.slice(-3000)}\n${this.stderr.slice(-3000)}`;
+      throw err;
+    }
     expect(line!.msg).toBe(`bgone listening on http://127.0.0.1:${line!.port}`);
     expect(line!.port).toBeGreaterThan(0);
     return line!.port as number;

@@ -1,6 +1,7 @@
 /**
  * Several nodes on one PostgreSQL ledger, as an operator runs them: three `bgone serve` processes
- * (the compiled CLI) on loopback ports against one fresh database, each with the real model.
+ * (the compiled CLI) started at once on loopback ports against one fresh, empty database, each
+ * with the real model.
  * Credits stay exact when parallel requests are spread over the three, a per-minute limit holds
  * across them, an Idempotency-Key retry on another node is not charged, and when one node is
  * killed (SIGKILL) while it processes a request, the others release its reservation once its
@@ -74,6 +75,12 @@ afterAll(async () => {
 });
 
 describe('three nodes on one PostgreSQL database', () => {
+  it('started at once on an empty database: exactly one node created the local account and printed its key', async () => {
+    const printed = nodes.filter((node) => node.stdout.includes('shown only this once'));
+    expect(printed).toHaveLength(1);
+    expect((await store.accounts.list()).map((a) => a.email)).toEqual(['local@localhost']);
+  });
+
   it('each node reports PostgreSQL and its HTTP backend', async () => {
     for (const url of urls) {
       const ready = await get(url, '/readyz');
