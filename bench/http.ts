@@ -22,6 +22,9 @@
  * HTTP backend (default: the automatic choice, as `npm start`). BENCH_QUICK=1: concurrency 4 only,
  * 6 requests, fewer core calls (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
  *
+ * Then the batch case (helpers/http-batch-phase.ts): synchronous requests one at a time on the idle
+ * server, then while a 50-image batch runs, against the target p99 <= idle p99 + one inference.
+ *
  * Only loopback traffic; every run is bounded in requests, and each level also by a hard time limit.
  */
 
@@ -32,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { configure, nativeVersions, preloadModel, type RemoveBackgroundResult, readManifest, removeBackground } from '../src/lib/index.js';
 import { AUTOCANNON_VERSION, type AutocannonResult, type BoundedRun, runBounded } from './helpers/http-autocannon.js';
+import { type BatchPhaseResult, batchPhase } from './helpers/http-batch-phase.js';
 import { CpuMeter, type CpuShare } from './helpers/http-cpu.js';
 import { multipartBody, postOnce, type ServiceFixture, startService } from './helpers/http-fixture.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
@@ -62,6 +66,9 @@ const CORE_PARALLEL_CALLS = QUICK ? 4 : 6;
 const CORE_SEQUENTIAL_CALLS = QUICK ? 2 : 3;
 const CORE_IN_FLIGHT = 2;
 const TARGET_RATIO = 0.95;
+/** The batch case: a batch of this many copies of the input, and this many synchronous requests during it. */
+const BATCH_IMAGES = 50;
+const BATCH_SYNC_REQUESTS = 8;
 /** Other processes' CPU (cores) above which a phase counts as contended in the report. */
 const CONTENDED_CORES = 0.25;
 const QUEUE_LIMIT = 64;
@@ -445,6 +452,11 @@ async function main(): Promise<void> {
       });
       log(`  ratio ${ratio.toFixed(3)} (vs ${parallelIps.toFixed(3)} img/s), vs sequential ${ratioToSequential.toFixed(3)}`);
     }
+    const batch: BatchPhaseResult = await batchPhase(fixture, image.data, body, headers, {
+      batchImages: QUICK ? 10 : BATCH_IMAGES,
+      syncRequests: QUICK ? 3 : BATCH_SYNC_REQUESTS,
+      log,
+    });
     const remaining = (await fixture.store.credits.balance(fixture.accountId)).remaining;
 
     const elapsedS = (performance.now() - started) / 1000;
@@ -459,6 +471,24 @@ async function main(): Promise<void> {
         `model ${manifest.default}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
     );
     report(levels, brackets);
+    printTable(
+      `Synchronous requests (one at a time) while a ${batch.batchImages}-image batch runs; target: p99 <= idle p99 + one inference`,
+      ['phase', 'requests', 'p50 ms', 'p99 ms', 'target p99 ms', 'target'],
+      [
+        ['idle', String(batch.syncRequests), fmt(batch.idle.p50), fmt(batch.idle.p99), '', ''],
+        [
+          'during the batch',
+          String(batch.syncRequests),
+          fmt(batch.duringBatch.p50),
+          fmt(batch.duringBatch.p99),
+          fmt(batch.targetP99Ms),
+          batch.targetMet ? 'PASS' : 'MISS',
+        ],
+      ],
+    );
+    console.log(
+      `one inference (an idle request's X-Processing-Time-Ms) ${fmt(batch.inferenceMs)} ms; ${batch.batchImagesEnded} batch images ended during the synchronous requests.`,
+    );
     const allOk = levels.every((l) => l.ok === l.requests && l.non2xx === 0 && l.errors === 0);
     console.log(
       `\n${allOk ? 'every request answered 200' : 'WARNING: some requests did not answer 2xx (see non-2xx / errors)'}; RSS idle after warm-up ${fmt(idleRssMB)} MB, peak RSS of the run ${fmt(process.resourceUsage().maxRSS / 1024)} MB; run took ${elapsedS.toFixed(0)} s`,
@@ -498,6 +528,7 @@ async function main(): Promise<void> {
       idleRssMB,
       core: brackets,
       levels,
+      batch,
       creditsRemaining: remaining,
       peakRssMB: process.resourceUsage().maxRSS / 1024,
       elapsedSeconds: elapsedS,

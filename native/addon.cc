@@ -233,10 +233,38 @@ Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
   return promise;
 }
 
+// probe(buffer, maxSide) -> { format, width, height }: the sniff and the header check of a job,
+// without decoding a pixel. Synchronous: it reads a header only, which is cheap enough for the
+// JavaScript thread, where the batch endpoint checks each upload as it arrives.
+Napi::Value Probe(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsBuffer() || !info[1].IsNumber()) {
+    Napi::TypeError::New(env, "probe(buffer, maxSide)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Buffer<uint8_t> input = info[0].As<Napi::Buffer<uint8_t>>();
+  const int max_side = info[1].As<Napi::Number>().Int32Value();
+  try {
+    const InputFormat format = sniff_format(input.Data(), input.Length());
+    const HeaderInfo header = read_header(input.Data(), input.Length(), format, max_side);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("format", format == InputFormat::Jpeg ? "jpg" : format == InputFormat::Png ? "png" : "webp");
+    out.Set("width", header.width);
+    out.Set("height", header.height);
+    return out;
+  } catch (const PipelineError& e) {
+    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
+  } catch (const std::exception& e) {
+    make_error(env, ErrorCode::Internal, e.what()).ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
   exports.Set("removeBackground", Napi::Function::New(env, RemoveBackground));
+  exports.Set("probe", Napi::Function::New(env, Probe));
   return exports;
 }
 

@@ -20,6 +20,20 @@ export function openApiDocument(): Record<string, unknown> {
     'X-RateLimit-Reset': { schema: { type: 'integer' }, description: 'Epoch seconds when the window resets.' },
   };
   const retryAfter = { 'Retry-After': { schema: { type: 'integer' }, description: 'Seconds to wait before retrying.' } };
+  const json = (description: string, schema: string, headers: Record<string, unknown>) => ({
+    description,
+    headers: { 'X-Request-ID': { $ref: '#/components/headers/RequestId' }, ...headers },
+    content: { 'application/json': { schema: { $ref: `#/components/schemas/${schema}` } } },
+  });
+  // The answers every keyed route of the batch and webhook API may give besides its own.
+  const keyedErrors = {
+    '401': errorResponse('Missing or invalid API key.', ['authentication_error']),
+    '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
+    '404': errorResponse("No such batch, image or endpoint (or another account's).", ['not_found'], rateHeaders),
+    '429': errorResponse('Rate limit of the plan exceeded.', ['rate_limit_exceeded'], { ...rateHeaders, ...retryAfter }),
+    '500': errorResponse('Internal error; not charged.', ['internal_server_error']),
+    '503': errorResponse('Server busy, batch memory full, or shutting down.', ['overloaded'], retryAfter),
+  };
   return {
     openapi: '3.1.0',
     info: { title: 'bgone', version: '1.0.0', description: 'Background removal: upload a photo, get the cut-out back in the same response.' },
@@ -52,6 +66,77 @@ export function openApiDocument(): Record<string, unknown> {
             crop: { type: 'string', pattern: '^(true|false|[0-9]+:[0-9]+)$', default: 'false' },
             padding: { type: 'string', pattern: '^([0-9]+(\\.[0-9]+)?%|0?\\.[0-9]+|0|1)$', description: 'Default 10% when crop is set.' },
           },
+        },
+        BatchImage: {
+          type: 'object',
+          required: ['id', 'filename', 'status'],
+          additionalProperties: false,
+          properties: {
+            id: { type: 'string', pattern: '^img_' },
+            filename: { type: 'string' },
+            status: { type: 'string', enum: ['queued', 'processing', 'succeeded', 'failed', 'expired'] },
+            width: { type: ['integer', 'null'] },
+            height: { type: ['integer', 'null'] },
+            format: { type: ['string', 'null'], enum: [...FORMATS, null] },
+            credits_charged: { type: 'integer', enum: [0, 1] },
+            result_url: { type: ['string', 'null'], description: 'Where the result is fetched while it is kept (succeeded only).' },
+            error: {
+              type: ['object', 'null'],
+              properties: { code: { type: 'string' }, message: { type: 'string' } },
+              description: 'Why the image failed: an error code of the contract, or cancelled.',
+            },
+          },
+        },
+        Batch: {
+          type: 'object',
+          required: ['id', 'status', 'created_at', 'expires_at', 'images'],
+          additionalProperties: false,
+          properties: {
+            id: { type: 'string', pattern: '^bat_' },
+            status: { type: 'string', enum: ['processing', 'completed'] },
+            created_at: { type: 'string', format: 'date-time' },
+            expires_at: { type: 'string', format: 'date-time', description: 'When the results stop being kept.' },
+            options: { type: 'object', description: 'The /remove options applied to every image, as sent.' },
+            images: { type: 'array', items: { $ref: '#/components/schemas/BatchImage' } },
+          },
+        },
+        BatchList: {
+          type: 'object',
+          required: ['data'],
+          additionalProperties: false,
+          properties: { data: { type: 'array', items: { $ref: '#/components/schemas/Batch' } } },
+        },
+        BatchRequest: {
+          type: 'object',
+          required: ['image_file'],
+          description: '1 to 50 image_file parts (each within the /remove limits, 200 MB in all) and the option fields of /remove.',
+          properties: { image_file: { type: 'array', items: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+        },
+        WebhookEndpoint: {
+          type: 'object',
+          required: ['id', 'url', 'description', 'created_at', 'status'],
+          additionalProperties: false,
+          properties: {
+            id: { type: 'string', pattern: '^wh_' },
+            url: { type: 'string' },
+            description: { type: 'string' },
+            created_at: { type: 'string', format: 'date-time' },
+            status: { type: 'string', enum: ['enabled', 'disabled'], description: 'disabled after a delivery got 410 Gone.' },
+            disabled_at: { type: ['string', 'null'], format: 'date-time' },
+            secret: { type: 'string', pattern: '^whsec_', description: 'Only in the answer of the creation.' },
+          },
+        },
+        WebhookList: {
+          type: 'object',
+          required: ['data'],
+          additionalProperties: false,
+          properties: { data: { type: 'array', items: { $ref: '#/components/schemas/WebhookEndpoint' } } },
+        },
+        NewWebhook: {
+          type: 'object',
+          required: ['url'],
+          additionalProperties: false,
+          properties: { url: { type: 'string', maxLength: 2048 }, description: { type: 'string', maxLength: 200 } },
         },
       },
     },
@@ -100,6 +185,83 @@ export function openApiDocument(): Record<string, unknown> {
             '500': errorResponse('Internal error; not charged.', ['internal_server_error']),
             '503': errorResponse('Server queue full or shutting down.', ['overloaded'], retryAfter),
           },
+        },
+      },
+      '/api/v1/batches': {
+        post: {
+          operationId: 'createBatch',
+          summary: 'Submit 1 to 50 images for asynchronous processing; events go to the webhook endpoints',
+          requestBody: { required: true, content: { 'multipart/form-data': { schema: { $ref: '#/components/schemas/BatchRequest' } } } },
+          responses: {
+            '202': json('Accepted: one credit reserved per accepted image.', 'Batch', rateHeaders),
+            ...keyedErrors,
+            '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large'], rateHeaders),
+            '402': errorResponse('The credits left do not cover every accepted image.', ['payment_required'], rateHeaders),
+          },
+        },
+        get: {
+          operationId: 'listBatches',
+          parameters: [{ name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } }],
+          responses: { '200': json("The account's recent batches, newest first.", 'BatchList', rateHeaders), ...keyedErrors },
+        },
+      },
+      '/api/v1/batches/{batch_id}': {
+        parameters: [{ name: 'batch_id', in: 'path', required: true, schema: { type: 'string' } }],
+        get: { operationId: 'getBatch', responses: { '200': json('The batch.', 'Batch', rateHeaders), ...keyedErrors } },
+        delete: {
+          operationId: 'deleteBatch',
+          responses: { '204': { description: 'Queued images cancelled (not charged), results dropped.', headers: rateHeaders }, ...keyedErrors },
+        },
+      },
+      '/api/v1/batches/{batch_id}/images/{image_id}': {
+        parameters: [
+          { name: 'batch_id', in: 'path', required: true, schema: { type: 'string' } },
+          { name: 'image_id', in: 'path', required: true, schema: { type: 'string' } },
+        ],
+        get: {
+          operationId: 'getBatchResult',
+          responses: {
+            '200': {
+              description: 'The result, with the headers of a /remove success.',
+              headers: {
+                'X-Request-ID': { $ref: '#/components/headers/RequestId' },
+                'X-Image-Width': { schema: { type: 'integer' } },
+                'X-Image-Height': { schema: { type: 'integer' } },
+                ...rateHeaders,
+              },
+              content: {
+                'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
+                'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
+                'image/webp': { schema: { type: 'string', contentMediaType: 'image/webp' } },
+              },
+            },
+            ...keyedErrors,
+            '409': errorResponse('Not processed yet.', ['result_not_ready'], rateHeaders),
+            '410': errorResponse('No longer kept.', ['result_expired'], rateHeaders),
+          },
+        },
+      },
+      '/api/v1/webhooks': {
+        post: {
+          operationId: 'createWebhook',
+          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewWebhook' } } } },
+          responses: {
+            '201': json('Created; the secret is shown only here.', 'WebhookEndpoint', rateHeaders),
+            ...keyedErrors,
+            '400': errorResponse('Bad request (URL refused, or 5 endpoints already).', ['validation_error'], rateHeaders),
+          },
+        },
+        get: { operationId: 'listWebhooks', responses: { '200': json('The endpoints, without secrets.', 'WebhookList', rateHeaders), ...keyedErrors } },
+      },
+      '/api/v1/webhooks/{webhook_id}': {
+        parameters: [{ name: 'webhook_id', in: 'path', required: true, schema: { type: 'string' } }],
+        delete: { operationId: 'deleteWebhook', responses: { '204': { description: 'Deleted.', headers: rateHeaders }, ...keyedErrors } },
+      },
+      '/api/v1/webhooks/{webhook_id}/test': {
+        parameters: [{ name: 'webhook_id', in: 'path', required: true, schema: { type: 'string' } }],
+        post: {
+          operationId: 'testWebhook',
+          responses: { '202': { description: 'A webhook.test event is queued.', headers: rateHeaders, content: { 'application/json': {} } }, ...keyedErrors },
         },
       },
       '/healthz': { get: { operationId: 'health', security: [], responses: { '200': { description: 'The process is up.' } } } },

@@ -4,14 +4,14 @@
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
 import type { Logger } from '../config/logger.js';
-import type { Admission, Principal } from '../http/admission.js';
+import type { Admission } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
-import type { Exchange } from '../http/exchange.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
 import type { Store } from '../store/index.js';
+import { principalOfApiKey } from './api-key.js';
 import { MeteredRemoval } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
 
@@ -24,12 +24,8 @@ export interface ApiDeps {
   backend: BackendName;
   model?: string | undefined;
   logger?: Logger | undefined;
-}
-
-/** The API key of an `Authorization: Bearer ...` header, or null. */
-function bearer(header: string): string | null {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  return m ? m[1]! : null;
+  /** Batch images waiting on this node (shown by /readyz). */
+  batchQueue?: () => number;
 }
 
 /** Idempotency-Key: 1 to 255 visible ASCII characters. */
@@ -40,16 +36,8 @@ function validIdempotencyKey(value: string): boolean {
 export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
 
-  async function byApiKey(ex: Exchange): Promise<Principal | null> {
-    const key = bearer(ex.req.header('authorization'));
-    if (!key) return null; // a malformed header never reaches the database
-    const auth = await store.keys.authenticate(key);
-    if (!auth) return null;
-    return { accountId: auth.accountId, keyId: auth.keyId, disabled: auth.disabled, rateLimitPerMinute: auth.rateLimitPerMinute, rateKey: `key:${auth.keyId}` };
-  }
-
   router.post(REMOVE_PATH, async (ex) => {
-    const ticket = await admission.admit(ex, () => byApiKey(ex), new HttpError('authentication_error'));
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'));
     if (!ticket) return;
     if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
       ex.error(
@@ -74,7 +62,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
       logger?.warn({ err }, 'readiness: the database does not answer');
       return ex.json(503, { status: 'database_unreachable', ...about });
     }
-    ex.json(200, { status: 'ready', ...about, queue: queueSize(), in_flight: admission.inFlight });
+    ex.json(200, { status: 'ready', ...about, queue: queueSize(), in_flight: admission.inFlight, batch_queue: deps.batchQueue?.() ?? 0 });
   });
   router.get('/metrics', async (ex) => {
     const body = await metrics.render();

@@ -4,6 +4,9 @@
  * the drain on close (stop accepting, let admitted requests finish up to drainTimeout, then close
  * every connection).
  */
+
+import { BatchRunner } from '../batches/batch-runner.js';
+import { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
 import { loadBackend } from '../http/backend-select.js';
@@ -12,8 +15,11 @@ import { Router } from '../http/router.js';
 import type { Backend, BackendName } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
 import type { Store } from '../store/index.js';
+import { WebhookDeliverer } from '../webhooks/deliverer.js';
+import { mountBatches } from './batch-routes.js';
 import { MAX_BODY_BYTES, tooLarge } from './metered-removal.js';
 import { mountApi } from './routes.js';
+import { mountWebhooks } from './webhook-routes.js';
 
 /** What a mounted route group (the dashboard) gets from the service. */
 export interface ServiceContext {
@@ -21,7 +27,24 @@ export interface ServiceContext {
   admission: Admission;
   metrics: Metrics;
   backend: BackendName;
+  /** Tells the webhook worker that an event was written (it polls the outbox at once). */
+  webhookEventWritten: () => void;
 }
+
+/** Async batches and their webhooks (config.ts BatchConfig, plus test knobs). */
+export interface BatchServiceOptions {
+  /** The base of result_url; default: http://<host>:<port> of this server. */
+  publicUrl?: string | undefined;
+  resultTtlSeconds: number;
+  memoryMb: number;
+  webhookAllowPrivate: boolean;
+  /** How often the webhook outbox is polled when idle (default 1000 ms). */
+  webhookPollMs?: number | undefined;
+  /** A delivery not answered within this fails (default 15 000 ms). */
+  webhookTimeoutMs?: number | undefined;
+}
+
+export const DEFAULT_BATCH_OPTIONS: BatchServiceOptions = { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: false };
 
 export interface ServerOptions {
   host: string;
@@ -36,6 +59,8 @@ export interface ServerOptions {
   logger: Logger;
   /** Registers more routes (e.g. the dashboard). */
   mount?: (context: ServiceContext) => void;
+  /** Default: DEFAULT_BATCH_OPTIONS. */
+  batches?: BatchServiceOptions | undefined;
 }
 
 export interface RunningServer {
@@ -68,10 +93,41 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     tooLarge,
   );
-  mountApi(router, { store, admission, metrics, backend: backend.name, model: options.model, logger });
-  options.mount?.({ router, admission, metrics, backend: backend.name });
+  const batchOptions = options.batches ?? DEFAULT_BATCH_OPTIONS;
+  const deliverer = new WebhookDeliverer({
+    store,
+    logger,
+    allowPrivate: batchOptions.webhookAllowPrivate,
+    pollIntervalMs: batchOptions.webhookPollMs,
+    timeoutMs: batchOptions.webhookTimeoutMs,
+  });
+  const webhookEventWritten = () => deliverer.poke();
+  // Known once listening: the default base of result_url is this server's own address.
+  let publicUrl = batchOptions.publicUrl ?? '';
+  const budget = new MemoryBudget(batchOptions.memoryMb * 1024 * 1024);
+  const runner = new BatchRunner({ store, budget, publicUrl: () => publicUrl, logger, metrics, onEvent: webhookEventWritten });
+  mountApi(router, { store, admission, metrics, backend: backend.name, model: options.model, logger, batchQueue: () => runner.queued });
+  mountBatches(router, {
+    store,
+    admission,
+    runner,
+    budget,
+    resultTtlMs: batchOptions.resultTtlSeconds * 1000,
+    publicUrl: () => publicUrl,
+    overloadRetryAfter: options.overloadRetryAfter,
+    model: options.model,
+    logger,
+    onEvent: webhookEventWritten,
+  });
+  mountWebhooks(router, { store, admission, allowPrivate: batchOptions.webhookAllowPrivate, logger, onEvent: webhookEventWritten });
+  options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten });
 
   const listener = await backend.listen(options.host, options.port, router.handle);
+  if (!publicUrl) {
+    const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+    publicUrl = `http://${host.includes(':') ? `[${host}]` : host}:${listener.port}`;
+  }
+  deliverer.start();
   let closing: Promise<void> | undefined;
   return {
     port: listener.port,
@@ -84,6 +140,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         listener.stopAccepting();
         await drained;
         listener.closeAll();
+        // Batch images still queued are failed (not charged, their events written); then the
+        // worker sends what it has in hand. The outbox keeps the rest for the next start.
+        await runner.close();
+        deliverer.poke();
+        await deliverer.stop();
       })();
       return closing;
     },

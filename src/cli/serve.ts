@@ -8,7 +8,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { BgoneError, configure, preloadModel } from '../lib/index.js';
-import { type Account, openStore, type Store, StoreError } from '../store/index.js';
+import { type Account, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
@@ -72,6 +72,10 @@ export async function serveCommand(): Promise<number> {
     throw err;
   }
   try {
+    // Batch images a previous process left unended are failed first (their events written, their
+    // credits released); then any other reservation it left.
+    const failed = await store.batches.failOrphans(ORPHAN_ERROR);
+    if (failed > 0) logger.warn({ failed }, 'failed the batch images a previous process left unfinished');
     const released = await store.credits.recoverAfterCrash();
     if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
     if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
@@ -97,7 +101,16 @@ export async function serveCommand(): Promise<number> {
       drainTimeout: config.drainTimeout,
       store,
       logger,
-      mount: (context) => mountDashboard(context, { store, logger, model: config.model, trustProxy: config.trustProxy }),
+      batches: config.batches,
+      mount: (context) =>
+        mountDashboard(context, {
+          store,
+          logger,
+          model: config.model,
+          trustProxy: config.trustProxy,
+          webhookAllowPrivate: config.batches.webhookAllowPrivate,
+          onWebhookTest: context.webhookEventWritten,
+        }),
     });
   } catch (err) {
     // e.g. BGONE_HTTP=uws where no uWebSockets.js binary loads, or the port is taken.

@@ -27,6 +27,18 @@ export interface PostgresConfig {
   heartbeatLapseMs: number;
 }
 
+/** Async batches and their webhooks (api-contract.md, "Async batches and webhooks"). */
+export interface BatchConfig {
+  /** BGONE_PUBLIC_URL: the base of result_url in events (default: the address the service listens on). */
+  publicUrl: string | undefined;
+  /** BGONE_BATCH_RESULT_TTL (seconds): how long results are kept in memory. */
+  resultTtlSeconds: number;
+  /** BGONE_BATCH_MEMORY_MB: bytes held by queued images and results, in MiB; beyond it new batches get 503. */
+  memoryMb: number;
+  /** BGONE_WEBHOOK_ALLOW_PRIVATE=true: http:// and private, loopback or link-local addresses allowed (local setups, tests). */
+  webhookAllowPrivate: boolean;
+}
+
 export interface Config {
   host: string;
   port: number;
@@ -52,6 +64,7 @@ export interface Config {
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
+  batches: BatchConfig;
   library: LibraryConfig;
 }
 
@@ -102,6 +115,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrapAccount: bool(env, 'BGONE_BOOTSTRAP_ACCOUNT', true),
     http: httpChoice(env),
     trustProxy: bool(env, 'BGONE_TRUST_PROXY', false),
+    batches: loadBatchConfig(env),
     library: loadLibraryConfig(env),
   };
 }
@@ -111,6 +125,24 @@ function httpChoice(env: NodeJS.ProcessEnv): HttpChoice {
   if (raw === '' || raw === 'auto') return 'auto';
   if (raw === 'uws' || raw === 'node') return raw;
   throw new ConfigError(`BGONE_HTTP must be uws, node or auto (got "${raw}")`);
+}
+
+function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
+  const publicUrl = env.BGONE_PUBLIC_URL || undefined;
+  if (publicUrl !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(publicUrl);
+    } catch {}
+    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.search || parsed.hash)
+      throw new ConfigError(`BGONE_PUBLIC_URL must be an http:// or https:// URL without query (got "${publicUrl}")`);
+  }
+  return {
+    publicUrl: publicUrl?.replace(/\/+$/, ''),
+    resultTtlSeconds: int(env, 'BGONE_BATCH_RESULT_TTL', 3600, 1, 7 * 24 * 3600),
+    memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', 1024, 16, 1_048_576),
+    webhookAllowPrivate: bool(env, 'BGONE_WEBHOOK_ALLOW_PRIVATE', false),
+  };
 }
 
 /** The library's part alone: what `bgone remove` needs without the service. */

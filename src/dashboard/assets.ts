@@ -31,7 +31,7 @@ h2 { font-size: 1.15rem; margin: 0 0 0.75rem; }
 .error { border-radius: 8px; padding: 0.75rem 1rem; margin-bottom: 1rem; border: 1px solid #f0a9a0; background: #fdeceb; color: var(--bad); }
 .warn { border-radius: 8px; padding: 0.75rem 1rem; border: 1px solid var(--warn-line); background: var(--warn-bg); }
 label { display: block; font-weight: 600; margin: 0.75rem 0 0.25rem; }
-input[type="email"], input[type="password"], input[type="text"], select { width: 100%; font: inherit; padding: 0.5rem 0.6rem; border: 1px solid #b8c0cc; border-radius: 6px; background: #fff; }
+input[type="email"], input[type="password"], input[type="text"], input[type="url"], select { width: 100%; font: inherit; padding: 0.5rem 0.6rem; border: 1px solid #b8c0cc; border-radius: 6px; background: #fff; }
 input[type="file"] { font: inherit; max-width: 100%; }
 button, .button { display: inline-block; font: inherit; font-weight: 600; padding: 0.5rem 1rem; border-radius: 6px; border: 1px solid var(--accent); background: var(--accent); color: var(--accent-fg); cursor: pointer; text-decoration: none; }
 button.secondary { background: #fff; color: var(--accent); }
@@ -72,6 +72,9 @@ th { font-size: 0.85rem; color: var(--muted); font-weight: 600; }
 .badge { display: inline-block; font-size: 0.75rem; font-weight: 700; padding: 0.1rem 0.5rem; border-radius: 999px; background: var(--accent); color: #fff; }
 .badge.off { background: #98a2b3; }
 .badge.ok { background: var(--good); }
+.badge.bad { background: var(--bad); }
+.webhook h2 code { overflow-wrap: anywhere; }
+.webhook h3 { margin: 1rem 0 0.25rem; }
 .checker { background-color: #fff; background-image: linear-gradient(45deg, #d0d5dd 25%, transparent 25%), linear-gradient(-45deg, #d0d5dd 25%, transparent 25%), linear-gradient(45deg, transparent 75%, #d0d5dd 75%), linear-gradient(-45deg, transparent 75%, #d0d5dd 75%); background-size: 20px 20px; background-position: 0 0, 0 10px, 10px -10px, -10px 0; border-radius: 8px; border: 1px solid var(--line); min-height: 8rem; display: flex; align-items: center; justify-content: center; overflow: hidden; }
 .checker img { max-width: 100%; max-height: 70vh; display: block; }
 .try-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: 0 0.75rem; }

@@ -5,6 +5,8 @@
  *   GET  /dashboard/signup, /login   forms;  POST the same paths to sign up / log in
  *   POST /dashboard/logout
  *   GET  /dashboard/keys             list;   POST /dashboard/keys (create), /dashboard/keys/revoke
+ *   GET  /dashboard/webhooks         endpoints and their deliveries;
+ *                                    POST /dashboard/webhooks (create), /dashboard/webhooks/delete, /test
  *   GET  /dashboard/plan             plans;  POST /dashboard/plan/cancel, /resume, /change
  *   GET  /dashboard/try              panel;  POST /dashboard/try (multipart, session + X-CSRF-Token)
  *   GET  /dashboard/assets/*         the stylesheet and the script
@@ -14,9 +16,12 @@
  */
 import type { ServiceContext } from '../api/server.js';
 import type { Logger } from '../config/logger.js';
+import { HttpError } from '../http/errors.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
 import type { FallbackAnswers } from '../http/router.js';
 import { DEFAULT_LOGIN_LIMITS, isPlanName, type LoginLimits, type Store, StoreError } from '../store/index.js';
+import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/address-guard.js';
+import { createWebhookEndpoint, MAX_DESCRIPTION_LENGTH, MAX_WEBHOOK_ENDPOINTS } from '../webhooks/endpoints.js';
 import { CSS, CSS_PATH, JS, JS_PATH } from './assets.js';
 import { AuthService } from './auth.js';
 import { type BillingProvider, checkCheckoutUrl, cliPlanCommand } from './billing.js';
@@ -36,6 +41,7 @@ import type { Message, Viewer } from './views/layout.js';
 import { planPage } from './views/plan.js';
 import { tryPage } from './views/try.js';
 import { usagePage } from './views/usage.js';
+import { type WebhooksPageOptions, webhooksPage } from './views/webhooks.js';
 import { welcomePage } from './views/welcome.js';
 
 export interface DashboardDeps {
@@ -50,13 +56,22 @@ export interface DashboardDeps {
   loginLimits?: LoginLimits;
   /** scrypt cost (default N=2^15, r=8, p=1). */
   scrypt?: ScryptParams;
+  /** BGONE_WEBHOOK_ALLOW_PRIVATE: accept http:// and private-address webhook URLs. Default false. */
+  webhookAllowPrivate?: boolean;
+  /** Called once a test event is in the outbox, so that the delivery worker can look at once. */
+  onWebhookTest?: () => void;
 }
+
+/** Deliveries shown under each webhook endpoint. */
+const RECENT_DELIVERIES = 10;
 
 const PRE_LOGIN_COOKIE_SECONDS = 2 * 60 * 60;
 
 /** Outcome messages after a redirect (?done=...): fixed texts, nothing from the URL is echoed. */
 const NOTICES: Record<string, Message> = {
   'key-revoked': { kind: 'notice', text: 'The key was revoked: requests with it are refused from now on.' },
+  'webhook-deleted': { kind: 'notice', text: 'The endpoint was deleted, with its pending deliveries: no more events are sent to it.' },
+  'webhook-test-sent': { kind: 'notice', text: 'A webhook.test event is queued; its delivery is listed under the endpoint. Reload to follow it.' },
   'plan-cancelled': { kind: 'notice', text: 'Your plan is cancelled. It stays in effect until the end of the billing cycle, then the account moves to Free.' },
   'plan-resumed': { kind: 'notice', text: 'Your plan is resumed: it continues after this cycle.' },
   'logged-out': { kind: 'notice', text: 'You are logged out.' },
@@ -255,6 +270,82 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
       return htmlReply(404, keysPage({ viewer: viewerOf(signedIn), keys, message: { kind: 'error', text: 'No such key on this account.' } }));
     }
     return redirect('/dashboard/keys?done=key-revoked');
+  });
+
+  // --- Webhooks -----------------------------------------------------------------------------------
+
+  const webhookAllowPrivate = deps.webhookAllowPrivate ?? false;
+
+  async function renderWebhooks(status: number, signedIn: SignedIn, extra: Pick<WebhooksPageOptions, 'created' | 'form' | 'message'> = {}): Promise<Reply> {
+    const accountId = signedIn.account.id;
+    const endpoints = await store.webhooks.list(accountId);
+    const withDeliveries = await Promise.all(
+      endpoints.map(async (endpoint) => ({ endpoint, deliveries: await store.webhooks.deliveries(accountId, endpoint.id, RECENT_DELIVERIES) })),
+    );
+    return htmlReply(
+      status,
+      webhooksPage({
+        viewer: viewerOf(signedIn),
+        endpoints: withDeliveries,
+        maxEndpoints: MAX_WEBHOOK_ENDPOINTS,
+        maxUrlLength: MAX_WEBHOOK_URL_LENGTH,
+        maxDescriptionLength: MAX_DESCRIPTION_LENGTH,
+        allowPrivate: webhookAllowPrivate,
+        ...extra,
+      }),
+    );
+  }
+
+  /** The endpoint a delete or test form names, or null for a missing or absurd one (the store then has nothing to find). */
+  function endpointIdOf(form: Map<string, string>): string | null {
+    const id = form.get('endpoint_id');
+    return id !== undefined && id.length > 0 && id.length <= 100 ? id : null;
+  }
+
+  const NO_SUCH_ENDPOINT: Message = { kind: 'error', text: 'No such webhook endpoint on this account.' };
+
+  page('/dashboard/webhooks', (pr, signedIn) => renderWebhooks(200, signedIn, { message: noticeOf(pr) }));
+
+  action('/dashboard/webhooks', ['url', 'description'], async (_pr, signedIn, form) => {
+    const url = form.get('url') ?? '';
+    const description = form.get('description') ?? '';
+    try {
+      const { endpoint, secret } = await createWebhookEndpoint(store, signedIn.account.id, { url, description }, webhookAllowPrivate);
+      logger?.info({ accountId: signedIn.account.id, endpointId: endpoint.id }, 'webhook endpoint created');
+      // Answered here rather than redirected: the secret exists only in this response.
+      return renderWebhooks(200, signedIn, { created: { endpointId: endpoint.id, url: endpoint.url, secret } });
+    } catch (err) {
+      if (err instanceof HttpError && err.code === 'validation_error')
+        return renderWebhooks(400, signedIn, { form: { url, description }, message: { kind: 'error', text: err.message } });
+      throw err;
+    }
+  });
+
+  action('/dashboard/webhooks/delete', ['endpoint_id'], async (_pr, signedIn, form) => {
+    const id = endpointIdOf(form);
+    if (id === null || !(await store.webhooks.delete(signedIn.account.id, id))) return renderWebhooks(404, signedIn, { message: NO_SUCH_ENDPOINT });
+    logger?.info({ accountId: signedIn.account.id, endpointId: id }, 'webhook endpoint deleted');
+    return redirect('/dashboard/webhooks?done=webhook-deleted');
+  });
+
+  action('/dashboard/webhooks/test', ['endpoint_id'], async (_pr, signedIn, form) => {
+    const id = endpointIdOf(form);
+    const endpoint = id === null ? null : await store.webhooks.get(signedIn.account.id, id);
+    if (!endpoint) return renderWebhooks(404, signedIn, { message: NO_SUCH_ENDPOINT });
+    if (endpoint.disabledAt) {
+      return renderWebhooks(400, signedIn, {
+        message: { kind: 'error', text: 'This endpoint is disabled (it answered 410 Gone): delete it and add it again to receive events.' },
+      });
+    }
+    // Deleted between the two calls: the same answer as a missing one.
+    if (!(await store.webhooks.sendTest(signedIn.account.id, endpoint.id))) return renderWebhooks(404, signedIn, { message: NO_SUCH_ENDPOINT });
+    try {
+      deps.onWebhookTest?.();
+    } catch (err) {
+      // The event is already in the outbox: the worker's own polling delivers it, so the page still succeeds.
+      logger?.warn({ err, accountId: signedIn.account.id }, 'webhook test wake-up failed');
+    }
+    return redirect('/dashboard/webhooks?done=webhook-test-sent');
   });
 
   // --- Plan ---------------------------------------------------------------------------------------

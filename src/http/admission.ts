@@ -71,7 +71,13 @@ export class Admission {
    * credentials are missing or invalid (answered with `unauthenticated`), or throws an HttpError to
    * refuse otherwise. Returns the ticket, or null when the request was refused (and answered).
    */
-  async admit(ex: Exchange, authenticate: () => Promise<Principal | null>, unauthenticated: HttpError): Promise<Ticket | null> {
+  async admit(
+    ex: Exchange,
+    authenticate: () => Promise<Principal | null>,
+    unauthenticated: HttpError,
+    /** The body limit of this route, when not the default (the batch endpoint's is larger). */
+    body: { maxBytes: number; tooLarge: TooLarge } = { maxBytes: this.options.maxBodyBytes, tooLarge: this.tooLarge },
+  ): Promise<Ticket | null> {
     const retryAfter = { 'Retry-After': String(this.options.overloadRetryAfter) };
     if (this.draining) {
       ex.error(new HttpError('overloaded', 'The server is shutting down.'), retryAfter);
@@ -122,8 +128,8 @@ export class Admission {
       return null;
     }
     const declared = ex.req.header('content-length');
-    if (declared && Number(declared) > this.options.maxBodyBytes) {
-      ex.error(this.tooLarge(), rateHeaders);
+    if (declared && Number(declared) > body.maxBytes) {
+      ex.error(body.tooLarge(), rateHeaders);
       return null;
     }
     this.admitted++;

@@ -12,6 +12,8 @@ export type HttpErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'rate_limit_exceeded'
+  | 'result_not_ready'
+  | 'result_expired'
   | 'overloaded'
   | 'internal_server_error';
 
@@ -28,6 +30,8 @@ export const HTTP_STATUS: Readonly<Record<HttpErrorCode, number>> = {
   not_found: 404,
   method_not_allowed: 405,
   rate_limit_exceeded: 429,
+  result_not_ready: 409,
+  result_expired: 410,
   overloaded: 503,
   internal_server_error: 500,
 };
@@ -40,6 +44,8 @@ export const HTTP_MESSAGES: Partial<Record<HttpErrorCode, string>> = {
   method_not_allowed: 'Method not allowed on this endpoint.',
   rate_limit_exceeded: 'Rate limit of your plan exceeded; retry after the time in Retry-After.',
   overloaded: 'The server is busy; retry after the time in Retry-After.',
+  result_not_ready: 'This image has not been processed yet; its batch reports when it is.',
+  result_expired: 'This result has expired and is no longer kept.',
   internal_server_error: 'The request could not be processed because of an internal error. It was not charged.',
 };
 

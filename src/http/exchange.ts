@@ -39,6 +39,8 @@ export class Exchange {
     /** The route's label in metrics and logs (the registered path, never the raw URL). */
     readonly route: string,
     private readonly record: AnswerRecorder,
+    /** Values of the route's `:name` segments (decoded). */
+    readonly params: Readonly<Record<string, string>> = {},
   ) {
     res.onAborted(() => {
       if (!this.answered) this.record(this.route, 499, 'client_aborted', this.seconds());

@@ -11,10 +11,27 @@ import { HttpError } from './errors.js';
 export const OPTION_FIELDS = ['format', 'channels', 'bg_color', 'size', 'crop', 'padding'] as const;
 export type OptionField = (typeof OPTION_FIELDS)[number];
 
+export interface UploadedImage {
+  /** The part's filename as sent (at most 255 characters kept), '' when none. */
+  filename: string;
+  data: Buffer;
+}
+
 export interface ParsedForm {
+  /** The first image_file part (the only one /remove allows). */
   image: Buffer | undefined;
+  /** Every image_file part, in order. */
+  images: UploadedImage[];
   fields: Partial<Record<OptionField, string>>;
 }
+
+/** How many image_file parts a form may hold, and how many bytes of images in all. */
+export interface ImageLimits {
+  maxImages: number;
+  maxTotalBytes: number;
+}
+
+const ONE_IMAGE: ImageLimits = { maxImages: 1, maxTotalBytes: MAX_FILE_BYTES };
 
 export class MultipartParser {
   readonly done: Promise<ParsedForm>;
@@ -22,14 +39,19 @@ export class MultipartParser {
   private settled = false;
   private resolve!: (form: ParsedForm) => void;
   private reject!: (err: HttpError) => void;
-  private readonly chunks: Buffer[] = [];
-  private imageBytes = 0;
-  private imageSeen = false;
+  private totalBytes = 0;
+  private readonly images: UploadedImage[] = [];
   private readonly fields: Partial<Record<OptionField, string>> = {};
-  private pendingFile = false;
+  /** File parts announced whose stream has not ended yet. */
+  private pendingFiles = 0;
+  /** File parts announced so far: each one's place in `images`. */
+  private announced = 0;
   private parserClosed = false;
 
-  constructor(contentType: string) {
+  constructor(
+    contentType: string,
+    private readonly limits: ImageLimits = ONE_IMAGE,
+  ) {
     this.done = new Promise<ParsedForm>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
@@ -47,9 +69,9 @@ export class MultipartParser {
         headers: { 'content-type': contentType },
         limits: {
           fileSize: MAX_FILE_BYTES + 1,
-          files: 1,
+          files: limits.maxImages,
           fields: OPTION_FIELDS.length,
-          parts: OPTION_FIELDS.length + 2,
+          parts: OPTION_FIELDS.length + limits.maxImages + 1,
           fieldSize: 257,
           fieldNameSize: 64,
           headerPairs: 8,
@@ -68,17 +90,29 @@ export class MultipartParser {
         this.fail(new HttpError('validation_error', `Unknown file part "${name}": the image goes in image_file.`, { field: name }));
         return;
       }
-      if (this.imageSeen) {
+      if (this.limits.maxImages === 1 && this.announced >= 1) {
         stream.resume();
         this.fail(new HttpError('validation_error', 'Only one image_file part is allowed.', { field: 'image_file' }));
         return;
       }
-      this.imageSeen = true;
-      this.pendingFile = true;
-      void info;
+      // Per part: busboy may announce the next part before the previous one's stream has ended.
+      this.pendingFiles++;
+      const position = this.announced++;
+      const chunks: Buffer[] = [];
+      let bytes = 0;
       stream.on('data', (chunk: Buffer) => {
-        this.imageBytes += chunk.length;
-        if (!this.settled) this.chunks.push(chunk);
+        bytes += chunk.length;
+        this.totalBytes += chunk.length;
+        if (this.totalBytes > this.limits.maxTotalBytes) {
+          this.fail(
+            new HttpError('image_too_large', `The images are larger than ${this.limits.maxTotalBytes / 1024 / 1024} MB in all.`, {
+              field: 'image_file',
+              limit_bytes: this.limits.maxTotalBytes,
+            }),
+          );
+          return;
+        }
+        if (!this.settled) chunks.push(chunk);
       });
       // A body that ends inside the part makes busboy destroy the file stream with an error;
       // unhandled, it would crash the process.
@@ -89,7 +123,9 @@ export class MultipartParser {
         this.fail(new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES })),
       );
       stream.on('end', () => {
-        this.pendingFile = false;
+        if (this.settled) return;
+        this.images[position] = { filename: (info.filename ?? '').slice(0, 255), data: Buffer.concat(chunks, bytes) };
+        this.pendingFiles--;
         this.maybeFinish();
       });
     });
@@ -109,7 +145,15 @@ export class MultipartParser {
       }
       this.fields[name as OptionField] = value;
     });
-    p.on('filesLimit', () => this.fail(new HttpError('validation_error', 'Only one image_file part is allowed.', { field: 'image_file' })));
+    p.on('filesLimit', () =>
+      this.fail(
+        new HttpError(
+          'validation_error',
+          limits.maxImages === 1 ? 'Only one image_file part is allowed.' : `At most ${limits.maxImages} image_file parts are allowed.`,
+          { field: 'image_file', limit: limits.maxImages },
+        ),
+      ),
+    );
     p.on('fieldsLimit', () => this.fail(new HttpError('validation_error', 'Too many fields.', { allowed: [...OPTION_FIELDS, 'image_file'] })));
     p.on('partsLimit', () => this.fail(new HttpError('validation_error', 'Too many parts.', { allowed: [...OPTION_FIELDS, 'image_file'] })));
     p.on('error', () => this.fail(new HttpError('validation_error', 'Malformed multipart/form-data body.')));
@@ -145,23 +189,21 @@ export class MultipartParser {
   /** Stops parsing after an answer was already decided (or the client went away). */
   abort(): void {
     this.settled = true;
-    this.chunks.length = 0;
+    this.images.length = 0;
     this.parser?.removeAllListeners();
     this.parser?.on('error', () => {});
   }
 
   private maybeFinish(): void {
-    if (this.settled || !this.parserClosed || this.pendingFile) return;
+    if (this.settled || !this.parserClosed || this.pendingFiles > 0) return;
     this.settled = true;
-    const image = this.imageSeen ? Buffer.concat(this.chunks, this.imageBytes) : undefined;
-    this.chunks.length = 0;
-    this.resolve({ image, fields: this.fields });
+    this.resolve({ image: this.images[0]?.data, images: this.images, fields: this.fields });
   }
 
   private fail(err: HttpError): void {
     if (this.settled) return;
     this.settled = true;
-    this.chunks.length = 0;
+    this.images.length = 0;
     this.reject(err);
   }
 }

@@ -8,7 +8,7 @@ import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel } from './models.js';
 import { type NativeTimings, native } from './native.js';
-import { MAX_FILE_BYTES, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
+import { MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, replaceSettings } from './settings.js';
 
 export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
@@ -79,7 +79,38 @@ export async function preloadModel(name?: string): Promise<void> {
   await getModel(name);
 }
 
-export async function removeBackground(input: Buffer | Uint8Array, options: RemoveBackgroundOptions = {}): Promise<RemoveBackgroundResult> {
+/** How a job queues for the native core: 'background' jobs go in only when no normal job waits. */
+export interface RunOptions {
+  priority?: 'normal' | 'background';
+}
+
+/** What probeImage tells without decoding a pixel. */
+export interface ImageProbe {
+  format: OutputFormat;
+  width: number;
+  height: number;
+}
+
+/**
+ * Checks an upload the way removeBackground starts: by its bytes (JPEG, PNG or WebP) and its header
+ * (a side over 6000 px is image_too_large), without decoding a pixel. Throws a BgoneError.
+ */
+export function probeImage(input: Buffer | Uint8Array): ImageProbe {
+  if (!(input instanceof Uint8Array) || input.length === 0) throw new BgoneError('missing_image');
+  if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
+  const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  try {
+    return native().probe(buffer, MAX_SIDE);
+  } catch (err) {
+    throw fromNativeError(err);
+  }
+}
+
+export async function removeBackground(
+  input: Buffer | Uint8Array,
+  options: RemoveBackgroundOptions = {},
+  run: RunOptions = {},
+): Promise<RemoveBackgroundResult> {
   if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
   if (input.length === 0) throw new BgoneError('missing_image');
   if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
@@ -87,7 +118,7 @@ export async function removeBackground(input: Buffer | Uint8Array, options: Remo
   const handle = await getModel(model);
   const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   try {
-    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle));
+    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle), run.priority ?? 'normal');
     return { ...result, format: nativeOptions.format };
   } catch (err) {
     throw fromNativeError(err);

@@ -3,10 +3,15 @@
  * letting a second job in means its decode and encode overlap the first one's inference, while more
  * would only hold libuv threads waiting on the inference lock. Callers beyond the bound wait here,
  * in order. The bound can change while jobs run (configure()): it applies to jobs not yet started.
+ *
+ * Background jobs (a service's batch work) wait in a lane of their own: one is let in only when no
+ * normal job is waiting, so a normal job never queues behind more than the background jobs already
+ * inside the core.
  */
 export class Limiter {
   private running = 0;
   private readonly waiting: Array<() => void> = [];
+  private readonly background: Array<() => void> = [];
   private bound: number;
 
   constructor(concurrency: number) {
@@ -25,34 +30,44 @@ export class Limiter {
   /** A larger bound lets waiting jobs in at once; a smaller one lets running jobs finish. */
   set concurrency(concurrency: number) {
     this.bound = Limiter.check(concurrency);
-    while (this.running < this.bound && this.waiting.length > 0) {
-      this.running++;
-      this.waiting.shift()!();
-    }
+    while (this.running < this.bound && this.wakeNext()) {}
   }
 
-  /** Jobs running plus jobs waiting. */
+  /** Jobs running plus jobs waiting, background ones included. */
   get size(): number {
-    return this.running + this.waiting.length;
+    return this.running + this.waiting.length + this.background.length;
   }
 
   get pending(): number {
+    return this.waiting.length + this.background.length;
+  }
+
+  /** Normal jobs waiting (background ones not counted). */
+  get pendingNormal(): number {
     return this.waiting.length;
   }
 
-  async run<T>(job: () => Promise<T>): Promise<T> {
+  async run<T>(job: () => Promise<T>, lane: 'normal' | 'background' = 'normal'): Promise<T> {
     // A waiting job is counted as running by whoever wakes it, so that a job arriving in between
-    // cannot take its place.
-    if (this.running >= this.bound) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    // cannot take its place. A background job also waits while normal jobs wait.
+    const queue = lane === 'background' ? this.background : this.waiting;
+    const mustWait = this.running >= this.bound || (lane === 'background' && this.waiting.length > 0);
+    if (mustWait) await new Promise<void>((resolve) => queue.push(resolve));
     else this.running++;
     try {
       return await job();
     } finally {
       this.running--;
-      if (this.running < this.bound && this.waiting.length > 0) {
-        this.running++;
-        this.waiting.shift()!();
-      }
+      if (this.running < this.bound) this.wakeNext();
     }
+  }
+
+  /** Lets the next waiting job in (normal ones first); false when none waits. */
+  private wakeNext(): boolean {
+    const next = this.waiting.shift() ?? this.background.shift();
+    if (!next) return false;
+    this.running++;
+    next();
+    return true;
   }
 }

@@ -54,6 +54,8 @@ interface Addon {
   init(options: { onnxruntime: string }): { vips: string };
   loadModel(spec: NativeModelSpec): Promise<ModelHandle>;
   removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle): Promise<NativeResult>;
+  /** Sniff and header check only (no pixel decoded); throws a coded error like removeBackground. */
+  probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
 }
 
 function onnxRuntimeLibrary(): string {

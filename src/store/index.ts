@@ -28,6 +28,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   return new SqliteStore(options);
 }
 
+export { BATCH_CANCELLED_ERROR, ORPHAN_ERROR } from './batch-rules.js';
 export { type Clock, systemClock } from './clock.js';
 export { type Cycle, cycleAt, cycleByIndex, cycleStart } from './cycles.js';
 export { StoreError, type StoreErrorCode } from './errors.js';

@@ -151,6 +151,205 @@ export interface CreatedSession {
   readonly session: Session;
 }
 
+// --- Batches and webhooks (api-contract.md, "Async batches and webhooks") ---------------------------
+
+/** A webhook endpoint of an account. Its secret is returned once, by create(). */
+export interface WebhookEndpoint {
+  /** `wh_` + random. */
+  readonly id: string;
+  readonly accountId: number;
+  readonly url: string;
+  readonly description: string;
+  readonly createdAt: Date;
+  /** Set when a delivery got `410 Gone`: no event is written for it any more. */
+  readonly disabledAt: Date | null;
+}
+
+export interface CreatedWebhookEndpoint {
+  readonly endpoint: WebhookEndpoint;
+  /** `whsec_` + base64 of 32 random bytes: shown once. */
+  readonly secret: string;
+}
+
+export type WebhookEventType = 'image.processed' | 'batch.completed' | 'webhook.test';
+
+/**
+ * One event on its way to one endpoint: a row of the outbox. Its id is the `webhook-id` header,
+ * the same on every retry; its body is fixed when the row is written (in the transaction of the
+ * state change it reports).
+ */
+export interface WebhookDelivery {
+  /** `msg_` + random. */
+  readonly id: string;
+  readonly endpointId: string;
+  readonly accountId: number;
+  readonly type: WebhookEventType;
+  /** The JSON body `{"type", "timestamp", "data"}`, exactly as it is sent and signed. */
+  readonly body: string;
+  readonly createdAt: Date;
+  /** Attempts made so far. */
+  readonly attempts: number;
+  readonly status: 'pending' | 'delivered' | 'failed';
+  /** When the next attempt is due (pending only). */
+  readonly nextAttemptAt: Date | null;
+  /** The status code of the last attempt; null when it got no HTTP answer (or none was made). */
+  readonly lastStatusCode: number | null;
+  /** Why the last attempt failed, in a few words (no response body is kept). */
+  readonly lastError: string | null;
+  readonly deliveredAt: Date | null;
+}
+
+/** A due delivery claimed by this node for a while, with what it needs to send it. */
+export interface ClaimedDelivery extends WebhookDelivery {
+  readonly url: string;
+  readonly secret: string;
+}
+
+/** The outcome of one delivery attempt. */
+export interface DeliveryOutcome {
+  /** A 2xx came back in time. */
+  delivered: boolean;
+  statusCode: number | null;
+  error: string | null;
+  /** When to try again; null: no more attempts (delivered, or failed for good). */
+  nextAttemptAt: Date | null;
+  /** The endpoint answered 410 Gone: disable it (and fail its pending deliveries). */
+  disableEndpoint: boolean;
+}
+
+export interface WebhookStore {
+  /** null when the account already has `maxEndpoints` endpoints (not disabled ones included). */
+  create(accountId: number, input: { url: string; description: string; maxEndpoints: number }): Promise<CreatedWebhookEndpoint | null>;
+  list(accountId: number): Promise<WebhookEndpoint[]>;
+  get(accountId: number, endpointId: string): Promise<WebhookEndpoint | null>;
+  /** Deletes the endpoint and its outbox rows; false when the account has no such endpoint. */
+  delete(accountId: number, endpointId: string): Promise<boolean>;
+  /** Writes a `webhook.test` event for this endpoint, due now; false when the account has no such endpoint. */
+  sendTest(accountId: number, endpointId: string): Promise<boolean>;
+  /**
+   * Claims up to `limit` deliveries that are due (pending, next attempt in the past, not claimed
+   * by a live claim), each for `leaseMs`: no other node or worker gets a row while its claim holds
+   * (PostgreSQL: FOR UPDATE SKIP LOCKED). A claim that lapses (a dead node) makes the row due again.
+   */
+  claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /** Records one attempt (attempts + 1) and ends the claim. */
+  recordAttempt(deliveryId: string, outcome: DeliveryOutcome): Promise<void>;
+  /** The endpoint's most recent deliveries, newest first (the dashboard's list). */
+  deliveries(accountId: number, endpointId: string, limit: number): Promise<WebhookDelivery[]>;
+  /** Deliveries of any of the account's endpoints (the operator CLI: all accounts when accountId is undefined). */
+  recentDeliveries(accountId: number | undefined, limit: number): Promise<WebhookDelivery[]>;
+  /** Makes a failed or pending delivery due now again (operator retry); false when there is no such row. */
+  retry(deliveryId: string): Promise<boolean>;
+}
+
+export type BatchImageStatus = 'queued' | 'processing' | 'succeeded' | 'failed';
+
+export interface BatchImageError {
+  code: string;
+  message: string;
+}
+
+export interface BatchImage {
+  /** `img_` + random. */
+  readonly id: string;
+  readonly batchId: string;
+  /** Its place in the upload, from 0. */
+  readonly position: number;
+  readonly filename: string;
+  /** As stored; the API shows a succeeded image past its expiresAt as `expired`. */
+  readonly status: BatchImageStatus;
+  /** The X-Request-ID its result is served with and its charge is kept under. */
+  readonly requestId: string;
+  readonly width: number | null;
+  readonly height: number | null;
+  readonly format: string | null;
+  readonly creditsCharged: number;
+  readonly error: BatchImageError | null;
+  readonly finishedAt: Date | null;
+}
+
+export interface Batch {
+  /** `bat_` + random. */
+  readonly id: string;
+  readonly accountId: number;
+  readonly status: 'processing' | 'completed';
+  readonly createdAt: Date;
+  /** When its results expire (created + the result TTL). */
+  readonly expiresAt: Date;
+  /** The /remove option fields applied to every image, as sent. */
+  readonly options: Record<string, string>;
+  readonly images: BatchImage[];
+}
+
+export interface NewBatchImage {
+  filename: string;
+  requestId: string;
+  /** Refused at submission (sniff or header check): stored as failed, no credit reserved. */
+  error?: BatchImageError | undefined;
+}
+
+export interface CreateBatchInput {
+  keyId?: number | undefined;
+  /** The submission's X-Request-ID. */
+  requestId: string;
+  options: Record<string, string>;
+  images: NewBatchImage[];
+  /** created + the result TTL. */
+  expiresAt: Date;
+}
+
+export type CreateBatchResult =
+  | { ok: true; batch: Batch }
+  /** The balance cannot cover every accepted image: nothing was written. */
+  | { ok: false; reason: 'payment_required'; resetsAt: Date }
+  | { ok: false; reason: 'account_disabled' };
+
+/** How an image ended, with the event data the API builds (image.processed's `data`, without status fields the store adds). */
+export type ImageOutcome =
+  | { status: 'succeeded'; width: number; height: number; format: string; eventData: Record<string, unknown> }
+  | { status: 'failed'; error: BatchImageError; eventData: Record<string, unknown> };
+
+export interface BatchStore {
+  /**
+   * In one transaction: the batch, its images (accepted ones `queued`, refused ones `failed`), and
+   * one credit reserved per accepted image (owned by this node), or nothing at all when the balance
+   * cannot cover them. A batch whose images all failed at submission is `completed` at once, and
+   * its image.processed and batch.completed events are written then.
+   */
+  create(accountId: number, input: CreateBatchInput): Promise<CreateBatchResult>;
+  /** null for another account's or a deleted batch. */
+  get(accountId: number, batchId: string): Promise<Batch | null>;
+  /** The account's most recent batches, newest first. */
+  list(accountId: number, limit: number): Promise<Batch[]>;
+  /** queued → processing; false when the image is no longer queued (cancelled, failed). */
+  start(imageId: string): Promise<boolean>;
+  /**
+   * Ends a queued or processing image, in one transaction: succeeded → its reservation is
+   * committed (1 credit, creditsCharged 1); failed → released. Writes `image.processed` for each of
+   * the account's enabled endpoints, and `batch.completed` when it was the batch's last image.
+   * The event's data is `outcome.eventData` plus `status`, `credits_charged` (and `error`).
+   * Returns the batch after the change; null when the image had already ended or its batch was
+   * deleted (its reservation is then released, nothing charged, no event).
+   */
+  finish(imageId: string, outcome: ImageOutcome): Promise<Batch | null>;
+  /**
+   * DELETE of a batch: marks it deleted (get() answers null from then on), and every image not yet
+   * ended is failed with code `cancelled` and its reservation released. No event. false when the
+   * account has no such batch.
+   */
+  delete(accountId: number, batchId: string): Promise<boolean>;
+  /**
+   * Fails the images that a lost process left unended, as finish() fails one (reservation
+   * released, image.processed written, batch.completed when it was the last), with `error`
+   * (`internal_server_error`, the service restarted). SQLite (one process per file): at start,
+   * every unended image. PostgreSQL: the images of batches owned by nodes without a live heartbeat
+   * (never this node's), at start and on every heartbeat tick, with the same error. The event data
+   * of such an image is built by the store: batch_id, image_id, filename, status, credits_charged,
+   * error, request_id. Returns how many images it failed.
+   */
+  failOrphans(error: BatchImageError): Promise<number>;
+}
+
 // --- The interface --------------------------------------------------------------------------------
 
 export interface AccountStore {
@@ -230,6 +429,8 @@ export interface Store {
   readonly sessions: SessionStore;
   readonly rateLimits: RateLimitStore;
   readonly loginThrottle: LoginThrottleStore;
+  readonly webhooks: WebhookStore;
+  readonly batches: BatchStore;
   readonly isOpen: boolean;
   /** Resolves when the database answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>;

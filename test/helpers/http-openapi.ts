@@ -3,7 +3,7 @@
  * status is documented for the operation, every documented header is present and of its schema,
  * the Content-Type is a documented media type, and a JSON body matches its schema. A tiny JSON
  * Schema subset is enough for the document: $ref, type, required, properties,
- * additionalProperties: false, enum, pattern, maxLength.
+ * additionalProperties: false, enum, pattern, maxLength, items, and a list of types.
  */
 import type { HttpResult } from './server.js';
 
@@ -36,9 +36,11 @@ export function validateSchema(doc: OpenApiDocument, schemaIn: Schema, value: un
   const problems: string[] = [];
   if (schema.type !== undefined) {
     const t = typeOf(value);
-    const ok = schema.type === t || (schema.type === 'number' && t === 'integer');
-    if (!ok) return [`${at}: expected ${schema.type}, got ${t}`];
+    const types: string[] = Array.isArray(schema.type) ? schema.type : [schema.type];
+    const ok = types.includes(t) || (types.includes('number') && t === 'integer');
+    if (!ok) return [`${at}: expected ${types.join(' | ')}, got ${t}`];
   }
+  if (Array.isArray(value) && schema.items) for (const [i, item] of value.entries()) problems.push(...validateSchema(doc, schema.items, item, `${at}[${i}]`));
   if (schema.enum !== undefined && !schema.enum.includes(value)) problems.push(`${at}: ${JSON.stringify(value)} not in enum ${JSON.stringify(schema.enum)}`);
   if (typeof value === 'string') {
     if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value))

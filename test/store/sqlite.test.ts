@@ -63,7 +63,20 @@ describe('database file', () => {
     }
     const raw = rawConnection();
     const tables = raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all();
-    expect(tables).toEqual(['accounts', 'api_keys', 'charges', 'cycle_usage', 'grants', 'idempotency_keys', 'reservations', 'sessions']);
+    expect(tables).toEqual([
+      'accounts',
+      'api_keys',
+      'batch_images',
+      'batches',
+      'charges',
+      'cycle_usage',
+      'grants',
+      'idempotency_keys',
+      'reservations',
+      'sessions',
+      'webhook_deliveries',
+      'webhook_endpoints',
+    ]);
     expect(raw.prepare("SELECT name FROM pragma_table_info('accounts')").pluck().all()).toContain('password_hash');
   });
 

@@ -100,4 +100,46 @@ describe('Limiter', () => {
       new Limiter(1).concurrency = bound;
     }).toThrow(RangeError);
   });
+
+  it('a background job waits while normal jobs wait, and goes in only when none does', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const bg = gate(started, 'bg');
+    const b = gate(started, 'b');
+    const running = [limiter.run(a.job), limiter.run(bg.job, 'background'), limiter.run(b.job)];
+    await tick();
+    expect(started).toEqual(['a']);
+    expect({ pending: limiter.pending, pendingNormal: limiter.pendingNormal }).toEqual({ pending: 2, pendingNormal: 1 });
+    a.release();
+    await tick();
+    expect(started).toEqual(['a', 'b']); // the normal job that came later goes first
+    b.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'bg']);
+    bg.release();
+    expect(await Promise.all(running)).toEqual(['a', 'bg', 'b']);
+  });
+
+  it('a background job does not take a free place while a normal job waits for one', async () => {
+    const limiter = new Limiter(2);
+    const started: string[] = [];
+    const [a, b, c] = ['a', 'b', 'c'].map((n) => gate(started, n));
+    const bg = gate(started, 'bg');
+    const running = [limiter.run(a!.job), limiter.run(b!.job), limiter.run(c!.job)];
+    await tick();
+    const background = limiter.run(bg.job, 'background');
+    await tick();
+    expect(started).toEqual(['a', 'b']);
+    a!.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c']);
+    b!.release();
+    await tick();
+    expect(started).toEqual(['a', 'b', 'c', 'bg']);
+    c!.release();
+    bg.release();
+    await Promise.all([...running, background]);
+    expect(limiter.size).toBe(0);
+  });
 });

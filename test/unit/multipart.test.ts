@@ -74,7 +74,7 @@ describe('a good form', () => {
 
   it('gives no image for a form without an image_file part (the route answers missing_image)', async () => {
     const form = await feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'format', value: 'png' }]), 5);
-    expect(form).toEqual({ image: undefined, fields: { format: 'png' } });
+    expect(form).toEqual({ image: undefined, images: [], fields: { format: 'png' } });
   });
 
   it('gives an empty image for an empty image_file part', async () => {
@@ -126,7 +126,11 @@ describe('refusals of the parts', () => {
 
   it('refuses two image_file parts', async () => {
     const done = feed(new MultipartParser(CONTENT_TYPE), body([image(), image()]), 50);
-    expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'Only one image_file part is allowed.', details: { field: 'image_file' } });
+    expect(await refusal(done)).toEqual({
+      code: 'validation_error',
+      message: 'Only one image_file part is allowed.',
+      details: { field: 'image_file', limit: 1 },
+    });
   });
 
   it('refuses a field given twice', async () => {
@@ -217,5 +221,34 @@ describe('abort', () => {
       new Promise((r) => setTimeout(() => r('pending'), 50)),
     ]);
     expect(outcome).toBe('pending');
+  });
+});
+
+describe('several images (the batch endpoint)', () => {
+  const BATCH = { maxImages: 3, maxTotalBytes: 12_000 };
+  const distinct = (n: number, size: number) => Buffer.from(Array.from({ length: size }, (_, i) => (i * 7 + n * 13) % 256));
+
+  it.each([1, 5, 4096])('gives every image, each whole and in order with its filename, fed in chunks of %i bytes', async (size) => {
+    const images = [distinct(1, 3000), distinct(2, 1), distinct(3, 4000)];
+    const parts: Part[] = images.map((data, i) => ({ name: 'image_file', filename: `p${i}.jpg`, data }));
+    const form = await feed(new MultipartParser(CONTENT_TYPE, BATCH), body([{ name: 'format', value: 'png' }, ...parts]), size);
+    expect(form.images.map((i) => i.filename)).toEqual(['p0.jpg', 'p1.jpg', 'p2.jpg']);
+    form.images.forEach((img, i) => {
+      expect(img.data.equals(images[i]!), `image ${i}`).toBe(true);
+    });
+    expect(form.image?.equals(images[0]!)).toBe(true);
+    expect(form.fields).toEqual({ format: 'png' });
+  });
+
+  it('refuses more images than allowed, and more bytes in all than allowed', async () => {
+    const four = [1, 2, 3, 4].map((n): Part => ({ name: 'image_file', filename: `${n}.jpg`, data: distinct(n, 10) }));
+    expect(await refusal(feed(new MultipartParser(CONTENT_TYPE, BATCH), body(four), 64))).toEqual({
+      code: 'validation_error',
+      message: 'At most 3 image_file parts are allowed.',
+      details: { field: 'image_file', limit: 3 },
+    });
+    const big = [1, 2, 3].map((n): Part => ({ name: 'image_file', filename: `${n}.jpg`, data: distinct(n, 5000) }));
+    const refused = await refusal(feed(new MultipartParser(CONTENT_TYPE, BATCH), body(big), 512));
+    expect(refused).toMatchObject({ code: 'image_too_large', details: { field: 'image_file', limit_bytes: 12_000 } });
   });
 });

@@ -74,6 +74,20 @@ describe('Router', () => {
     expect(JSON.stringify(boom.json)).not.toContain('secret');
   });
 
+  it('matches `:name` segments, decodes them into params, and labels metrics with the pattern', async () => {
+    const { router, records, call } = setup();
+    router.get('/api/v1/batches/:batch/images/:image', (ex) => ex.json(200, ex.params));
+    router.delete('/api/v1/batches/:batch', (ex) => ex.json(200, ex.params));
+    const res = await call('GET', '/api/v1/batches/bat_1/images/img%5F2');
+    expect(res.json).toEqual({ batch: 'bat_1', image: 'img_2' });
+    expect(records[0]).toEqual({ route: '/api/v1/batches/:batch/images/:image', status: 200, code: 'ok' });
+    expect((await call('DELETE', '/api/v1/batches/bat_9')).json).toEqual({ batch: 'bat_9' });
+    expect((await call('GET', '/api/v1/batches/bat_9')).status).toBe(405);
+    expect((await call('GET', '/api/v1/batches/bat_1/images/')).status).toBe(404);
+    expect((await call('GET', '/api/v1/batches/bat_1/images/img/extra')).status).toBe(404);
+    expect((await call('GET', '/api/v1/batches/%E0%A4%A/images/x')).status).toBe(404);
+  });
+
   it('refuses registering the same method and path twice', () => {
     const { router } = setup();
     router.get('/x', () => {});

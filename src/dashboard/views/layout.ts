@@ -2,7 +2,7 @@
 import { CSS_URL, JS_URL } from '../assets.js';
 import { type HtmlValue, html, type SafeHtml } from '../html.js';
 
-export type Section = 'usage' | 'keys' | 'plan' | 'try';
+export type Section = 'usage' | 'keys' | 'webhooks' | 'plan' | 'try';
 
 export interface Viewer {
   email: string;
@@ -27,6 +27,7 @@ export interface PageOptions {
 const SECTIONS: Array<[Section, string, string]> = [
   ['usage', 'Usage', '/dashboard'],
   ['keys', 'API keys', '/dashboard/keys'],
+  ['webhooks', 'Webhooks', '/dashboard/webhooks'],
   ['plan', 'Plan', '/dashboard/plan'],
   ['try', 'Try it', '/dashboard/try'],
 ];

@@ -143,6 +143,77 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX login_failures_by_attempt ON login_failures (attempt_id);
   CREATE INDEX login_failures_by_time ON login_failures (at);
   `,
+  // 2: webhook endpoints, the delivery outbox, and batches' metadata (never their image bytes).
+  `
+  CREATE TABLE webhook_endpoints (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- creation order (ids are random)
+    id           TEXT   NOT NULL UNIQUE,              -- wh_...
+    account_id   BIGINT NOT NULL REFERENCES accounts (id),
+    url          TEXT   NOT NULL,
+    description  TEXT   NOT NULL,
+    secret       TEXT   NOT NULL,                     -- whsec_...: kept as is, deliveries are signed with it
+    created_at   BIGINT NOT NULL,
+    disabled_at  BIGINT                               -- a delivery got 410 Gone: no more events for it
+  );
+  CREATE INDEX webhook_endpoints_by_account ON webhook_endpoints (account_id);
+
+  -- The outbox: one row per event and endpoint, written in the transaction of the change it
+  -- reports; any node sends any row (claimed_until keeps two nodes off one row).
+  CREATE TABLE webhook_deliveries (
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- write order: newest first, oldest due first
+    id               TEXT    NOT NULL UNIQUE,         -- msg_...: the webhook-id header, the same on every retry
+    endpoint_id      TEXT    NOT NULL REFERENCES webhook_endpoints (id),
+    account_id       BIGINT  NOT NULL REFERENCES accounts (id),
+    type             TEXT    NOT NULL CHECK (type IN ('image.processed', 'batch.completed', 'webhook.test')),
+    body             TEXT    NOT NULL,                -- the JSON sent and signed, fixed at write time
+    created_at       BIGINT  NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    status           TEXT    NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+    next_attempt_at  BIGINT,                          -- pending: due from then on
+    claimed_until    BIGINT,                          -- a node holds it until then; lapsed: due again
+    last_status_code INTEGER,
+    last_error       TEXT,
+    delivered_at     BIGINT
+  );
+  CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id, seq);
+  CREATE INDEX webhook_deliveries_by_account ON webhook_deliveries (account_id, seq);
+
+  CREATE TABLE batches (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- submission order (ids are random)
+    id           TEXT   NOT NULL UNIQUE,              -- bat_...
+    account_id   BIGINT NOT NULL REFERENCES accounts (id),
+    api_key_id   BIGINT REFERENCES api_keys (id),
+    request_id   TEXT   NOT NULL,                     -- the submission's X-Request-ID
+    owner        TEXT   NOT NULL,                     -- the node holding its images in memory
+    options      TEXT   NOT NULL,                     -- JSON object of the /remove option fields
+    created_at   BIGINT NOT NULL,
+    expires_at   BIGINT NOT NULL,                     -- results are dropped then
+    completed_at BIGINT,                              -- every image ended
+    deleted_at   BIGINT                               -- DELETE: invisible from then on
+  );
+  CREATE INDEX batches_by_account ON batches (account_id, seq);
+  CREATE INDEX batches_unended_by_owner ON batches (owner) WHERE completed_at IS NULL;
+
+  CREATE TABLE batch_images (
+    id              TEXT    PRIMARY KEY,              -- img_...
+    batch_id        TEXT    NOT NULL REFERENCES batches (id),
+    position        INTEGER NOT NULL CHECK (position >= 0),
+    filename        TEXT    NOT NULL,
+    status          TEXT    NOT NULL CHECK (status IN ('queued', 'processing', 'succeeded', 'failed')),
+    request_id      TEXT    NOT NULL,                 -- its result's X-Request-ID and its charge's request_id
+    reservation_id  BIGINT,                           -- the credit it holds until it ends (no foreign key:
+                                                      -- a dead node's reservations are released apart)
+    width           INTEGER,
+    height          INTEGER,
+    format          TEXT,
+    credits_charged INTEGER NOT NULL DEFAULT 0 CHECK (credits_charged IN (0, 1)),
+    error_code      TEXT,
+    error_message   TEXT,
+    finished_at     BIGINT,
+    UNIQUE (batch_id, position)
+  );
+  `,
 ];
 
 /** The schema version this build writes and understands. */

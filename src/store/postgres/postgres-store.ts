@@ -14,6 +14,7 @@
 
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { ORPHAN_ERROR } from '../batch-rules.js';
 import { type Clock, systemClock } from '../clock.js';
 import { cycleAt, cycleByIndex } from '../cycles.js';
 import { StoreError } from '../errors.js';
@@ -61,6 +62,7 @@ import type {
   AccountUsage,
   ApiKeyInfo,
   Balance,
+  BatchStore,
   CommitResult,
   CreatedApiKey,
   CreatedSession,
@@ -74,11 +76,15 @@ import type {
   Store,
   UsageStore,
   UsageSummary,
+  WebhookStore,
 } from '../store.js';
 import { isDatabaseUnavailable } from '../unavailable.js';
+import { PostgresBatches } from './batches.js';
+import { DB_NOW_MS, type PostgresContext } from './context.js';
 import { PostgresLoginThrottle } from './login-throttle.js';
 import { migrate } from './migrations.js';
 import { PostgresRateWindows } from './rate-windows.js';
+import { PostgresWebhooks } from './webhooks.js';
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -103,8 +109,9 @@ export interface PostgresStoreOptions {
    */
   heartbeatLapseMs?: number | undefined;
   /**
-   * Release dead nodes' reservations on every heartbeat tick (default true), so a running service
-   * recovers without anyone calling recoverAfterCrash(). Off: only explicit calls release them.
+   * Release dead nodes' reservations and fail their batches' unended images (ORPHAN_ERROR) on
+   * every heartbeat tick (default true), so a running service recovers without anyone calling
+   * recoverAfterCrash() or failOrphans(). Off: only explicit calls do.
    */
   autoRecover?: boolean | undefined;
 }
@@ -120,8 +127,6 @@ const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** Stale rate-limit windows and login failures are deleted at most this often, on the heartbeat tick. */
 const COUNTER_PURGE_INTERVAL_MS = 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** The database server's clock, in ms: the one clock all nodes' heartbeats are compared on. */
-const DB_NOW_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 /** Serialization failure, deadlock: the transaction is retried as a whole. */
 const RETRYABLE = new Set(['40001', '40P01']);
 const TX_ATTEMPTS = 5;
@@ -167,6 +172,8 @@ export class PostgresStore implements Store {
   readonly sessions: SessionStore;
   readonly rateLimits: RateLimitStore;
   readonly loginThrottle: LoginThrottleStore;
+  readonly webhooks: WebhookStore;
+  readonly batches: BatchStore;
   readonly #rateWindows: PostgresRateWindows;
   readonly #loginThrottle: PostgresLoginThrottle;
   /** This instance's node id: owner of its reservations and key of its heartbeat row. */
@@ -318,6 +325,21 @@ export class PostgresStore implements Store {
     this.rateLimits = { take: (bucket, limit) => this.#rateWindows.take(bucket, limit) };
     this.#loginThrottle = new PostgresLoginThrottle(this.#pool, (fn) => this.#transaction(fn), nowMs);
     this.loginThrottle = this.#loginThrottle;
+
+    // Batches reserve and charge through the same steps as /remove, inside their own transactions.
+    const context: PostgresContext = {
+      pool: this.#pool,
+      nodeId: this.nodeId,
+      now: nowMs,
+      transaction: (fn) => this.#transaction(fn),
+      lockAccount: (c, accountId) => this.#accountRow(c, accountId, true),
+      balance: (c, row, atMs) => this.#balance(c, row, atMs),
+      commitReservation: (c, reservationId) => this.#commitIn(c, reservationId),
+      ensureAlive: () => this.#ensureAlive(),
+    };
+    const webhooks = new PostgresWebhooks(context);
+    this.webhooks = webhooks;
+    this.batches = new PostgresBatches(context, webhooks);
   }
 
   /** Migrates the database (under an advisory lock), registers this node and starts its heartbeat. */
@@ -392,7 +414,12 @@ export class PostgresStore implements Store {
         await this.#pool.query('DELETE FROM reservations WHERE id = $1', [id]);
         this.#pendingReleases.delete(id);
       }
-      if (this.#autoRecover) await this.#recover();
+      if (this.#autoRecover) {
+        // Images first: the sweep releases each lost image's credit with the image, in one
+        // transaction; #recover then releases the dead nodes' other reservations.
+        await this.batches.failOrphans(ORPHAN_ERROR);
+        await this.#recover();
+      }
       const now = this.#now();
       if (now - this.#lastCounterPurgeMs >= COUNTER_PURGE_INTERVAL_MS) {
         this.#lastCounterPurgeMs = now;
@@ -608,35 +635,38 @@ export class PostgresStore implements Store {
 
   /** Turns a reservation into a charge, in one transaction; the DELETE makes a second commit (from any node) find nothing. */
   #commit(reservationId: number): Promise<CommitResult | null> {
-    return this.#transaction(async (c): Promise<CommitResult | null> => {
-      const deleted = await c.query<Omit<ReservationRow, 'id'>>(
-        'DELETE FROM reservations WHERE id = $1 RETURNING account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index',
-        [reservationId],
-      );
-      const r = deleted.rows[0];
-      if (!r) return null; // committed or released already: never charged twice
-      const now = this.#now();
-      const charge = await c.query<{ id: number }>(
-        'INSERT INTO charges (account_id, api_key_id, request_id, cycle_index, charged_at) VALUES ($1, $2, $3, $4, $5) RETURNING id',
-        [r.account_id, r.api_key_id, r.request_id, r.cycle_index, now],
-      );
-      const chargeId = charge.rows[0]!.id;
+    return this.#transaction((c) => this.#commitIn(c, reservationId));
+  }
+
+  /** commit()'s body, inside the caller's transaction (also a batch image's charge, batches.ts). */
+  async #commitIn(c: Queryable, reservationId: number): Promise<CommitResult | null> {
+    const deleted = await c.query<Omit<ReservationRow, 'id'>>(
+      'DELETE FROM reservations WHERE id = $1 RETURNING account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index',
+      [reservationId],
+    );
+    const r = deleted.rows[0];
+    if (!r) return null; // committed or released already: never charged twice
+    const now = this.#now();
+    const charge = await c.query<{ id: number }>(
+      'INSERT INTO charges (account_id, api_key_id, request_id, cycle_index, charged_at) VALUES ($1, $2, $3, $4, $5) RETURNING id',
+      [r.account_id, r.api_key_id, r.request_id, r.cycle_index, now],
+    );
+    const chargeId = charge.rows[0]!.id;
+    await c.query(
+      `INSERT INTO cycle_usage (account_id, cycle_index, used) VALUES ($1, $2, 1)
+       ON CONFLICT (account_id, cycle_index) DO UPDATE SET used = cycle_usage.used + 1`,
+      [r.account_id, r.cycle_index],
+    );
+    if (r.idempotency_key !== null) {
       await c.query(
-        `INSERT INTO cycle_usage (account_id, cycle_index, used) VALUES ($1, $2, 1)
-         ON CONFLICT (account_id, cycle_index) DO UPDATE SET used = cycle_usage.used + 1`,
-        [r.account_id, r.cycle_index],
+        `INSERT INTO idempotency_keys (account_id, idempotency_key, image_hash, charge_id, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (account_id, idempotency_key) DO UPDATE
+         SET image_hash = excluded.image_hash, charge_id = excluded.charge_id, created_at = excluded.created_at`,
+        [r.account_id, r.idempotency_key, r.image_hash, chargeId, now],
       );
-      if (r.idempotency_key !== null) {
-        await c.query(
-          `INSERT INTO idempotency_keys (account_id, idempotency_key, image_hash, charge_id, created_at) VALUES ($1, $2, $3, $4, $5)
-           ON CONFLICT (account_id, idempotency_key) DO UPDATE
-           SET image_hash = excluded.image_hash, charge_id = excluded.charge_id, created_at = excluded.created_at`,
-          [r.account_id, r.idempotency_key, r.image_hash, chargeId, now],
-        );
-      }
-      const row = (await this.#accountRow(c, r.account_id))!;
-      return { chargeId, cycleIndex: r.cycle_index, remaining: (await this.#balance(c, row, now)).remaining };
-    });
+    }
+    const row = (await this.#accountRow(c, r.account_id))!;
+    return { chargeId, cycleIndex: r.cycle_index, remaining: (await this.#balance(c, row, now)).remaining };
   }
 
   /**

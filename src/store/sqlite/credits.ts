@@ -124,16 +124,7 @@ export class Credits {
       return { ok: true, reservationId: Number(id), alreadyCharged: false, remainingAfterCharge: b.remaining - 1 };
     });
 
-    this.commitTx = db.transaction((reservationId: number): CommitResult | null => {
-      const r = this.reservationStmt.get(reservationId);
-      if (!r) return null; // committed or released already: never charged twice
-      const now = this.clock().getTime();
-      this.deleteReservationStmt.run(r.id);
-      const chargeId = Number(this.insertChargeStmt.run(r.account_id, r.api_key_id, r.request_id, r.cycle_index, now).lastInsertRowid);
-      this.bumpUsedStmt.run(r.account_id, r.cycle_index);
-      if (r.idempotency_key !== null) this.upsertIdemStmt.run(r.account_id, r.idempotency_key, r.image_hash!, chargeId, now);
-      return { chargeId, cycleIndex: r.cycle_index, remaining: this.compute(this.accounts.requireRow(r.account_id), now).remaining };
-    });
+    this.commitTx = db.transaction((reservationId: number): CommitResult | null => this.chargeReservation(reservationId));
 
     this.grantTx = db.transaction((accountId: number, credits: number, note: string | null): Balance => {
       const row = this.accounts.requireRow(accountId);
@@ -176,7 +167,51 @@ export class Credits {
     return this.commitTx.immediate(reservationId);
   }
 
-  /** Drops a reservation without charging (failure, client abort). Returns whether it existed. */
+  /**
+   * Holds one credit per entry of `holds` for the account, all or none: only while
+   * used + reserved + holds.length <= allowance in the current cycle. For a caller that writes more
+   * in the same write transaction (a batch submission): it must run inside one (BEGIN IMMEDIATE),
+   * so the check and the inserts see no other writer; the account's disabled state is the caller's
+   * to check. Returns the reservation ids, in the order of `holds`.
+   */
+  reserveManyInTransaction(
+    row: AccountRow,
+    holds: ReadonlyArray<{ requestId: string; keyId: number | null }>,
+    nowMs: number,
+  ): { ok: true; reservationIds: number[] } | { ok: false; resetsAt: Date } {
+    const b = this.compute(row, nowMs);
+    if (b.remaining < holds.length) return { ok: false, resetsAt: b.cycleEnd };
+    const reservationIds = holds.map(({ requestId, keyId }) =>
+      Number(this.insertReservationStmt.run(row.id, keyId, this.owner, requestId, null, null, b.cycleIndex, nowMs).lastInsertRowid),
+    );
+    return { ok: true, reservationIds };
+  }
+
+  /**
+   * The body of commit(), for a caller that charges inside a larger transaction of its own (a
+   * batch image ending): the same charge row, cycle usage and Idempotency-Key record as a /remove
+   * success. null when the reservation is gone: nothing is charged then.
+   */
+  chargeReservation(reservationId: number): CommitResult | null {
+    const r = this.reservationStmt.get(reservationId);
+    if (!r) return null; // committed or released already: never charged twice
+    const now = this.clock().getTime();
+    this.deleteReservationStmt.run(r.id);
+    const chargeId = Number(this.insertChargeStmt.run(r.account_id, r.api_key_id, r.request_id, r.cycle_index, now).lastInsertRowid);
+    this.bumpUsedStmt.run(r.account_id, r.cycle_index);
+    if (r.idempotency_key !== null) this.upsertIdemStmt.run(r.account_id, r.idempotency_key, r.image_hash!, chargeId, now);
+    return { chargeId, cycleIndex: r.cycle_index, remaining: this.compute(this.accounts.requireRow(r.account_id), now).remaining };
+  }
+
+  /** This store instance's owner tag (batches carry it too: failOrphans spares this instance's). */
+  get ownerTag(): string {
+    return this.owner;
+  }
+
+  /**
+   * Drops a reservation without charging (failure, client abort). Returns whether it existed. One
+   * statement: also safe inside a larger transaction.
+   */
   release(reservationId: number): boolean {
     return this.deleteReservationStmt.run(reservationId).changes > 0;
   }

@@ -106,6 +106,76 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX sessions_by_account ON sessions (account_id);
   CREATE INDEX sessions_by_expiry ON sessions (expires_at);
   `,
+  // 3: webhook endpoints, the delivery outbox, and batches' metadata (never their image bytes).
+  `
+  CREATE TABLE webhook_endpoints (
+    seq          INTEGER PRIMARY KEY,                 -- creation order (ids are random)
+    id           TEXT    NOT NULL UNIQUE,             -- wh_...
+    account_id   INTEGER NOT NULL REFERENCES accounts (id),
+    url          TEXT    NOT NULL,
+    description  TEXT    NOT NULL,
+    secret       TEXT    NOT NULL,                    -- whsec_...: kept as is, deliveries are signed with it
+    created_at   INTEGER NOT NULL,
+    disabled_at  INTEGER                              -- a delivery got 410 Gone: no more events for it
+  ) STRICT;
+  CREATE INDEX webhook_endpoints_by_account ON webhook_endpoints (account_id);
+
+  -- The outbox: one row per event and endpoint, written in the transaction of the change it reports.
+  CREATE TABLE webhook_deliveries (
+    seq              INTEGER PRIMARY KEY,             -- write order: newest first, oldest due first
+    id               TEXT    NOT NULL UNIQUE,         -- msg_...: the webhook-id header, the same on every retry
+    endpoint_id      TEXT    NOT NULL REFERENCES webhook_endpoints (id),
+    account_id       INTEGER NOT NULL REFERENCES accounts (id),
+    type             TEXT    NOT NULL CHECK (type IN ('image.processed', 'batch.completed', 'webhook.test')),
+    body             TEXT    NOT NULL,                -- the JSON sent and signed, fixed at write time
+    created_at       INTEGER NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    status           TEXT    NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+    next_attempt_at  INTEGER,                         -- pending: due from then on
+    claimed_until    INTEGER,                         -- a sender holds it until then; lapsed: due again
+    last_status_code INTEGER,
+    last_error       TEXT,
+    delivered_at     INTEGER
+  ) STRICT;
+  CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX webhook_deliveries_by_endpoint ON webhook_deliveries (endpoint_id, seq);
+  CREATE INDEX webhook_deliveries_by_account ON webhook_deliveries (account_id, seq);
+
+  CREATE TABLE batches (
+    seq          INTEGER PRIMARY KEY,                 -- submission order (ids are random)
+    id           TEXT    NOT NULL UNIQUE,             -- bat_...
+    account_id   INTEGER NOT NULL REFERENCES accounts (id),
+    api_key_id   INTEGER REFERENCES api_keys (id),
+    request_id   TEXT    NOT NULL,                    -- the submission's X-Request-ID
+    owner        TEXT    NOT NULL,                    -- the Store instance holding its images in memory
+    options      TEXT    NOT NULL,                    -- JSON object of the /remove option fields
+    created_at   INTEGER NOT NULL,
+    expires_at   INTEGER NOT NULL,                    -- results are dropped then
+    completed_at INTEGER,                             -- every image ended
+    deleted_at   INTEGER                              -- DELETE: invisible from then on
+  ) STRICT;
+  CREATE INDEX batches_by_account ON batches (account_id, seq);
+  CREATE INDEX batches_unended_by_owner ON batches (owner) WHERE completed_at IS NULL;
+
+  CREATE TABLE batch_images (
+    id              TEXT    PRIMARY KEY,              -- img_...
+    batch_id        TEXT    NOT NULL REFERENCES batches (id),
+    position        INTEGER NOT NULL CHECK (position >= 0),
+    filename        TEXT    NOT NULL,
+    status          TEXT    NOT NULL CHECK (status IN ('queued', 'processing', 'succeeded', 'failed')),
+    request_id      TEXT    NOT NULL,                 -- its result's X-Request-ID and its charge's request_id
+    reservation_id  INTEGER,                          -- the credit it holds until it ends (no foreign key:
+                                                      -- recoverAfterCrash may drop the reservation first)
+    width           INTEGER,
+    height          INTEGER,
+    format          TEXT,
+    credits_charged INTEGER NOT NULL DEFAULT 0 CHECK (credits_charged IN (0, 1)),
+    error_code      TEXT,
+    error_message   TEXT,
+    finished_at     INTEGER,
+    UNIQUE (batch_id, position)
+  ) STRICT;
+  `,
 ];
 
 /** The schema version this build writes and understands. */

@@ -12,8 +12,9 @@ import { type LoginThrottleStore, MemoryLoginThrottle } from '../login-throttle.
 import { type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
 import { MemoryRateWindows } from '../rate-window.js';
 import { checkDurationMs, checkPasswordHash, LAST_USED_RESOLUTION_MS, SESSION_TTL_MS } from '../rules.js';
-import type { AccountStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore } from '../store.js';
+import type { AccountStore, BatchStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore, WebhookStore } from '../store.js';
 import { Accounts } from './accounts.js';
+import { Batches } from './batches.js';
 import { Credentials } from './credentials.js';
 import { Credits } from './credits.js';
 import { type Db, openDatabase } from './database.js';
@@ -21,6 +22,7 @@ import { ApiKeys } from './keys.js';
 import { acquireOwnerLock, type OwnerLock } from './owner-lock.js';
 import { Sessions } from './sessions.js';
 import { Usage } from './usage.js';
+import { Webhooks } from './webhooks.js';
 
 export interface SqliteStoreOptions {
   /** The database file (its folder is created if needed); ':memory:' for a private in-memory database. */
@@ -51,6 +53,8 @@ export class SqliteStore implements Store {
   readonly sessions: SessionStore;
   readonly rateLimits: RateLimitStore;
   readonly loginThrottle: LoginThrottleStore;
+  readonly webhooks: WebhookStore;
+  readonly batches: BatchStore;
   readonly #db: Db;
   readonly #ping: Statement<[], unknown>;
   readonly #ownerLock: OwnerLock | undefined;
@@ -79,6 +83,9 @@ export class SqliteStore implements Store {
       const credits = new Credits(db, this.clock, this.plans, accounts, randomUUID());
       const usage = new Usage(db, this.clock, accounts, credits);
       const sessions = new Sessions(db, this.clock, sessionTtlMs);
+      const webhooks = new Webhooks(db, this.clock, accounts);
+      // Batches share the credits' owner tag: failOrphans fails every other instance's images.
+      const batches = new Batches(db, this.clock, accounts, credits, webhooks);
 
       // Sign-up: the account, its password and its first key exist together or not at all.
       const createWithPassword = db.transaction((email: string, passwordHash: string) => {
@@ -126,6 +133,27 @@ export class SqliteStore implements Store {
         get: async (token) => sessions.get(token),
         delete: async (token) => sessions.delete(token),
         deleteForAccount: async (accountId) => sessions.deleteForAccount(accountId),
+      };
+      this.webhooks = {
+        create: async (accountId, input) => webhooks.create(accountId, input),
+        list: async (accountId) => webhooks.list(accountId),
+        get: async (accountId, endpointId) => webhooks.get(accountId, endpointId),
+        delete: async (accountId, endpointId) => webhooks.delete(accountId, endpointId),
+        sendTest: async (accountId, endpointId) => webhooks.sendTest(accountId, endpointId),
+        claimDue: async (limit, leaseMs) => webhooks.claimDue(limit, leaseMs),
+        recordAttempt: async (deliveryId, outcome) => webhooks.recordAttempt(deliveryId, outcome),
+        deliveries: async (accountId, endpointId, limit) => webhooks.deliveries(accountId, endpointId, limit),
+        recentDeliveries: async (accountId, limit) => webhooks.recentDeliveries(accountId, limit),
+        retry: async (deliveryId) => webhooks.retry(deliveryId),
+      };
+      this.batches = {
+        create: async (accountId, input) => batches.create(accountId, input),
+        get: async (accountId, batchId) => batches.get(accountId, batchId),
+        list: async (accountId, limit) => batches.list(accountId, limit),
+        start: async (imageId) => batches.start(imageId),
+        finish: async (imageId, outcome) => batches.finish(imageId, outcome),
+        delete: async (accountId, batchId) => batches.delete(accountId, batchId),
+        failOrphans: async (error) => batches.failOrphans(error),
       };
     } catch (err) {
       db.close();

@@ -1,0 +1,57 @@
+/** Who calls the API: the principal of an `Authorization: Bearer rb-sk_...` header, shared by every /api/v1 route. */
+import type { Logger } from '../config/logger.js';
+import type { Admission, Principal, Ticket } from '../http/admission.js';
+import { HttpError, storeFailure } from '../http/errors.js';
+import type { Exchange } from '../http/exchange.js';
+import { isDatabaseUnavailable, type Store } from '../store/index.js';
+
+/** The API key of an `Authorization: Bearer ...` header, or null. */
+function bearer(header: string): string | null {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1]! : null;
+}
+
+/** The principal of the request's API key; null for a missing, malformed, unknown or revoked key. */
+export async function principalOfApiKey(store: Store, ex: Exchange): Promise<Principal | null> {
+  const key = bearer(ex.req.header('authorization'));
+  if (!key) return null; // a malformed header never reaches the database
+  const auth = await store.keys.authenticate(key);
+  if (!auth) return null;
+  return { accountId: auth.accountId, keyId: auth.keyId, disabled: auth.disabled, rateLimitPerMinute: auth.rateLimitPerMinute, rateKey: `key:${auth.keyId}` };
+}
+
+/** What keyedHandler needs of the service. */
+export interface KeyedDeps {
+  store: Store;
+  admission: Admission;
+  logger?: Logger | undefined;
+}
+
+/**
+ * A JSON route of the API behind the one admission path (key, rate limit, load shedding): the
+ * handler answers; an HttpError it throws is answered with the rate-limit headers, anything else
+ * as a store failure (503 while the database is unreachable, else 500); the place is given back
+ * when the handler ends.
+ */
+export function keyedHandler(
+  deps: KeyedDeps,
+  handler: (ex: Exchange, ticket: Ticket) => Promise<void>,
+  body?: Parameters<Admission['admit']>[3],
+): (ex: Exchange) => Promise<void> {
+  const { store, admission, logger } = deps;
+  return async (ex) => {
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), body);
+    if (!ticket) return;
+    try {
+      await handler(ex, ticket);
+    } catch (err) {
+      if (err instanceof HttpError) ex.error(err, ticket.rateHeaders);
+      else {
+        logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
+        ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
+      }
+    } finally {
+      ticket.release();
+    }
+  };
+}

@@ -1,0 +1,263 @@
+/**
+ * Async batches (api-contract.md, "Async batches and webhooks"):
+ *
+ *   POST   /api/v1/batches                            1-50 images + the /remove options → 202
+ *   GET    /api/v1/batches                            the account's recent batches
+ *   GET    /api/v1/batches/:id                        one batch and its images
+ *   GET    /api/v1/batches/:id/images/:image          a result, with the headers of a /remove success
+ *   DELETE /api/v1/batches/:id                        cancels queued images, drops results → 204
+ *
+ * Every request goes through the one admission path (key, rate limit, load shedding). A submission
+ * is refused before its body is read when its declared size does not fit the batch memory budget
+ * (503); the options are validated for the whole request (400); each image is sniffed and its
+ * header checked as it arrives (a refused one is listed as failed, not charged); one credit per
+ * accepted image is reserved in the same transaction that writes the batch (402 for the whole
+ * request when the balance cannot cover them). The work itself runs in batches/batch-runner.ts.
+ */
+import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
+import type { MemoryBudget } from '../batches/memory-budget.js';
+import type { Logger } from '../config/logger.js';
+import type { Admission, Ticket } from '../http/admission.js';
+import { HttpError } from '../http/errors.js';
+import type { Exchange } from '../http/exchange.js';
+import { MultipartParser, type ParsedForm } from '../http/multipart.js';
+import { newRequestId } from '../http/request-id.js';
+import type { Router } from '../http/router.js';
+import { BgoneError, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage, type RemoveBackgroundOptions } from '../lib/index.js';
+import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
+import { keyedHandler } from './api-key.js';
+import { batchView } from './batch-views.js';
+import { fromLibraryError } from './metered-removal.js';
+
+export const BATCHES_PATH = '/api/v1/batches';
+export const MAX_BATCH_IMAGES = 50;
+/** All images of one batch together. */
+export const MAX_BATCH_IMAGE_BYTES = 200 * 1024 * 1024;
+/** The multipart framing allowed around them. */
+const MAX_BATCH_BODY_BYTES = MAX_BATCH_IMAGE_BYTES + (MAX_BATCH_IMAGES + 1) * 64 * 1024;
+const DEFAULT_LIST_LIMIT = 20;
+const MAX_LIST_LIMIT = 100;
+
+export interface BatchDeps {
+  store: Store;
+  admission: Admission;
+  runner: BatchRunner;
+  budget: MemoryBudget;
+  /** How long results are kept. */
+  resultTtlMs: number;
+  publicUrl: () => string;
+  /** Seconds in Retry-After when the memory budget is full. */
+  overloadRetryAfter: number;
+  model?: string | undefined;
+  logger?: Logger | undefined;
+  /** An event was written at submission (a batch whose images all failed there): deliver it. */
+  onEvent?: (() => void) | undefined;
+}
+
+const tooLarge = () => new HttpError('image_too_large', 'The batch is larger than 200 MB in all.', { field: 'image_file', limit_bytes: MAX_BATCH_IMAGE_BYTES });
+
+const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
+
+/** Why an image is refused at submission, in the contract's terms; undefined when it is accepted. */
+function submissionError(data: Buffer): BatchImageError | undefined {
+  if (data.length === 0) return { code: 'missing_image', message: 'The image_file part is empty.' };
+  try {
+    probeImage(data);
+    return undefined;
+  } catch (err) {
+    const httpError = fromLibraryError(err);
+    return { code: httpError.code, message: httpError.message };
+  }
+}
+
+export function mountBatches(router: Router, deps: BatchDeps): void {
+  const { store, runner, budget, logger } = deps;
+
+  const withTicket = (handler: (ex: Exchange, ticket: Ticket) => Promise<void>, body?: Parameters<Admission['admit']>[3]) => keyedHandler(deps, handler, body);
+
+  router.post(
+    BATCHES_PATH,
+    withTicket((ex, ticket) => submit(ex, ticket), { maxBytes: MAX_BATCH_BODY_BYTES, tooLarge }),
+  );
+
+  async function submit(ex: Exchange, ticket: Ticket): Promise<void> {
+    const { accountId, keyId } = ticket.principal;
+    const retryAfter = { 'Retry-After': String(deps.overloadRetryAfter) };
+    const overloaded = () =>
+      new HttpError('overloaded', 'The server holds too many batch images now; retry after the time in Retry-After.', undefined, retryAfter);
+    // Memory first, before a byte is read: the declared size must fit the budget. A body without
+    // Content-Length takes its bytes as they arrive, and is refused where it stops fitting.
+    const declared = Number(ex.req.header('content-length')) || 0;
+    if (!budget.tryTake(declared)) throw overloaded();
+    let taken = declared;
+    let accepted: QueuedImage[] = [];
+    try {
+      const form = await readForm(ex, (bytes) => {
+        if (bytes <= taken) return true;
+        if (!budget.tryTake(bytes - taken)) return false;
+        taken = bytes;
+        return true;
+      });
+      if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
+      const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
+      const options: RemoveBackgroundOptions = {
+        format: fields.format,
+        channels: fields.channels,
+        bgColor: fields.bg_color,
+        size: fields.size,
+        crop: fields.crop,
+        padding: fields.padding,
+        model: deps.model,
+      };
+      try {
+        normaliseOptions(options);
+      } catch (err) {
+        throw fromLibraryError(err);
+      }
+      const images: NewBatchImage[] = form.images.map((image) => ({
+        filename: image.filename,
+        requestId: newRequestId(),
+        error: submissionError(image.data),
+      }));
+      const now = store.clock();
+      const result = await store.batches.create(accountId, {
+        keyId,
+        requestId: ex.requestId,
+        options: fields,
+        images,
+        expiresAt: new Date(now.getTime() + deps.resultTtlMs),
+      });
+      if (!result.ok) {
+        if (result.reason === 'payment_required')
+          throw new HttpError('payment_required', 'The credits left in this billing cycle do not cover every image of the batch.', {
+            images: images.filter((i) => !i.error).length,
+          });
+        throw new HttpError('permission_denied');
+      }
+      const { batch } = result;
+      accepted = batch.images
+        .filter((image) => image.status === 'queued')
+        .map((image) => ({
+          imageId: image.id,
+          batchId: batch.id,
+          accountId,
+          filename: image.filename,
+          requestId: image.requestId,
+          data: form.images[image.position]!.data,
+          options,
+        }));
+      // From here the queued images hold their bytes; the rest of what was taken goes back.
+      const kept = accepted.reduce((sum, image) => sum + image.data.length, 0);
+      budget.give(taken - kept);
+      taken = 0;
+      runner.enqueue(accepted);
+      if (batch.status === 'completed') deps.onEvent?.();
+      logger?.info({ requestId: ex.requestId, batch: batch.id, images: batch.images.length, accepted: accepted.length }, 'batch accepted');
+      ex.json(202, batchView(batch, now.getTime(), deps.publicUrl()), ticket.rateHeaders);
+    } catch (err) {
+      if (err === OVER_BUDGET) throw overloaded();
+      throw err;
+    } finally {
+      budget.give(taken);
+    }
+  }
+
+  router.get(
+    BATCHES_PATH,
+    withTicket(async (ex, ticket) => {
+      const raw = new URLSearchParams(ex.req.query).get('limit');
+      const limit = raw === null ? DEFAULT_LIST_LIMIT : Number(raw);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
+        throw new HttpError('validation_error', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}.`, { field: 'limit' });
+      const batches = await store.batches.list(ticket.principal.accountId, limit);
+      const now = store.clock().getTime();
+      ex.json(200, { data: batches.map((batch) => batchView(batch, now, deps.publicUrl())) }, ticket.rateHeaders);
+    }),
+  );
+
+  router.get(
+    `${BATCHES_PATH}/:batch`,
+    withTicket(async (ex, ticket) => {
+      const batch = await store.batches.get(ticket.principal.accountId, ex.params.batch!);
+      if (!batch) throw noSuchBatch();
+      ex.json(200, batchView(batch, store.clock().getTime(), deps.publicUrl()), ticket.rateHeaders);
+    }),
+  );
+
+  router.delete(
+    `${BATCHES_PATH}/:batch`,
+    withTicket(async (ex, ticket) => {
+      const id = ex.params.batch!;
+      if (!(await store.batches.delete(ticket.principal.accountId, id))) throw noSuchBatch();
+      runner.forget(id);
+      logger?.info({ requestId: ex.requestId, batch: id }, 'batch deleted');
+      ex.send(204, { ...ticket.rateHeaders, 'Cache-Control': 'no-store' }, '');
+    }),
+  );
+
+  router.get(
+    `${BATCHES_PATH}/:batch/images/:image`,
+    withTicket(async (ex, ticket) => {
+      const batch = await store.batches.get(ticket.principal.accountId, ex.params.batch!);
+      const image = batch?.images.find((i) => i.id === ex.params.image);
+      if (!batch || !image) throw new HttpError('not_found', 'No such batch image.');
+      if (image.status === 'queued' || image.status === 'processing') throw new HttpError('result_not_ready', undefined, { status: image.status });
+      if (image.status === 'failed') throw new HttpError('not_found', 'This image failed: it has no result.', { status: 'failed', error: image.error });
+      if (batch.expiresAt.getTime() <= store.clock().getTime()) throw new HttpError('result_expired');
+      const held = runner.result(image.id);
+      if (!held) throw new HttpError('result_expired', 'This result is no longer held by this server (it restarted, or another node processed the batch).');
+      ex.send(
+        200,
+        {
+          ...ticket.rateHeaders,
+          'Content-Type': MEDIA_TYPES[held.format as OutputFormat],
+          'X-Image-Width': String(held.width),
+          'X-Image-Height': String(held.height),
+          'X-Request-ID': held.requestId,
+          'X-Credits-Charged': '0',
+          'Cache-Control': 'no-store',
+        },
+        held.data,
+      );
+    }),
+  );
+}
+
+/** Thrown by readForm when the body stops fitting the memory budget. */
+const OVER_BUDGET = new Error('over the batch memory budget');
+
+/**
+ * Streams the body through busboy with the batch limits; `fits(bytesSoFar)` is asked as bytes
+ * arrive and stops the read (OVER_BUDGET) when it answers false.
+ */
+function readForm(ex: Exchange, fits: (bytes: number) => boolean): Promise<ParsedForm> {
+  const parser = new MultipartParser(ex.req.header('content-type'), { maxImages: MAX_BATCH_IMAGES, maxTotalBytes: MAX_BATCH_IMAGE_BYTES });
+  return new Promise<ParsedForm>((resolve, reject) => {
+    let received = 0;
+    let settled = false;
+    const stop = (err: unknown) => {
+      if (settled) return;
+      settled = true;
+      parser.abort();
+      reject(err);
+    };
+    ex.onAbort(() => stop(new HttpError('validation_error', 'The client went away.')));
+    ex.req.onData((chunk, isLast) => {
+      if (settled) return;
+      received += chunk.byteLength;
+      if (received > MAX_BATCH_BODY_BYTES) return stop(tooLarge());
+      if (!fits(received)) return stop(OVER_BUDGET);
+      if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+      if (isLast) parser.end();
+    });
+    parser.done.then(
+      (form) => {
+        if (!settled) {
+          settled = true;
+          resolve(form);
+        }
+      },
+      (err: unknown) => stop(err instanceof BgoneError ? fromLibraryError(err) : err),
+    );
+  });
+}

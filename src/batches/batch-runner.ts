@@ -1,0 +1,251 @@
+/**
+ * Runs the images of accepted batches, one at a time on this node, behind synchronous /remove
+ * requests: each job enters the native core in the library's background lane, which lets it in
+ * only when no synchronous job waits, so a /remove request never queues behind more than the one
+ * batch image already inside. Accounts take turns (round robin), so one account's 50-image batch
+ * does not hold another's single image back for the whole run.
+ *
+ * Images and results live only here, in memory, never on disk: a result is kept until its batch
+ * expires (BGONE_BATCH_RESULT_TTL) or is deleted. Every state change goes through the store
+ * (store.batches.start / finish), which writes the events in the same transaction.
+ */
+import type { Logger } from '../config/logger.js';
+import { HTTP_MESSAGES } from '../http/errors.js';
+import type { Metrics } from '../http/metrics.js';
+import { BgoneError, type OutputFormat, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
+import type { MemoryBudget } from './memory-budget.js';
+
+export interface QueuedImage {
+  imageId: string;
+  batchId: string;
+  accountId: number;
+  filename: string;
+  requestId: string;
+  data: Buffer;
+  options: RemoveBackgroundOptions;
+}
+
+export interface HeldResult {
+  accountId: number;
+  batchId: string;
+  data: Buffer;
+  format: OutputFormat;
+  width: number;
+  height: number;
+  requestId: string;
+  /** ms since the epoch, on the store's clock. */
+  expiresAt: number;
+}
+
+export interface BatchRunnerOptions {
+  store: Store;
+  budget: MemoryBudget;
+  /** The base of result_url (BGONE_PUBLIC_URL, or the address the service listens on). */
+  publicUrl: () => string;
+  logger?: Logger | undefined;
+  metrics?: Metrics | undefined;
+  /** Called after an event was written (the delivery worker polls at once). */
+  onEvent?: (() => void) | undefined;
+}
+
+/** How often expired results are dropped from memory. */
+const SWEEP_INTERVAL_MS = 30_000;
+
+export function resultPath(batchId: string, imageId: string): string {
+  return `/api/v1/batches/${encodeURIComponent(batchId)}/images/${encodeURIComponent(imageId)}`;
+}
+
+/** The contract's error of a failed image, from the library's error. */
+function imageError(err: unknown): BatchImageError {
+  if (err instanceof BgoneError && err.code !== 'internal_error') return { code: err.code, message: err.message };
+  return { code: 'internal_server_error', message: HTTP_MESSAGES.internal_server_error! };
+}
+
+export class BatchRunner {
+  readonly #options: BatchRunnerOptions;
+  /** Queued images per account, and the accounts' turn order. */
+  readonly #queues = new Map<number, QueuedImage[]>();
+  readonly #results = new Map<string, HeldResult>();
+  #working: Promise<void> | undefined;
+  #closed = false;
+  readonly #sweeper: NodeJS.Timeout;
+
+  constructor(options: BatchRunnerOptions) {
+    this.#options = options;
+    this.#sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
+    this.#sweeper.unref();
+  }
+
+  /** Images waiting on this node. */
+  get queued(): number {
+    let n = 0;
+    for (const q of this.#queues.values()) n += q.length;
+    return n;
+  }
+
+  /** Queues accepted images (their bytes already taken from the budget by the caller). */
+  enqueue(images: QueuedImage[]): void {
+    for (const image of images) {
+      const queue = this.#queues.get(image.accountId) ?? [];
+      queue.push(image);
+      this.#queues.set(image.accountId, queue);
+    }
+    this.#kick();
+  }
+
+  /** A result held on this node, if it is there and not expired. */
+  result(imageId: string): HeldResult | undefined {
+    const held = this.#results.get(imageId);
+    if (held && held.expiresAt <= this.#options.store.clock().getTime()) {
+      this.#drop(imageId);
+      return undefined;
+    }
+    return held;
+  }
+
+  /** Forgets a batch: its queued images and its results (DELETE; the store has cancelled them). */
+  forget(batchId: string): void {
+    for (const [accountId, queue] of this.#queues) {
+      const kept = queue.filter((image) => {
+        if (image.batchId !== batchId) return true;
+        this.#options.budget.give(image.data.length);
+        return false;
+      });
+      if (kept.length === 0) this.#queues.delete(accountId);
+      else this.#queues.set(accountId, kept);
+    }
+    for (const [imageId, held] of this.#results) if (held.batchId === batchId) this.#drop(imageId);
+  }
+
+  /** Drops results past their expiry. */
+  sweep(): void {
+    const now = this.#options.store.clock().getTime();
+    for (const [imageId, held] of this.#results) if (held.expiresAt <= now) this.#drop(imageId);
+  }
+
+  /**
+   * Stops: the image in progress ends; images still queued are failed (the service restarted, not
+   * charged, their events written), and every result is dropped.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#sweeper);
+    await this.#working;
+    for (const queue of this.#queues.values()) for (const image of queue) await this.#finish(image, { status: 'failed', error: ORPHAN_ERROR }, undefined);
+    this.#queues.clear();
+    for (const imageId of [...this.#results.keys()]) this.#drop(imageId);
+  }
+
+  #drop(imageId: string): void {
+    const held = this.#results.get(imageId);
+    if (!held) return;
+    this.#results.delete(imageId);
+    this.#options.budget.give(held.data.length);
+  }
+
+  /** The next image, accounts taking turns: the first account's queue goes to the back after one image. */
+  #next(): QueuedImage | undefined {
+    for (const [accountId, queue] of this.#queues) {
+      const image = queue.shift();
+      this.#queues.delete(accountId);
+      if (queue.length > 0) this.#queues.set(accountId, queue); // re-inserted: now last in turn
+      if (image) return image;
+    }
+    return undefined;
+  }
+
+  #kick(): void {
+    if (this.#working || this.#closed) return;
+    this.#working = this.#work().finally(() => {
+      this.#working = undefined;
+      if (!this.#closed && this.queued > 0) this.#kick();
+    });
+  }
+
+  async #work(): Promise<void> {
+    for (let image = this.#next(); image && !this.#closed; image = this.#next()) await this.#run(image);
+  }
+
+  async #run(image: QueuedImage): Promise<void> {
+    const { store, logger } = this.#options;
+    let started: boolean;
+    try {
+      started = await store.batches.start(image.imageId);
+    } catch (err) {
+      logger?.error({ err, image: image.imageId }, 'batch: starting an image failed');
+      started = false;
+      await this.#finish(image, { status: 'failed', error: imageError(err) }, undefined);
+      return;
+    }
+    if (!started) {
+      // Cancelled (DELETE) or already failed: nothing to do, its bytes go.
+      this.#options.budget.give(image.data.length);
+      return;
+    }
+    let result: RemoveBackgroundResult | undefined;
+    let error: BatchImageError | undefined;
+    try {
+      result = await removeBackground(image.data, image.options, { priority: 'background' });
+      this.#options.metrics?.recordInference(result.timings.inference / 1000);
+    } catch (err) {
+      if (!(err instanceof BgoneError) || err.code === 'internal_error')
+        logger?.error({ requestId: image.requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'batch: processing failed');
+      error = imageError(err);
+    }
+    await this.#finish(image, result ? { status: 'succeeded' } : { status: 'failed', error: error! }, result);
+  }
+
+  /** Records how an image ended (store: charge or release, events); keeps a success's bytes. */
+  async #finish(
+    image: QueuedImage,
+    outcome: { status: 'succeeded' } | { status: 'failed'; error: BatchImageError },
+    result: RemoveBackgroundResult | undefined,
+  ): Promise<void> {
+    const { store, logger, budget } = this.#options;
+    budget.give(image.data.length);
+    const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
+    try {
+      if (outcome.status === 'succeeded' && result) {
+        const batch = await store.batches.get(image.accountId, image.batchId);
+        const expiresAt = batch?.expiresAt ?? store.clock();
+        // Held before the store says it succeeded, so that a GET right after the event finds it.
+        budget.take(result.data.length);
+        this.#results.set(image.imageId, {
+          accountId: image.accountId,
+          batchId: image.batchId,
+          data: result.data,
+          format: result.format,
+          width: result.width,
+          height: result.height,
+          requestId: image.requestId,
+          expiresAt: expiresAt.getTime(),
+        });
+        const after = await store.batches.finish(image.imageId, {
+          status: 'succeeded',
+          width: result.width,
+          height: result.height,
+          format: result.format,
+          eventData: {
+            ...base,
+            width: result.width,
+            height: result.height,
+            format: result.format,
+            result_url: `${this.#options.publicUrl()}${resultPath(image.batchId, image.imageId)}`,
+            expires_at: expiresAt.toISOString(),
+          },
+        });
+        if (!after) this.#drop(image.imageId); // deleted meanwhile: not charged, nothing kept
+      } else {
+        const error = outcome.status === 'failed' ? outcome.error : ORPHAN_ERROR;
+        await store.batches.finish(image.imageId, { status: 'failed', error, eventData: base });
+      }
+      this.#options.onEvent?.();
+    } catch (err) {
+      // The store could not record it: the image stays unended there, and the orphan sweep of the
+      // next start (or of another node) fails it and releases its credit. Nothing is kept here.
+      this.#drop(image.imageId);
+      logger?.error({ err, image: image.imageId }, 'batch: recording the outcome of an image failed');
+    }
+  }
+}

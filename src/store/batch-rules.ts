@@ -1,0 +1,179 @@
+/**
+ * Batches and webhooks: the rules both store implementations apply the same way, kept out of the
+ * SQL so that they cannot drift apart: the ids and secrets they issue, the errors the store itself
+ * writes on images, the event bodies of the outbox, and the checks on what callers pass in.
+ */
+import { randomBytes } from 'node:crypto';
+import { StoreError } from './errors.js';
+import { checkId } from './rules.js';
+import type { BatchImageError, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
+
+/**
+ * The error of an image that a lost process left unended (failOrphans): the API, the SQLite start
+ * and every PostgreSQL node's sweep write this same one, so a client sees one message whichever
+ * node noticed the loss.
+ */
+export const ORPHAN_ERROR: Readonly<BatchImageError> = Object.freeze({
+  code: 'internal_server_error',
+  message: 'The service restarted before this image was processed; it was not charged.',
+});
+
+/** The error of an image whose batch was deleted before it ended. */
+export const BATCH_CANCELLED_ERROR: Readonly<BatchImageError> = Object.freeze({
+  code: 'cancelled',
+  message: 'The batch was deleted before this image was processed.',
+});
+
+/** What a delivery left pending records when its endpoint answered 410 Gone on another delivery. */
+export const ENDPOINT_DISABLED_ERROR = 'endpoint disabled (410 Gone)';
+
+/** The text of webhook.test's data. */
+export const WEBHOOK_TEST_MESSAGE = 'This is a test event from bgone.';
+
+/** 18 random bytes: 24 base64url characters (144 bits), so ids are unguessable as well as unique. */
+const ID_BYTES = 18;
+const SECRET_BYTES = 32;
+const MAX_URL_LENGTH = 2048;
+const MAX_DESCRIPTION_LENGTH = 1000;
+const MAX_FILENAME_LENGTH = 1000;
+const MAX_ERROR_TEXT_LENGTH = 1000;
+
+export type IdPrefix = 'wh_' | 'bat_' | 'img_' | 'msg_';
+
+/** A fresh public id: the prefix and 24 URL-safe random characters. */
+export function newId(prefix: IdPrefix): string {
+  return prefix + randomBytes(ID_BYTES).toString('base64url');
+}
+
+/**
+ * A webhook signing secret as the Standard Webhooks specification writes it: `whsec_` + standard
+ * base64 (with its padding) of 32 random bytes. Kept as is: the store must give it back to sign.
+ */
+export function generateWebhookSecret(): string {
+  return `whsec_${randomBytes(SECRET_BYTES).toString('base64')}`;
+}
+
+/** An outbox body, fixed when the row is written: exactly the bytes that are sent and signed. */
+export function eventBody(type: WebhookEventType, nowMs: number, data: Record<string, unknown>): string {
+  return JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data });
+}
+
+/** image.processed's data: what the API built, plus the fields only the store knows for sure. */
+export function imageProcessedData(outcome: ImageOutcome, creditsCharged: number): Record<string, unknown> {
+  return outcome.status === 'succeeded'
+    ? { ...outcome.eventData, status: 'succeeded', credits_charged: creditsCharged }
+    : { ...outcome.eventData, status: 'failed', credits_charged: 0, error: { code: outcome.error.code, message: outcome.error.message } };
+}
+
+/** image.processed's data for an image failed by the store itself (failOrphans): no API is there to build it. */
+export function orphanImageData(
+  image: { batch_id: string; id: string; filename: string; request_id: string },
+  error: BatchImageError,
+): Record<string, unknown> {
+  return {
+    batch_id: image.batch_id,
+    image_id: image.id,
+    filename: image.filename,
+    status: 'failed',
+    credits_charged: 0,
+    error: { code: error.code, message: error.message },
+    request_id: image.request_id,
+  };
+}
+
+export interface BatchCounts {
+  succeeded: number;
+  failed: number;
+  credits_charged: number;
+}
+
+export function batchCompletedData(batchId: string, counts: BatchCounts): Record<string, unknown> {
+  return { batch_id: batchId, succeeded: counts.succeeded, failed: counts.failed, credits_charged: counts.credits_charged };
+}
+
+function invalid(message: string): StoreError {
+  return new StoreError('invalid_argument', message);
+}
+
+function checkText(name: string, value: unknown, min: number, max: number): string {
+  if (typeof value !== 'string' || value.length < min || value.length > max) throw invalid(`${name} must be a string of ${min} to ${max} characters`);
+  return value;
+}
+
+/** A positive whole number (limits, leases, counts). */
+export function checkPositiveInteger(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) throw invalid(`${name} must be a positive integer`);
+  return value;
+}
+
+/** The endpoint fields; the API checks the URL's scheme and address (the store only keeps it). */
+export function checkEndpointInput(input: { url: unknown; description: unknown; maxEndpoints: unknown }): void {
+  checkText('url', input.url, 1, MAX_URL_LENGTH);
+  checkText('description', input.description, 0, MAX_DESCRIPTION_LENGTH);
+  checkPositiveInteger('maxEndpoints', input.maxEndpoints);
+}
+
+export function checkImageError(error: unknown): BatchImageError {
+  const e = error as BatchImageError | null;
+  if (typeof e !== 'object' || e === null) throw invalid('error must be {code, message}');
+  checkText('error.code', e.code, 1, 255);
+  checkText('error.message', e.message, 1, MAX_ERROR_TEXT_LENGTH);
+  return { code: e.code, message: e.message };
+}
+
+/** A batch submission: at least one image, each with its request id and file name. */
+export function checkBatchInput(input: CreateBatchInput): void {
+  checkId('requestId', input.requestId, true);
+  if (typeof input.options !== 'object' || input.options === null) throw invalid('options must be an object of strings');
+  for (const [name, value] of Object.entries(input.options)) {
+    if (typeof value !== 'string') throw invalid(`option ${name} must be a string`);
+  }
+  if (!(input.expiresAt instanceof Date) || Number.isNaN(input.expiresAt.getTime())) throw invalid('expiresAt must be a valid Date');
+  if (!Array.isArray(input.images) || input.images.length === 0) throw invalid('a batch needs at least one image');
+  for (const image of input.images) {
+    checkId('image requestId', image.requestId, true);
+    checkText('filename', image.filename, 0, MAX_FILENAME_LENGTH);
+    if (image.error !== undefined) checkImageError(image.error);
+  }
+}
+
+export function checkImageOutcome(outcome: ImageOutcome): void {
+  if (typeof outcome.eventData !== 'object' || outcome.eventData === null) throw invalid('eventData must be an object');
+  if (outcome.status === 'succeeded') {
+    checkPositiveInteger('width', outcome.width);
+    checkPositiveInteger('height', outcome.height);
+    checkText('format', outcome.format, 1, 32);
+  } else if (outcome.status === 'failed') {
+    checkImageError(outcome.error);
+  } else {
+    throw invalid(`unknown outcome status: ${JSON.stringify((outcome as { status: unknown }).status)}`);
+  }
+}
+
+/** A delivery's new state after one attempt, from its state before (a delivered row stays delivered). */
+export interface AttemptUpdate {
+  status: 'pending' | 'delivered' | 'failed';
+  nextAttemptAt: number | null;
+  deliveredAt: number | null;
+}
+
+/**
+ * The state an attempt leaves a delivery in. A row already delivered (a lapsed claim sent twice)
+ * is never downgraded by a late failure of the other copy; a 410 ends the row whatever retry the
+ * caller planned, since its endpoint gets nothing more.
+ */
+export function afterAttempt(
+  before: { status: string; delivered_at: number | null; next_attempt_at: number | null },
+  outcome: DeliveryOutcome,
+  nowMs: number,
+): AttemptUpdate {
+  if (before.status === 'delivered') return { status: 'delivered', nextAttemptAt: null, deliveredAt: before.delivered_at };
+  if (outcome.delivered) return { status: 'delivered', nextAttemptAt: null, deliveredAt: nowMs };
+  if (outcome.nextAttemptAt === null || outcome.disableEndpoint) return { status: 'failed', nextAttemptAt: null, deliveredAt: null };
+  return { status: 'pending', nextAttemptAt: outcome.nextAttemptAt.getTime(), deliveredAt: null };
+}
+
+/** An error text as stored: a few words, bounded so a hostile endpoint cannot grow the outbox. */
+export function clipError(error: string | null): string | null {
+  return error === null ? null : error.slice(0, MAX_ERROR_TEXT_LENGTH);
+}
