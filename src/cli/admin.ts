@@ -1,5 +1,5 @@
 /**
- * Operator commands on the SQLite store: accounts, keys, plans, credits and usage. They open the
+ * Operator commands on the store: accounts, keys, plans, credits, usage and webhook deliveries. They open the
  * same database file as the service (BGONE_DB or --db; WAL lets them run beside it).
  */
 import { databasePath, loadPostgresConfig } from '../config/config.js';
@@ -102,6 +102,46 @@ export async function adminCommand(group: string, args: ParsedArgs): Promise<num
           const id = await accountId(store, ref);
           print({ balance: await store.credits.balance(id), byDay: await store.usage.byDay(id) }, args);
         } else print(await store.usage.summary(), args);
+        return 0;
+      }
+      case 'webhooks list':
+        print(
+          (await store.webhooks.list(await accountId(store, requiredFlag(args, 'account')))).map((e) => ({
+            id: e.id,
+            url: e.url,
+            description: e.description,
+            createdAt: e.createdAt.toISOString(),
+            disabledAt: e.disabledAt?.toISOString() ?? '',
+          })),
+          args,
+        );
+        return 0;
+      case 'webhooks deliveries': {
+        const ref = stringFlag(args, 'account');
+        const limit = Number(stringFlag(args, 'limit') ?? 20);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be an integer from 1 to 1000');
+        const deliveries = await store.webhooks.recentDeliveries(ref ? await accountId(store, ref) : undefined, limit);
+        print(
+          deliveries.map((d) => ({
+            id: d.id,
+            endpoint: d.endpointId,
+            account: d.accountId,
+            type: d.type,
+            status: d.status,
+            attempts: d.attempts,
+            lastStatusCode: d.lastStatusCode ?? '',
+            lastError: d.lastError ?? '',
+            nextAttemptAt: d.nextAttemptAt?.toISOString() ?? '',
+          })),
+          args,
+        );
+        return 0;
+      }
+      case 'webhooks retry': {
+        const id = rest[0];
+        if (!id) throw new UsageError('webhooks retry needs a delivery id (msg_...)');
+        if (!(await store.webhooks.retry(id))) throw new UsageError(`no delivery ${id}`);
+        console.log(`delivery ${id} is due again; a running service sends it within a second`);
         return 0;
       }
       default:

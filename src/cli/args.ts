@@ -57,6 +57,9 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   'credits grant': { options: { ...STORE_OPTIONS, ...ACCOUNT, credits: { type: 'string' } }, positionals: NONE },
   'credits balance': { options: { ...STORE_OPTIONS, ...ACCOUNT }, positionals: NONE },
   usage: { options: { ...STORE_OPTIONS, ...ACCOUNT }, positionals: NONE },
+  'webhooks list': { options: { ...STORE_OPTIONS, ...ACCOUNT }, positionals: NONE },
+  'webhooks deliveries': { options: { ...STORE_OPTIONS, ...ACCOUNT, limit: { type: 'string' } }, positionals: NONE },
+  'webhooks retry': { options: STORE_OPTIONS, positionals: { max: 1, name: 'delivery id' } },
 };
 
 /** The commands that take an action word (`accounts list`), with their actions. */

@@ -23,6 +23,9 @@ const USAGE = `usage: bgone <command>
   credits grant --account A --credits N     extra credits for the current cycle
   credits balance --account A
   usage [--account A]
+  webhooks list --account A                 an account's webhook endpoints
+  webhooks deliveries [--account A] [--limit N]   recent webhook deliveries (all accounts without A)
+  webhooks retry <delivery id>              send a failed or pending delivery again now
   remove <files or folders> --out DIR       run the library locally over many images
         [--format png|jpg|webp] [--channels rgba|alpha] [--bg-color C] [--size S]
         [--crop true|W:H] [--padding 10%] [--model M]
@@ -48,6 +51,7 @@ async function main(argv: string[]): Promise<number> {
     case 'plans':
     case 'credits':
     case 'usage':
+    case 'webhooks':
       return adminCommand(parsed.group, parsed);
     default:
       throw new UsageError(`unknown command: ${parsed.group}`); // parseCommandLine knows no other

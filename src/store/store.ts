@@ -218,7 +218,7 @@ export interface DeliveryOutcome {
 }
 
 export interface WebhookStore {
-  /** null when the account already has `maxEndpoints` endpoints (not disabled ones included). */
+  /** null when the account already has `maxEndpoints` endpoints (disabled ones count too). */
   create(accountId: number, input: { url: string; description: string; maxEndpoints: number }): Promise<CreatedWebhookEndpoint | null>;
   list(accountId: number): Promise<WebhookEndpoint[]>;
   get(accountId: number, endpointId: string): Promise<WebhookEndpoint | null>;
@@ -313,8 +313,9 @@ export interface BatchStore {
   /**
    * In one transaction: the batch, its images (accepted ones `queued`, refused ones `failed`), and
    * one credit reserved per accepted image (owned by this node), or nothing at all when the balance
-   * cannot cover them. A batch whose images all failed at submission is `completed` at once, and
-   * its image.processed and batch.completed events are written then.
+   * cannot cover them. Images refused at submission get no image.processed event (the 202 answer
+   * reports them). A batch whose images all failed at submission is `completed` at once, and its
+   * batch.completed event is written then.
    */
   create(accountId: number, input: CreateBatchInput): Promise<CreateBatchResult>;
   /** null for another account's or a deleted batch. */

@@ -303,6 +303,35 @@ describe('operator commands', () => {
 });
 
 describe('bgone remove', () => {
+  it('webhooks list / deliveries / retry show the outbox and make a failed delivery due again', async () => {
+    const store = await openStore({ path: db });
+    let deliveryId: string;
+    try {
+      const account = await store.accounts.getByEmail('a@b.c');
+      const { endpoint } = (await store.webhooks.create(account!.id, { url: 'https://hooks.example.com/x', description: 'cli', maxEndpoints: 5 }))!;
+      expect(await store.webhooks.sendTest(account!.id, endpoint.id)).toBe(true);
+      const [claimed] = await store.webhooks.claimDue(1, 60_000);
+      await store.webhooks.recordAttempt(claimed!.id, { delivered: false, statusCode: 500, error: 'HTTP 500', nextAttemptAt: null, disableEndpoint: false });
+      deliveryId = claimed!.id;
+    } finally {
+      await store.close();
+    }
+    const list = await cli(['webhooks', 'list', '--account', 'a@b.c', '--json', '--db', db]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toMatchObject([{ url: 'https://hooks.example.com/x', description: 'cli' }]);
+    expect(list.stdout).not.toContain('whsec_');
+    const deliveries = await cli(['webhooks', 'deliveries', '--json', '--db', db]);
+    expect(deliveries.code, deliveries.stderr).toBe(0);
+    expect(JSON.parse(deliveries.stdout)).toMatchObject([{ id: deliveryId, type: 'webhook.test', status: 'failed', attempts: 1, lastStatusCode: 500 }]);
+    const retry = await cli(['webhooks', 'retry', deliveryId, '--db', db]);
+    expect(retry.code, retry.stderr).toBe(0);
+    const after = await cli(['webhooks', 'deliveries', '--account', 'a@b.c', '--json', '--db', db]);
+    expect(JSON.parse(after.stdout)).toMatchObject([{ id: deliveryId, status: 'pending' }]);
+    const missing = await cli(['webhooks', 'retry', 'msg_nope', '--db', db]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/no delivery/);
+  });
+
   it('remove <folder> --out <dir> --size preview writes one cut-out per image', async () => {
     const input = join(dir, 'photos');
     const out = join(dir, 'out');
