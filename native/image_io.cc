@@ -47,6 +47,14 @@ std::string take_vips_error() {
 
 [[noreturn]] void fail(ErrorCode code, const char* what) { throw PipelineError(code, std::string(what) + ": " + take_vips_error()); }
 
+// How strict the loaders are. TRUNCATED let libpng skip every CRC and zlib's Adler-32: a PNG with a
+// corrupt IHDR or IDAT decoded as if nothing were wrong. ERROR checks them; for JPEG it is the same
+// as TRUNCATED. WARNING is not used: libjpeg warns about harmless oddities that real camera files
+// carry (e.g. extraneous bytes before a marker), and those must still decode. What libjpeg only
+// warns about but the contract calls broken (a scan with no data) is refused earlier, in
+// src/lib/header-size.ts.
+constexpr VipsFailOn kFailOn = VIPS_FAIL_ON_ERROR;
+
 // Opens the bytes with the loader chosen by sniffing, never a generic one. Sequential access and
 // explicit materialisation in memory keep libvips from decoding to a temporary file.
 VipsRef open_image(const uint8_t* data, size_t length, InputFormat format) {
@@ -55,13 +63,13 @@ VipsRef open_image(const uint8_t* data, size_t length, InputFormat format) {
   int rc = -1;
   switch (format) {
     case InputFormat::Jpeg:
-      rc = vips_jpegload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_jpegload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
     case InputFormat::Png:
-      rc = vips_pngload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_pngload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
     case InputFormat::Webp:
-      rc = vips_webpload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_webpload_buffer(buf, length, &out, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
   }
   if (rc != 0) fail(ErrorCode::InvalidImage, "cannot read the image header");
@@ -240,18 +248,16 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
     case InputFormat::Jpeg: {
       int shrink = 1;
       while (shrink < 8 && w / (shrink * 2) >= target && h / (shrink * 2) >= target) shrink *= 2;
-      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED,
-                                nullptr);
+      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
     }
     case InputFormat::Webp: {
       const double scale = std::min(1.0, std::max(static_cast<double>(target) / w, static_cast<double>(target) / h));
-      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED,
-                                nullptr);
+      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
     }
     case InputFormat::Png:
-      rc = vips_pngload_buffer(buf, length, &loaded, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", VIPS_FAIL_ON_TRUNCATED, nullptr);
+      rc = vips_pngload_buffer(buf, length, &loaded, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
   }
   if (rc != 0) fail(ErrorCode::InvalidImage, "decode failed");

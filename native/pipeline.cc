@@ -48,8 +48,11 @@ MaskStats analyse_mask(const Plane& mask) {
 Box crop_box(const JobOptions& o, const MaskStats& s, int image_w, int image_h, int mask_w, int mask_h) {
   if (o.crop == CropMode::None) return {0, 0, image_w, image_h};
   const double sx = static_cast<double>(image_w) / mask_w, sy = static_cast<double>(image_h) / mask_h;
-  const double x0 = std::floor(s.u0 * sx), x1 = std::ceil((s.u1 + 1) * sx);
-  const double y0 = std::floor(s.v0 * sy), y1 = std::ceil((s.v1 + 1) * sy);
+  // The subject's box never reaches past the image (rounding of the mask's scale could add a pixel
+  // for a mask size that is not a power of two): src/lib/crop-cap.ts bounds the crop box in advance
+  // from the image's size, and relies on this.
+  const double x0 = std::floor(s.u0 * sx), x1 = std::min<double>(image_w, std::ceil((s.u1 + 1) * sx));
+  const double y0 = std::floor(s.v0 * sy), y1 = std::min<double>(image_h, std::ceil((s.v1 + 1) * sy));
   const double pad = std::round(o.padding * (x1 - x0));
   double bx0 = x0 - pad, bx1 = x1 + pad, by0 = y0 - pad, by1 = y1 + pad;
   if (o.crop == CropMode::Aspect) {

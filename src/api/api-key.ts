@@ -1,6 +1,6 @@
 /** Who calls the API: the principal of an `Authorization: Bearer rb-sk_...` header, shared by every /api/v1 route. */
 import type { Logger } from '../config/logger.js';
-import type { Admission, Principal, Ticket } from '../http/admission.js';
+import type { Admission, AdmitOptions, Principal, Ticket } from '../http/admission.js';
 import { HttpError, storeFailure } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import { isDatabaseUnavailable, type Store } from '../store/index.js';
@@ -28,19 +28,16 @@ export interface KeyedDeps {
 }
 
 /**
- * A JSON route of the API behind the one admission path (key, rate limit, load shedding): the
+ * A JSON route of the API behind the one admission path (key, rate limits, in-flight caps, load
+ * shedding; `route` adds a body limit or the credit pre-check): the
  * handler answers; an HttpError it throws is answered with the rate-limit headers, anything else
  * as a store failure (503 while the database is unreachable, else 500); the place is given back
  * when the handler ends.
  */
-export function keyedHandler(
-  deps: KeyedDeps,
-  handler: (ex: Exchange, ticket: Ticket) => Promise<void>,
-  body?: Parameters<Admission['admit']>[3],
-): (ex: Exchange) => Promise<void> {
+export function keyedHandler(deps: KeyedDeps, handler: (ex: Exchange, ticket: Ticket) => Promise<void>, route?: AdmitOptions): (ex: Exchange) => Promise<void> {
   const { store, admission, logger } = deps;
   return async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), body);
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), route);
     if (!ticket) return;
     try {
       await handler(ex, ticket);

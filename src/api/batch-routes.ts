@@ -7,23 +7,25 @@
  *   GET    /api/v1/batches/:id/images/:image          a result, with the headers of a /remove success
  *   DELETE /api/v1/batches/:id                        cancels queued images, drops results → 204
  *
- * Every request goes through the one admission path (key, rate limit, load shedding). A submission
- * is refused before its body is read when its declared size does not fit the batch memory budget
- * (503); the options are validated for the whole request (400); each image is sniffed and its
- * header checked as it arrives (a refused one is listed as failed, not charged); one credit per
- * accepted image is reserved in the same transaction that writes the batch (402 for the whole
- * request when the balance cannot cover them). The work itself runs in batches/batch-runner.ts.
+ * Every request goes through the one admission path (key, rate limits, in-flight caps, load
+ * shedding). A submission is refused before its body is read when the account has no credit left
+ * (402) or its declared size does not fit the batch memory budget (503); its body must arrive
+ * within the body deadline (408); the options are validated for the whole request (400); each
+ * image is sniffed and its header checked as it arrives (a refused one is listed as failed, not
+ * charged); one credit per accepted image is reserved in the same transaction that writes the
+ * batch (402 for the whole request when the balance cannot cover them). The work itself runs in
+ * batches/batch-runner.ts.
  */
 import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
 import type { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
-import type { Admission, Ticket } from '../http/admission.js';
+import type { Admission, AdmitOptions, Ticket } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { newRequestId } from '../http/request-id.js';
 import type { Router } from '../http/router.js';
-import { BgoneError, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage, type RemoveBackgroundOptions } from '../lib/index.js';
+import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage, type RemoveBackgroundOptions } from '../lib/index.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView } from './batch-views.js';
@@ -58,11 +60,14 @@ const tooLarge = () => new HttpError('image_too_large', 'The batch is larger tha
 
 const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
 
-/** Why an image is refused at submission, in the contract's terms; undefined when it is accepted. */
-function submissionError(data: Buffer): BatchImageError | undefined {
+/**
+ * Why an image is refused at submission, in the contract's terms; undefined when it is accepted.
+ * Its bytes and header, then the crop caps for its size (the options were validated already).
+ */
+function submissionError(data: Buffer, options: RemoveBackgroundOptions): BatchImageError | undefined {
   if (data.length === 0) return { code: 'missing_image', message: 'The image_file part is empty.' };
   try {
-    probeImage(data);
+    checkCropBox(probeImage(data), normaliseOptions(options).native);
     return undefined;
   } catch (err) {
     const httpError = fromLibraryError(err);
@@ -73,11 +78,12 @@ function submissionError(data: Buffer): BatchImageError | undefined {
 export function mountBatches(router: Router, deps: BatchDeps): void {
   const { store, runner, budget, logger } = deps;
 
-  const withTicket = (handler: (ex: Exchange, ticket: Ticket) => Promise<void>, body?: Parameters<Admission['admit']>[3]) => keyedHandler(deps, handler, body);
+  const withTicket = (handler: (ex: Exchange, ticket: Ticket) => Promise<void>, route?: AdmitOptions) => keyedHandler(deps, handler, route);
 
+  // Metered: an account without credits is refused (402) before a byte of the batch is read.
   router.post(
     BATCHES_PATH,
-    withTicket((ex, ticket) => submit(ex, ticket), { maxBytes: MAX_BATCH_BODY_BYTES, tooLarge }),
+    withTicket((ex, ticket) => submit(ex, ticket), { body: { maxBytes: MAX_BATCH_BODY_BYTES, tooLarge }, metered: true }),
   );
 
   async function submit(ex: Exchange, ticket: Ticket): Promise<void> {
@@ -117,7 +123,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       const images: NewBatchImage[] = form.images.map((image) => ({
         filename: image.filename,
         requestId: newRequestId(),
-        error: submissionError(image.data),
+        error: submissionError(image.data, options),
       }));
       const now = store.clock();
       const result = await store.batches.create(accountId, {
@@ -242,14 +248,15 @@ function readForm(ex: Exchange, fits: (bytes: number) => boolean): Promise<Parse
       reject(err);
     };
     ex.onAbort(() => stop(new HttpError('validation_error', 'The client went away.')));
-    ex.req.onData((chunk, isLast) => {
+    // Under the body deadline: past it, stop() rejects with the 408 that closes the connection.
+    ex.onBody((chunk, isLast) => {
       if (settled) return;
       received += chunk.byteLength;
       if (received > MAX_BATCH_BODY_BYTES) return stop(tooLarge());
       if (!fits(received)) return stop(OVER_BUDGET);
       if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
       if (isLast) parser.end();
-    });
+    }, stop);
     parser.done.then(
       (form) => {
         if (!settled) {

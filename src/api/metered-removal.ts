@@ -3,7 +3,8 @@
  * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
  * at 20 MB), option validation, one credit reserved, removeBackground, the charge committed only
  * when the answer is a success, and the answer itself. A client that goes away is never charged; a
- * job already running keeps its admission place until it ends.
+ * job already running keeps its admission place until it ends, one still queued for the native core
+ * is dropped. The body must arrive within the exchange's body deadline (408 otherwise).
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
@@ -13,7 +14,15 @@ import type { Exchange } from '../http/exchange.js';
 import type { Metrics } from '../http/metrics.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { BgoneError } from '../lib/errors.js';
-import { MEDIA_TYPES, normaliseOptions, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import {
+  checkCropBox,
+  MEDIA_TYPES,
+  normaliseOptions,
+  probeImage,
+  type RemoveBackgroundOptions,
+  type RemoveBackgroundResult,
+  removeBackground,
+} from '../lib/index.js';
 import { MAX_FILE_BYTES } from '../lib/options.js';
 import { isDatabaseUnavailable, type ReserveResult, type Store } from '../store/index.js';
 
@@ -34,6 +43,28 @@ export function fromLibraryError(err: unknown): HttpError {
   return new HttpError('internal_server_error');
 }
 
+/**
+ * What an Idempotency-Key is bound to: the image bytes and the options as the library will apply
+ * them (hex SHA-256), so that a replay returns the same result, and another image or other options
+ * under a used key are refused. Options that cannot change the output are left out (the padding
+ * without a crop, the aspect of any crop but W:H), so that spelling the defaults out is no change.
+ */
+export function requestFingerprint(image: Uint8Array, options: RemoveBackgroundOptions): string {
+  const { native, model } = normaliseOptions(options);
+  const applied = {
+    model: model ?? null,
+    format: native.format,
+    channels: native.channels,
+    background: native.background,
+    maxPixels: native.maxPixels,
+    crop: native.crop,
+    aspect: native.crop === 'aspect' ? [native.aspectWidth, native.aspectHeight] : null,
+    padding: native.crop === 'none' ? null : native.padding,
+    refine: native.refine,
+  };
+  return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(image).digest('hex');
+}
+
 export interface RemovalDeps {
   store: Store;
   model?: string | undefined;
@@ -46,6 +77,8 @@ export class MeteredRemoval {
   private reservationId: number | null = null;
   private open = true;
   private processing = false;
+  /** Aborted when the client goes away: drops the job if it still waits in the library's queue. */
+  private readonly job = new AbortController();
 
   constructor(
     private readonly ex: Exchange,
@@ -60,21 +93,31 @@ export class MeteredRemoval {
     const parser = new MultipartParser(this.ex.req.header('content-type'));
     this.parser = parser;
     let received = 0;
-    this.ex.req.onData((chunk, isLast) => {
-      if (!this.open) return;
-      received += chunk.byteLength;
-      if (received > MAX_BODY_BYTES) return this.fail(tooLarge());
-      if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
-      if (isLast) parser.end();
-    });
+    // Under the body deadline: an upload still arriving then is answered 408 and its connection
+    // closed, which frees the admission place; nothing was reserved yet.
+    this.ex.onBody(
+      (chunk, isLast) => {
+        if (!this.open) return;
+        received += chunk.byteLength;
+        if (received > MAX_BODY_BYTES) return this.fail(tooLarge());
+        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+        if (isLast) parser.end();
+      },
+      (err) => this.fail(err),
+    );
     void this.run(parser);
   }
 
-  /** The client went away: nothing is charged; a job already running keeps its place until it ends. */
+  /**
+   * The client went away: nothing is charged. A job still waiting for the native core is dropped
+   * (its place goes back when removeBackground rejects); one already inside keeps its place until
+   * it ends. The rate-limit count stays either way: the request was made.
+   */
   private abort(): void {
     if (!this.open) return;
     this.open = false;
     this.parser?.abort();
+    this.job.abort();
     this.releaseCredit();
     this.deps.logger?.info({ requestId: this.ex.requestId, event: 'aborted' }, 'client aborted');
     if (!this.processing) this.ticket.release();
@@ -119,9 +162,16 @@ export class MeteredRemoval {
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
+    // Preflight, before the reservation: the image's bytes and header (probeImage decodes no pixel)
+    // and the crop caps, which need the header's size. A request refused here never holds a credit.
+    try {
+      checkCropBox(probeImage(form.image), normaliseOptions(options).native);
+    } catch (err) {
+      return this.fail(fromLibraryError(err));
+    }
     // One credit reserved; charged only when the answer is a success.
     const idempotencyKey = this.ex.req.header('idempotency-key') || undefined;
-    const imageHash = idempotencyKey ? createHash('sha256').update(form.image).digest('hex') : undefined;
+    const imageHash = idempotencyKey ? requestFingerprint(form.image, options) : undefined;
     let reservation: ReserveResult;
     try {
       reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
@@ -133,9 +183,13 @@ export class MeteredRemoval {
       if (reservation.reason === 'payment_required') return this.fail(new HttpError('payment_required'));
       if (reservation.reason === 'account_disabled') return this.fail(new HttpError('permission_denied'));
       return this.fail(
-        new HttpError('validation_error', 'This Idempotency-Key was already used with another image, or its first request is still in progress.', {
-          field: 'Idempotency-Key',
-        }),
+        new HttpError(
+          'validation_error',
+          'This Idempotency-Key was already used with another image or other options, or its first request is still in progress.',
+          {
+            field: 'Idempotency-Key',
+          },
+        ),
       );
     }
     this.reservationId = reservation.reservationId;
@@ -145,9 +199,10 @@ export class MeteredRemoval {
     let result: RemoveBackgroundResult;
     this.processing = true;
     try {
-      result = await removeBackground(form.image, options);
+      result = await removeBackground(form.image, options, { signal: this.job.signal });
     } catch (err) {
       this.processing = false;
+      if (this.job.signal.aborted && err === this.job.signal.reason) return this.ticket.release(); // dropped from the queue: the client left
       if (!(err instanceof BgoneError) || err.code === 'internal_error')
         logger?.error({ requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'processing failed');
       if (!this.open) return this.ticket.release();

@@ -30,9 +30,16 @@ export function openApiDocument(): Record<string, unknown> {
     '401': errorResponse('Missing or invalid API key.', ['authentication_error']),
     '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
     '404': errorResponse("No such batch, image or endpoint (or another account's).", ['not_found'], rateHeaders),
-    '429': errorResponse('Rate limit of the plan exceeded.', ['rate_limit_exceeded'], { ...rateHeaders, ...retryAfter }),
+    '429': errorResponse(
+      "Rate limit of the plan exceeded (per key and per account), or the account's requests in progress at their cap.",
+      ['rate_limit_exceeded'],
+      { ...rateHeaders, ...retryAfter },
+    ),
     '500': errorResponse('Internal error; not charged.', ['internal_server_error']),
     '503': errorResponse('Server busy, batch memory full, or shutting down.', ['overloaded'], retryAfter),
+  };
+  const bodyTimeout = {
+    '408': errorResponse('The request body did not arrive within the deadline; the connection is closed, nothing charged.', ['request_timeout'], rateHeaders),
   };
   return {
     openapi: '3.1.0',
@@ -152,7 +159,7 @@ export function openApiDocument(): Record<string, unknown> {
               in: 'header',
               required: false,
               schema: { type: 'string', maxLength: 255 },
-              description: 'A retry with the same key and image is not charged twice.',
+              description: 'A retry with the same key, image and options is not charged twice; another image or other options with a used key are 400.',
             },
           ],
           requestBody: { required: true, content: { 'multipart/form-data': { schema: { $ref: '#/components/schemas/RemoveRequest' } } } },
@@ -181,7 +188,8 @@ export function openApiDocument(): Record<string, unknown> {
             '405': errorResponse('Wrong method.', ['method_not_allowed']),
             '415': errorResponse('Not a JPG, PNG or WebP image.', ['unsupported_media_type'], rateHeaders),
             '422': errorResponse('The image cannot be decoded, or has no subject.', ['invalid_image', 'foreground_not_found'], rateHeaders),
-            '429': errorResponse('Rate limit of the plan exceeded.', ['rate_limit_exceeded'], { ...rateHeaders, ...retryAfter }),
+            '408': bodyTimeout['408'],
+            '429': keyedErrors['429'],
             '500': errorResponse('Internal error; not charged.', ['internal_server_error']),
             '503': errorResponse('Server queue full or shutting down.', ['overloaded'], retryAfter),
           },
@@ -195,6 +203,7 @@ export function openApiDocument(): Record<string, unknown> {
           responses: {
             '202': json('Accepted: one credit reserved per accepted image.', 'Batch', rateHeaders),
             ...keyedErrors,
+            ...bodyTimeout,
             '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large'], rateHeaders),
             '402': errorResponse('The credits left do not cover every accepted image.', ['payment_required'], rateHeaders),
           },
@@ -248,6 +257,7 @@ export function openApiDocument(): Record<string, unknown> {
           responses: {
             '201': json('Created; the secret is shown only here.', 'WebhookEndpoint', rateHeaders),
             ...keyedErrors,
+            ...bodyTimeout,
             '400': errorResponse('Bad request (URL refused, or 5 endpoints already).', ['validation_error'], rateHeaders),
           },
         },

@@ -37,7 +37,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
 
   router.post(REMOVE_PATH, async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'));
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), { metered: true });
     if (!ticket) return;
     if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
       ex.error(

@@ -44,6 +44,10 @@ export interface BatchServiceOptions {
   webhookTimeoutMs?: number | undefined;
 }
 
+/** The defaults of BGONE_BODY_TIMEOUT and BGONE_ACCOUNT_IN_FLIGHT (config.ts). */
+export const DEFAULT_BODY_TIMEOUT_SECONDS = 60;
+export const DEFAULT_ACCOUNT_IN_FLIGHT = 4;
+
 export const DEFAULT_BATCH_OPTIONS: BatchServiceOptions = { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: false };
 
 export interface ServerOptions {
@@ -55,6 +59,10 @@ export interface ServerOptions {
   queueLimit: number;
   overloadRetryAfter: number;
   drainTimeout: number;
+  /** Seconds an admitted request's whole body may take to arrive (default 60); then 408 and the connection closed. */
+  bodyTimeout?: number | undefined;
+  /** Admitted requests one account may hold at once (default 4); beyond it 429. */
+  accountInFlight?: number | undefined;
   store: Store;
   logger: Logger;
   /** Registers more routes (e.g. the dashboard). */
@@ -89,6 +97,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       overloadRetryAfter: options.overloadRetryAfter,
       maxBodyBytes: MAX_BODY_BYTES,
       rateLimits: store.rateLimits,
+      credits: store.credits,
+      accountInFlight: options.accountInFlight ?? DEFAULT_ACCOUNT_IN_FLIGHT,
+      bodyTimeoutMs: (options.bodyTimeout ?? DEFAULT_BODY_TIMEOUT_SECONDS) * 1000,
       logger,
     },
     tooLarge,

@@ -70,7 +70,7 @@ async function readJsonObject(ex: Exchange): Promise<Record<string, unknown>> {
 export function mountWebhooks(router: Router, deps: WebhookDeps): void {
   const { store, logger } = deps;
 
-  const withTicket = (handler: (ex: Exchange, ticket: Ticket) => Promise<void>, body?: Parameters<Admission['admit']>[3]) => keyedHandler(deps, handler, body);
+  const withTicket = (handler: (ex: Exchange, ticket: Ticket) => Promise<void>) => keyedHandler(deps, handler);
 
   router.post(
     WEBHOOKS_PATH,

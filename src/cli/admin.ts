@@ -2,7 +2,7 @@
  * Operator commands on the store: accounts, keys, plans, credits, usage and webhook deliveries. They open the
  * same database file as the service (BGONE_DB or --db; WAL lets them run beside it).
  */
-import { databasePath, loadPostgresConfig } from '../config/config.js';
+import { databasePath, loadPostgresConfig, maxKeysPerAccount } from '../config/config.js';
 import { isPlanName, openStore, PLAN_NAMES, type Store } from '../store/index.js';
 import { booleanFlag, type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
@@ -11,9 +11,15 @@ function open(args: ParsedArgs): Promise<Store> {
   const postgres = loadPostgresConfig(undefined, stringFlag(args, 'database-url'));
   if (postgres) {
     if (stringFlag(args, 'db') !== undefined) throw new UsageError('--db and a PostgreSQL database URL are two different stores: give one');
-    return openStore({ url: postgres.url, poolSize: 2, statementTimeoutMs: postgres.statementTimeoutMs, autoRecover: false });
+    return openStore({
+      url: postgres.url,
+      poolSize: 2,
+      statementTimeoutMs: postgres.statementTimeoutMs,
+      autoRecover: false,
+      maxKeysPerAccount: maxKeysPerAccount(),
+    });
   }
-  return openStore({ path: stringFlag(args, 'db') ?? databasePath() });
+  return openStore({ path: stringFlag(args, 'db') ?? databasePath(), maxKeysPerAccount: maxKeysPerAccount() });
 }
 
 async function accountId(store: Store, ref: string): Promise<number> {

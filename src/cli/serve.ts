@@ -56,8 +56,9 @@ export async function serveCommand(): Promise<number> {
             poolSize: config.postgres.poolSize,
             statementTimeoutMs: config.postgres.statementTimeoutMs,
             heartbeatLapseMs: config.postgres.heartbeatLapseMs,
+            maxKeysPerAccount: config.maxKeysPerAccount,
           }
-        : { path: config.databasePath, rateLimits: config.rateLimits, serviceOwner: true },
+        : { path: config.databasePath, rateLimits: config.rateLimits, maxKeysPerAccount: config.maxKeysPerAccount, serviceOwner: true },
     );
   } catch (err) {
     if (err instanceof StoreError && err.code === 'locked') {
@@ -99,6 +100,8 @@ export async function serveCommand(): Promise<number> {
       queueLimit: config.queueLimit,
       overloadRetryAfter: config.overloadRetryAfter,
       drainTimeout: config.drainTimeout,
+      bodyTimeout: config.bodyTimeout,
+      accountInFlight: config.accountInFlight,
       store,
       logger,
       batches: config.batches,
@@ -108,6 +111,8 @@ export async function serveCommand(): Promise<number> {
           logger,
           model: config.model,
           trustProxy: config.trustProxy,
+          signup: config.signup.enabled,
+          signupsPerIpPerHour: config.signup.perIpPerHour,
           webhookAllowPrivate: config.batches.webhookAllowPrivate,
           onWebhookTest: context.webhookEventWritten,
         }),

@@ -39,6 +39,14 @@ export interface BatchConfig {
   webhookAllowPrivate: boolean;
 }
 
+/** The dashboard's sign-up form. */
+export interface SignupConfig {
+  /** BGONE_SIGNUP=false: the sign-up page says sign-up is closed (403) and creates nothing. */
+  enabled: boolean;
+  /** BGONE_SIGNUP_PER_IP_PER_HOUR: sign-ups per client address per hour, successful ones included; beyond it 429. */
+  perIpPerHour: number;
+}
+
 export interface Config {
   host: string;
   port: number;
@@ -48,8 +56,14 @@ export interface Config {
   model: string | undefined;
   /** Requests admitted at once (running, queued or uploading); beyond it, 503 overloaded. */
   queueLimit: number;
-  /** Seconds a client is told to wait in Retry-After on 503. */
+  /** Seconds a client is told to wait in Retry-After on 503 (and on 429 for the per-account in-flight cap). */
   overloadRetryAfter: number;
+  /** BGONE_BODY_TIMEOUT: seconds an admitted request's whole body may take to arrive; then 408 and the connection closed. */
+  bodyTimeout: number;
+  /** BGONE_ACCOUNT_IN_FLIGHT: admitted requests one account may hold at once on a node; beyond it 429. */
+  accountInFlight: number;
+  /** BGONE_MAX_KEYS_PER_ACCOUNT: active (unrevoked) API keys an account may hold. */
+  maxKeysPerAccount: number;
   logLevel: string;
   /** Seconds SIGTERM waits for in-flight requests before exiting. */
   drainTimeout: number;
@@ -64,6 +78,8 @@ export interface Config {
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
+  /** The dashboard's sign-up (api-contract.md, "Abuse limits"). */
+  signup: SignupConfig;
   batches: BatchConfig;
   library: LibraryConfig;
 }
@@ -104,6 +120,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     model: env.BGONE_MODEL || undefined,
     queueLimit: int(env, 'BGONE_QUEUE_LIMIT', 16, 1, 10_000),
     overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', 5, 1, 3600),
+    bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', 60, 1, 3600),
+    accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', 4, 1, 10_000),
+    maxKeysPerAccount: maxKeysPerAccount(env),
     logLevel,
     drainTimeout: int(env, 'BGONE_DRAIN_TIMEOUT', 30, 0, 3600),
     rateLimits: {
@@ -115,6 +134,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrapAccount: bool(env, 'BGONE_BOOTSTRAP_ACCOUNT', true),
     http: httpChoice(env),
     trustProxy: bool(env, 'BGONE_TRUST_PROXY', false),
+    signup: {
+      enabled: bool(env, 'BGONE_SIGNUP', true),
+      perIpPerHour: int(env, 'BGONE_SIGNUP_PER_IP_PER_HOUR', 5, 1, 1_000_000),
+    },
     batches: loadBatchConfig(env),
     library: loadLibraryConfig(env),
   };
@@ -164,6 +187,11 @@ export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = e
     statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
     heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
   };
+}
+
+/** BGONE_MAX_KEYS_PER_ACCOUNT: read by the service and by the operator commands (`bgone keys create`) alike. */
+export function maxKeysPerAccount(env: NodeJS.ProcessEnv = process.env): number {
+  return int(env, 'BGONE_MAX_KEYS_PER_ACCOUNT', 10, 1, 1000);
 }
 
 /** The database file of the operator commands (BGONE_DB), when --db is not given. */

@@ -114,6 +114,11 @@ export const JS = `
     });
   });
 
+  // The checkout page: go on to the billing provider (a script navigation, which the CSP's
+  // form-action does not cover; the link stays for browsers without scripts).
+  var follow = document.querySelector('a[data-follow]');
+  if (follow) window.location.assign(follow.href);
+
   var form = document.getElementById('try-form');
   if (!form) return;
   var status = document.getElementById('try-status');

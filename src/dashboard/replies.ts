@@ -13,12 +13,15 @@ export interface Reply {
   code?: string;
 }
 
-/** Headers of every dashboard page: no caching of personal pages, no framing, a strict CSP. */
+/**
+ * Headers of every dashboard page: no caching of personal pages, no framing, a strict CSP. Its
+ * form-action 'self' keeps forms (an injected one included) from posting anywhere else.
+ */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Type': 'text/html; charset=utf-8',
   'Cache-Control': 'no-store',
   'Content-Security-Policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
   'Referrer-Policy': 'same-origin',

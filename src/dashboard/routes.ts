@@ -13,6 +13,9 @@
  *
  * All state lives in the store (accounts, keys, credits, plans, sessions); pages are rendered on the
  * server from it. Every POST form carries a CSRF token; every page is no-store with a strict CSP.
+ *
+ * With sign-up switched off (BGONE_SIGNUP=false), GET and POST /dashboard/signup answer 403 with a
+ * page saying so, and create nothing.
  */
 import type { ServiceContext } from '../api/server.js';
 import type { Logger } from '../config/logger.js';
@@ -23,22 +26,22 @@ import { DEFAULT_LOGIN_LIMITS, isPlanName, type LoginLimits, type Store, StoreEr
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/address-guard.js';
 import { createWebhookEndpoint, MAX_DESCRIPTION_LENGTH, MAX_WEBHOOK_ENDPOINTS } from '../webhooks/endpoints.js';
 import { CSS, CSS_PATH, JS, JS_PATH } from './assets.js';
-import { AuthService } from './auth.js';
+import { type AuthFailure, AuthService, DEFAULT_SIGNUPS_PER_IP_PER_HOUR } from './auth.js';
 import { type BillingProvider, checkCheckoutUrl, cliPlanCommand } from './billing.js';
 import { PLAN_OFFERS } from './catalog.js';
 import { SESSION_COOKIE, serializeCookie } from './cookies.js';
 import { CSRF_FIELD, checkSessionToken, PRE_LOGIN_COOKIE, PreLoginCsrf } from './csrf.js';
 import { FormError, MAX_FORM_BYTES, parseForm } from './forms.js';
-import type { ScryptParams } from './passwords.js';
+import { PasswordHasher, type PasswordWorkLimits, type ScryptParams } from './passwords.js';
 import { htmlReply, type Reply, redirect, sendReply } from './replies.js';
 import { type PageRequest, pageRequest } from './request.js';
 import { SessionManager, type SignedIn } from './sessions.js';
 import { TryEndpoint } from './try-endpoint.js';
-import { loginPage, signupPage, tooManyAttemptsPage } from './views/auth.js';
+import { loginPage, signupClosedPage, signupPage, tooManyAttemptsPage } from './views/auth.js';
 import { errorPage } from './views/errors.js';
 import { keysPage } from './views/keys.js';
 import type { Message, Viewer } from './views/layout.js';
-import { planPage } from './views/plan.js';
+import { checkoutPage, planPage } from './views/plan.js';
 import { tryPage } from './views/try.js';
 import { usagePage } from './views/usage.js';
 import { type WebhooksPageOptions, webhooksPage } from './views/webhooks.js';
@@ -56,6 +59,14 @@ export interface DashboardDeps {
   loginLimits?: LoginLimits;
   /** scrypt cost (default N=2^15, r=8, p=1). */
   scrypt?: ScryptParams;
+  /** Bounds on concurrent scrypt work (default: 1 at a time, 8 waiting, then a 503 page). */
+  passwordWork?: Partial<PasswordWorkLimits>;
+  /** The hasher itself (then `scrypt` and `passwordWork` are its own): tests watch its work. */
+  passwordHasher?: PasswordHasher;
+  /** BGONE_SIGNUP: false closes sign-up (a 403 page, nothing created). Default true. */
+  signup?: boolean;
+  /** BGONE_SIGNUP_PER_IP_PER_HOUR: sign-ups per client address per hour, successful ones included. Default 5. */
+  signupsPerIpPerHour?: number;
   /** BGONE_WEBHOOK_ALLOW_PRIVATE: accept http:// and private-address webhook URLs. Default false. */
   webhookAllowPrivate?: boolean;
   /** Called once a test event is in the outbox, so that the delivery worker can look at once. */
@@ -86,7 +97,9 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   const trustProxy = deps.trustProxy ?? false;
   const sessions = new SessionManager(store);
   const preLogin = new PreLoginCsrf();
-  const auth = new AuthService(store, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS, deps.scrypt);
+  const hasher = deps.passwordHasher ?? new PasswordHasher(deps.scrypt, deps.passwordWork);
+  const auth = new AuthService(store, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS, hasher, deps.signupsPerIpPerHour ?? DEFAULT_SIGNUPS_PER_IP_PER_HOUR);
+  const signupOpen = deps.signup ?? true;
   const billing = deps.billing ?? null;
   const tryEndpoint = new TryEndpoint({ store, model: deps.model, metrics, logger, admission });
 
@@ -193,9 +206,18 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
     return { session, cookies: [cookie, clearPreLogin] };
   }
 
-  function tooMany(retryAfterSeconds: number): Reply {
-    return htmlReply(429, tooManyAttemptsPage(retryAfterSeconds), undefined, { 'Retry-After': String(retryAfterSeconds) });
+  /** The answer to a refused sign-up or login: a 429 page, or the form again with the reason. */
+  function authFailure(failure: AuthFailure, form: (message: Message) => string, cookies: string[]): Reply {
+    const retryAfter = failure.retryAfterSeconds ?? 60;
+    if (failure.status === 429) {
+      return htmlReply(429, tooManyAttemptsPage(retryAfter, failure.message, signupOpen), undefined, { 'Retry-After': String(retryAfter) });
+    }
+    // 503: the password work is at its bound; the form is shown again for a retry in a moment.
+    const headers: Record<string, string> = failure.status === 503 ? { 'Retry-After': String(retryAfter) } : {};
+    return htmlReply(failure.status, form({ kind: 'error', text: failure.message }), cookies, headers);
   }
+
+  const signupClosed = (): Reply => htmlReply(403, signupClosedPage());
 
   // --- Pages -------------------------------------------------------------------------------------
 
@@ -209,21 +231,20 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   // --- Sign-up, login, logout ---------------------------------------------------------------------
 
   route('GET', '/dashboard/signup', async (pr) => {
+    if (!signupOpen) return signupClosed();
     if (await currentSession(pr)) return redirect('/dashboard');
     const { token, cookies } = preLoginToken(pr);
     return htmlReply(200, signupPage({ csrf: token }), cookies);
   });
 
   route('POST', '/dashboard/signup', async (pr) => {
+    if (!signupOpen) return signupClosed(); // before the body: nothing of it is needed
     const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
     const { token, cookies } = preLoginToken(pr);
     if (!valid) return htmlReply(403, signupPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED } }), cookies);
     const result = await auth.signUp(email, form.get('password') ?? '', pr.ip);
-    if (!result.ok) {
-      if (result.status === 429) return tooMany(result.retryAfterSeconds ?? 60);
-      return htmlReply(result.status, signupPage({ csrf: token, email, message: { kind: 'error', text: result.message } }), cookies);
-    }
+    if (!result.ok) return authFailure(result, (message) => signupPage({ csrf: token, email, message }), cookies);
     const started = await startSession(pr, result.account.id);
     logger?.info({ requestId: pr.ex.requestId, accountId: result.account.id }, 'dashboard sign-up');
     const origin = `${pr.secure ? 'https' : 'http'}://${pr.host || 'localhost'}`;
@@ -233,19 +254,16 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   route('GET', '/dashboard/login', async (pr) => {
     if (await currentSession(pr)) return redirect('/dashboard');
     const { token, cookies } = preLoginToken(pr);
-    return htmlReply(200, loginPage({ csrf: token, message: noticeOf(pr) }), cookies);
+    return htmlReply(200, loginPage({ csrf: token, message: noticeOf(pr), signupOpen }), cookies);
   });
 
   route('POST', '/dashboard/login', async (pr) => {
     const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
     const { token, cookies } = preLoginToken(pr);
-    if (!valid) return htmlReply(403, loginPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED } }), cookies);
+    if (!valid) return htmlReply(403, loginPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED }, signupOpen }), cookies);
     const result = await auth.logIn(email, form.get('password') ?? '', pr.ip);
-    if (!result.ok) {
-      if (result.status === 429) return tooMany(result.retryAfterSeconds ?? 60);
-      return htmlReply(result.status, loginPage({ csrf: token, email, message: { kind: 'error', text: result.message } }), cookies);
-    }
+    if (!result.ok) return authFailure(result, (message) => loginPage({ csrf: token, email, message, signupOpen }), cookies);
     return redirect('/dashboard', (await startSession(pr, result.account.id)).cookies);
   });
 
@@ -258,8 +276,17 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   );
 
   action('/dashboard/keys', [], async (_pr, signedIn) => {
-    const { key } = await store.keys.create(signedIn.account.id);
-    return htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: await store.keys.list(signedIn.account.id), newKey: key }));
+    let created: { key: string };
+    try {
+      created = await store.keys.create(signedIn.account.id);
+    } catch (err) {
+      if (!(err instanceof StoreError) || err.code !== 'key_limit') throw err;
+      const keys = await store.keys.list(signedIn.account.id);
+      const active = keys.filter((k) => !k.revoked).length;
+      const text = `This account already has ${active} active API keys, the most it may have. Revoke one you no longer use, then create a new one.`;
+      return htmlReply(409, keysPage({ viewer: viewerOf(signedIn), keys, message: { kind: 'error', text } }));
+    }
+    return htmlReply(200, keysPage({ viewer: viewerOf(signedIn), keys: await store.keys.list(signedIn.account.id), newKey: created.key }));
   });
 
   action('/dashboard/keys/revoke', ['key_id'], async (_pr, signedIn, form) => {
@@ -409,7 +436,9 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
       logger?.error({ err, accountId: signedIn.account.id }, 'billing provider failed');
       return renderPlan(502, signedIn, { kind: 'error', text: 'The billing provider could not start the checkout. Try again later.' });
     }
-    return redirect(url);
+    // A page with a link, not a redirect: the CSP's form-action 'self' also covers the redirects
+    // that follow a form post, so browsers would block a 303 from this form to another origin.
+    return htmlReply(200, checkoutPage({ viewer: viewerOf(signedIn), url, plan }));
   });
 
   // --- Try it -------------------------------------------------------------------------------------

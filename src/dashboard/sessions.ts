@@ -15,12 +15,15 @@ export interface SignedIn {
 export class SessionManager {
   constructor(private readonly store: Store) {}
 
-  /** The live session of a session cookie value and its account, or null. */
+  /**
+   * The live session of a session cookie value and its account, or null. A disabled account has
+   * none: disabling deletes its sessions, and this also covers one a login started meanwhile.
+   */
   async current(token: string | undefined): Promise<SignedIn | null> {
     const session = await this.store.sessions.get(token);
     if (!session) return null;
     const account = await this.store.accounts.get(session.accountId);
-    return account ? { session, account } : null;
+    return account && !account.disabled ? { session, account } : null;
   }
 
   /** A new session (a fresh id at every login: no fixation) and its Set-Cookie header. */

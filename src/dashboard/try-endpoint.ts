@@ -2,13 +2,14 @@
  * POST /dashboard/try: the try-it panel's request. Full API keys are never stored, so the browser
  * cannot call /api/v1/remove with one; this endpoint authenticates by session (plus the session's
  * CSRF token in X-CSRF-Token) and otherwise runs the API's own path: the one admission path
- * (rate limit per account with the plan's limit, load shedding, Content-Length), then the metered
+ * (rate limit per account with the plan's limit, the credit pre-check, the account's in-flight
+ * cap, load shedding, Content-Length), then the metered
  * removal (the same multipart limits, option validation, a credit reserved before the work and
  * committed only on success) and the same answers: the image with the API's headers, or the JSON
  * error body of the API's closed list of codes.
  */
 import { MeteredRemoval, type RemovalDeps } from '../api/metered-removal.js';
-import type { Admission, Principal } from '../http/admission.js';
+import { type Admission, accountRateKey, type Principal } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import { checkSessionToken } from './csrf.js';
@@ -36,13 +37,14 @@ export class TryEndpoint {
         accountId: account.id,
         disabled: account.disabled,
         rateLimitPerMinute: plans[account.plan].rateLimitPerMinute,
-        rateKey: `account:${account.id}`,
+        rateKey: accountRateKey(account.id),
       };
     };
     const ticket = await this.deps.admission.admit(
       ex,
       bySession,
       new HttpError('authentication_error', 'Not logged in, or the session has expired. Log in to the dashboard again.'),
+      { metered: true },
     );
     if (!ticket) return;
     new MeteredRemoval(ex, ticket, this.deps).start();

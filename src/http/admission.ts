@@ -1,17 +1,24 @@
 /**
- * The one admission path of every metered request (POST /api/v1/remove and the dashboard's try-it
+ * The one admission path of every keyed request (the API's routes and the dashboard's try-it
  * endpoint), in the contract's order, all before a byte of the body is read:
  *
- *   shutting down → authentication → rate limit → disabled account → load shedding → Content-Length
+ *   shutting down → authentication → rate limit (account, then key) → disabled account
+ *   → credits (metered routes) → the account's in-flight cap → load shedding → Content-Length
  *
  * Refusals are answered here with the contract's JSON error and cost nothing. An admitted request
- * holds one of `queueLimit` places until its ticket is released; SIGTERM's drain waits for them.
+ * holds one of `queueLimit` places (and one of its account's `accountInFlight`) until its ticket is
+ * released; SIGTERM's drain waits for them. Its body then has `bodyTimeoutMs` to arrive.
  */
 import type { Logger } from '../config/logger.js';
-import { isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
+import { type CreditStore, isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
 import { HttpError, storeFailure } from './errors.js';
 import type { Exchange } from './exchange.js';
 import { rateLimitHeaders } from './rate-limit.js';
+
+/** The rate-limit bucket every request of an account counts in, whichever key (or session) made it. */
+export function accountRateKey(accountId: number): string {
+  return `account:${accountId}`;
+}
 
 /** Who is asking, once authenticated (by API key or by dashboard session). */
 export interface Principal {
@@ -20,7 +27,10 @@ export interface Principal {
   keyId?: number | undefined;
   disabled: boolean;
   rateLimitPerMinute: number;
-  /** The rate limiter's bucket for this principal (e.g. the key). */
+  /**
+   * The rate limiter's bucket for this principal (e.g. the key); the account's bucket
+   * (accountRateKey) is always taken as well, with the same limit.
+   */
   rateKey: string;
 }
 
@@ -35,20 +45,43 @@ export interface Ticket {
 export interface AdmissionOptions {
   /** Requests admitted at once (uploading, queued or processing); beyond it 503 at once. */
   queueLimit: number;
-  /** Seconds in Retry-After of a 503. */
+  /** Seconds in Retry-After of a 503 (and of the 429 of the per-account in-flight cap). */
   overloadRetryAfter: number;
   /** Bodies declared larger than this are refused from Content-Length. */
   maxBodyBytes: number;
   /** The store's counters: shared by every node on one database. */
   rateLimits: RateLimitStore;
+  /**
+   * Requests one account may hold admitted at once on this node (default: no cap beyond
+   * queueLimit); beyond it 429, so that one slow client cannot take every place.
+   */
+  accountInFlight?: number | undefined;
+  /** Time for an admitted request's whole body to arrive, in ms from its arrival (default: none). */
+  bodyTimeoutMs?: number | undefined;
+  /** The balance read by the credit pre-check of metered routes (required for `metered: true`). */
+  credits?: Pick<CreditStore, 'balance'> | undefined;
   logger?: Logger | undefined;
 }
 
 /** The answer for a body declared (or found) too large. */
 export type TooLarge = () => HttpError;
 
+/** What a route adds to the common admission path. */
+export interface AdmitOptions {
+  /** The body limit of this route, when not the default (the batch endpoint's is larger). */
+  body?: { maxBytes: number; tooLarge: TooLarge } | undefined;
+  /**
+   * The route spends credits (/remove, the dashboard's try-it, a batch submission): an account
+   * with none left is refused with 402 here, before its upload is read. The reservation made after
+   * the upload stays the exact check (this one can pass for two requests racing for one credit).
+   */
+  metered?: boolean | undefined;
+}
+
 export class Admission {
   private admitted = 0;
+  /** Admitted requests per account (only accounts holding one). */
+  private readonly byAccount = new Map<number, number>();
   private draining = false;
   private drained: (() => void) | undefined;
 
@@ -62,6 +95,11 @@ export class Admission {
     return this.admitted;
   }
 
+  /** Requests of one account holding a place now. */
+  accountInFlight(accountId: number): number {
+    return this.byAccount.get(accountId) ?? 0;
+  }
+
   get isDraining(): boolean {
     return this.draining;
   }
@@ -71,13 +109,8 @@ export class Admission {
    * credentials are missing or invalid (answered with `unauthenticated`), or throws an HttpError to
    * refuse otherwise. Returns the ticket, or null when the request was refused (and answered).
    */
-  async admit(
-    ex: Exchange,
-    authenticate: () => Promise<Principal | null>,
-    unauthenticated: HttpError,
-    /** The body limit of this route, when not the default (the batch endpoint's is larger). */
-    body: { maxBytes: number; tooLarge: TooLarge } = { maxBytes: this.options.maxBodyBytes, tooLarge: this.tooLarge },
-  ): Promise<Ticket | null> {
+  async admit(ex: Exchange, authenticate: () => Promise<Principal | null>, unauthenticated: HttpError, route: AdmitOptions = {}): Promise<Ticket | null> {
+    const body = route.body ?? { maxBytes: this.options.maxBodyBytes, tooLarge: this.tooLarge };
     const retryAfter = { 'Retry-After': String(this.options.overloadRetryAfter) };
     if (this.draining) {
       ex.error(new HttpError('overloaded', 'The server is shutting down.'), retryAfter);
@@ -103,7 +136,7 @@ export class Admission {
     // The rate limit's headers go on every authenticated answer, 403 included.
     let rate: RateDecision;
     try {
-      rate = await this.options.rateLimits.take(principal.rateKey, principal.rateLimitPerMinute);
+      rate = await this.takeRate(principal);
     } catch (err) {
       this.options.logger?.error({ requestId: ex.requestId, err }, 'rate limit check failed');
       ex.error(storeFailure(isDatabaseUnavailable(err)));
@@ -119,8 +152,42 @@ export class Admission {
       ex.error(new HttpError('permission_denied'), rateHeaders);
       return null;
     }
+    if (route.metered) {
+      // Before the body: an account with nothing left must not get to upload 20 MB first.
+      let remaining: number;
+      try {
+        if (!this.options.credits) throw new Error('Admission: a metered route needs options.credits');
+        remaining = (await this.options.credits.balance(principal.accountId)).remaining;
+      } catch (err) {
+        this.options.logger?.error({ requestId: ex.requestId, err }, 'balance check failed');
+        ex.error(storeFailure(isDatabaseUnavailable(err)), rateHeaders);
+        return null;
+      }
+      if (!ex.open) return null;
+      if (remaining < 1) {
+        ex.error(new HttpError('payment_required'), rateHeaders);
+        return null;
+      }
+    }
+    // From here on nothing awaits: the places counted below are taken in the same tick.
     if (this.draining) {
       ex.error(new HttpError('overloaded', 'The server is shutting down.'), { ...rateHeaders, ...retryAfter });
+      return null;
+    }
+    const { accountId } = principal;
+    const accountCap = this.options.accountInFlight;
+    const held = this.byAccount.get(accountId) ?? 0;
+    if (accountCap !== undefined && held >= accountCap) {
+      // The account's own limit, not the server's load: 429 like the per-minute limit, so that a
+      // client backs off its own concurrency instead of taking the service for overloaded.
+      ex.error(
+        new HttpError(
+          'rate_limit_exceeded',
+          `This account already has ${accountCap} requests in progress, the most it may have at once; retry after the time in Retry-After.`,
+          { in_flight_limit: accountCap },
+        ),
+        { ...rateHeaders, ...retryAfter },
+      );
       return null;
     }
     if (this.admitted >= this.options.queueLimit) {
@@ -133,17 +200,39 @@ export class Admission {
       return null;
     }
     this.admitted++;
-    let held = true;
+    this.byAccount.set(accountId, held + 1);
+    if (this.options.bodyTimeoutMs) ex.limitBodyTime(this.options.bodyTimeoutMs);
+    let holding = true;
     return {
       principal,
       rateHeaders,
       release: () => {
-        if (!held) return;
-        held = false;
+        if (!holding) return;
+        holding = false;
         this.admitted--;
+        const left = (this.byAccount.get(accountId) ?? 1) - 1;
+        if (left > 0) this.byAccount.set(accountId, left);
+        else this.byAccount.delete(accountId);
         if (this.draining && this.admitted === 0) this.drained?.();
       },
     };
+  }
+
+  /**
+   * Counts the request against its account's bucket, then its key's: more keys must not mean a
+   * higher limit. The account bucket is taken first because it is the wider one (every key's
+   * requests count in it, with the same per-minute limit), so when it has room the key's almost
+   * always has too; a key refused after its account allowed leaves that one request counted in
+   * the account's minute. The headers show the tighter of the two decisions.
+   */
+  private async takeRate(principal: Principal): Promise<RateDecision> {
+    const limit = principal.rateLimitPerMinute;
+    const accountBucket = accountRateKey(principal.accountId);
+    const account = await this.options.rateLimits.take(accountBucket, limit);
+    if (!account.allowed || principal.rateKey === accountBucket) return account;
+    const key = await this.options.rateLimits.take(principal.rateKey, limit);
+    if (!key.allowed) return key;
+    return key.remaining < account.remaining ? key : account;
   }
 
   /** Refuses new requests from now on and resolves when none holds a place (or after `timeoutMs`). */

@@ -12,6 +12,7 @@ export type HttpErrorCode =
   | 'not_found'
   | 'method_not_allowed'
   | 'rate_limit_exceeded'
+  | 'request_timeout'
   | 'result_not_ready'
   | 'result_expired'
   | 'overloaded'
@@ -30,6 +31,7 @@ export const HTTP_STATUS: Readonly<Record<HttpErrorCode, number>> = {
   not_found: 404,
   method_not_allowed: 405,
   rate_limit_exceeded: 429,
+  request_timeout: 408,
   result_not_ready: 409,
   result_expired: 410,
   overloaded: 503,
@@ -44,6 +46,7 @@ export const HTTP_MESSAGES: Partial<Record<HttpErrorCode, string>> = {
   method_not_allowed: 'Method not allowed on this endpoint.',
   rate_limit_exceeded: 'Rate limit of your plan exceeded; retry after the time in Retry-After.',
   overloaded: 'The server is busy; retry after the time in Retry-After.',
+  request_timeout: 'The request body did not arrive in time. Nothing was charged.',
   result_not_ready: 'This image has not been processed yet; its batch reports when it is.',
   result_expired: 'This result has expired and is no longer kept.',
   internal_server_error: 'The request could not be processed because of an internal error. It was not charged.',

@@ -3,7 +3,7 @@
  * (X-Request-ID on every answer, metrics recorded once), the one JSON error body, and the one body
  * reader with its size limit. Built by the router around a backend's HttpRequest/HttpResponse.
  */
-import { HTTP_STATUS, type HttpError } from './errors.js';
+import { HTTP_STATUS, HttpError } from './errors.js';
 import { newRequestId } from './request-id.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
 
@@ -26,12 +26,28 @@ export class ClientGoneError extends Error {
   }
 }
 
+/** The answer when an admitted request's body misses its deadline: 408, and the connection closed (the rest of the body is never read). */
+export function bodyTimeoutError(ms: number): HttpError {
+  const seconds = Math.round(ms / 100) / 10;
+  return new HttpError(
+    'request_timeout',
+    `The request body did not arrive within ${seconds} s. Nothing was charged.`,
+    { limit_seconds: seconds },
+    { Connection: 'close' },
+  );
+}
+
+type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
+
 export class Exchange {
   readonly requestId = newRequestId();
   /** performance.now() when the request arrived. */
   readonly started = performance.now();
   private answered = false;
   private bodyTaken = false;
+  /** The body deadline (ms after the request arrived; 0: none), set at admission. */
+  private bodyDeadlineMs = 0;
+  private bodyTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly req: HttpRequest,
@@ -43,8 +59,49 @@ export class Exchange {
     readonly params: Readonly<Record<string, string>> = {},
   ) {
     res.onAborted(() => {
+      this.clearBodyTimer();
       if (!this.answered) this.record(this.route, 499, 'client_aborted', this.seconds());
     });
+  }
+
+  /**
+   * Gives the body a deadline, `ms` after the request arrived (admission sets it): a client that
+   * trickles its upload must not hold an admission place for as long as it likes. Applies to the
+   * body read through onBody() or readBody() from then on.
+   */
+  limitBodyTime(ms: number): void {
+    this.bodyDeadlineMs = ms;
+  }
+
+  /**
+   * Subscribes to the body (once, as HttpRequest.onData) under the body deadline: when the last
+   * chunk has not arrived by then, `timedOut` runs once with the 408 request_timeout error (whose
+   * headers close the connection), and no chunk follows. Nothing runs after the answer or an abort.
+   */
+  onBody(handler: BodyHandler, timedOut: (err: HttpError) => void): void {
+    let expired = false;
+    if (this.bodyDeadlineMs > 0 && this.open) {
+      const deadline = this.bodyDeadlineMs;
+      this.bodyTimer = setTimeout(
+        () => {
+          this.bodyTimer = undefined;
+          if (!this.open) return;
+          expired = true;
+          timedOut(bodyTimeoutError(deadline));
+        },
+        Math.max(0, deadline - (performance.now() - this.started)),
+      );
+    }
+    this.req.onData((chunk, isLast) => {
+      if (expired) return;
+      if (isLast) this.clearBodyTimer();
+      handler(chunk, isLast);
+    });
+  }
+
+  private clearBodyTimer(): void {
+    if (this.bodyTimer) clearTimeout(this.bodyTimer);
+    this.bodyTimer = undefined;
   }
 
   /** Whether an answer can still be written. */
@@ -71,6 +128,7 @@ export class Exchange {
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array, code = status < 400 ? 'ok' : `http_${status}`): void {
     if (!this.open) return;
     this.answered = true;
+    this.clearBodyTimer();
     this.res.send(status, { 'X-Request-ID': this.requestId, ...headers }, body);
     this.record(this.route, status, code, this.seconds());
   }
@@ -93,7 +151,8 @@ export class Exchange {
 
   /**
    * Collects the whole body, refusing past `limit` bytes (from Content-Length before a byte is read,
-   * or while reading). Rejects with BodyTooLargeError or ClientGoneError.
+   * or while reading). Rejects with BodyTooLargeError, ClientGoneError, or past the body deadline
+   * with the 408 request_timeout HttpError (to be answered as it is).
    */
   readBody(limit: number): Promise<Buffer> {
     if (this.bodyTaken) return Promise.reject(new Error('the body was already read'));
@@ -109,20 +168,27 @@ export class Exchange {
         settled = true;
         reject(new ClientGoneError());
       });
-      this.req.onData((chunk, isLast) => {
-        if (settled) return;
-        size += chunk.byteLength;
-        if (size > limit) {
+      this.onBody(
+        (chunk, isLast) => {
+          if (settled) return;
+          size += chunk.byteLength;
+          if (size > limit) {
+            settled = true;
+            reject(new BodyTooLargeError(limit));
+            return;
+          }
+          if (chunk.byteLength > 0) chunks.push(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+          if (isLast) {
+            settled = true;
+            resolve(Buffer.concat(chunks, size));
+          }
+        },
+        (err) => {
+          if (settled) return;
           settled = true;
-          reject(new BodyTooLargeError(limit));
-          return;
-        }
-        if (chunk.byteLength > 0) chunks.push(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
-        if (isLast) {
-          settled = true;
-          resolve(Buffer.concat(chunks, size));
-        }
-      });
+          reject(err);
+        },
+      );
     });
   }
 }

@@ -4,13 +4,16 @@
  * BgoneError. The library reads no environment variable: the process-wide settings come from
  * configure() (defaults in settings.ts).
  */
+import { checkCropBox } from './crop-cap.js';
 import { BgoneError, fromNativeError } from './errors.js';
+import { checkClaimedSize } from './header-size.js';
 import { Limiter } from './limiter.js';
-import { forgetModels, getModel } from './models.js';
+import { forgetModels, getModel, resolveModel } from './models.js';
 import { type NativeTimings, native } from './native.js';
 import { MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, replaceSettings } from './settings.js';
 
+export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
 export { nativeVersions } from './native.js';
@@ -82,6 +85,13 @@ export async function preloadModel(name?: string): Promise<void> {
 /** How a job queues for the native core: 'background' jobs go in only when no normal job waits. */
 export interface RunOptions {
   priority?: 'normal' | 'background';
+  /**
+   * Drops the job while it still waits for a place in the native core (e.g. its HTTP client went
+   * away): its promise then rejects with the signal's reason (an `AbortError` DOMException unless
+   * abort() was given another), not with a BgoneError. A job already inside the native core runs
+   * to its end: a native call cannot be stopped halfway.
+   */
+  signal?: AbortSignal;
 }
 
 /** What probeImage tells without decoding a pixel. */
@@ -93,11 +103,15 @@ export interface ImageProbe {
 
 /**
  * Checks an upload the way removeBackground starts: by its bytes (JPEG, PNG or WebP) and its header
- * (a side over 6000 px is image_too_large), without decoding a pixel. Throws a BgoneError.
+ * (a side over 6000 px is image_too_large), without decoding a pixel. Throws a BgoneError. The size
+ * is the one the pipeline works with, after EXIF orientation.
  */
 export function probeImage(input: Buffer | Uint8Array): ImageProbe {
   if (!(input instanceof Uint8Array) || input.length === 0) throw new BgoneError('missing_image');
   if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
+  // The claimed size first, in TypeScript: libvips cannot read sizes past its own limits, nor a
+  // header followed by garbage, and would call those invalid_image (header-size.ts).
+  checkClaimedSize(input, MAX_SIDE);
   const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   try {
     return native().probe(buffer, MAX_SIDE);
@@ -115,12 +129,17 @@ export async function removeBackground(
   if (input.length === 0) throw new BgoneError('missing_image');
   if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
   const { native: nativeOptions, model } = normaliseOptions(options);
+  // A broken installation first (nothing loaded: the manifest and the file are looked at), then the
+  // header and the crop caps, before any pixel is decoded and before the model is loaded.
+  resolveModel(model);
+  checkCropBox(probeImage(input), nativeOptions);
   const handle = await getModel(model);
   const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   try {
-    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle), run.priority ?? 'normal');
+    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle), run.priority ?? 'normal', run.signal);
     return { ...result, format: nativeOptions.format };
   } catch (err) {
+    if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);
   }
 }

@@ -7,6 +7,9 @@
  * Background jobs (a service's batch work) wait in a lane of their own: one is let in only when no
  * normal job is waiting, so a normal job never queues behind more than the background jobs already
  * inside the core.
+ *
+ * A waiting job can be dropped by its AbortSignal (an HTTP client that went away), so that no
+ * inference is spent on an answer nobody will read.
  */
 export class Limiter {
   private running = 0;
@@ -47,12 +50,18 @@ export class Limiter {
     return this.waiting.length;
   }
 
-  async run<T>(job: () => Promise<T>, lane: 'normal' | 'background' = 'normal'): Promise<T> {
+  /**
+   * Runs `job` once a place is free. A `signal` that aborts while the job still waits removes it
+   * from the queue, and the returned promise rejects with the signal's reason; once the job has its
+   * place the signal is no longer looked at (the job runs to its end).
+   */
+  async run<T>(job: () => Promise<T>, lane: 'normal' | 'background' = 'normal', signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     // A waiting job is counted as running by whoever wakes it, so that a job arriving in between
     // cannot take its place. A background job also waits while normal jobs wait.
     const queue = lane === 'background' ? this.background : this.waiting;
     const mustWait = this.running >= this.bound || (lane === 'background' && this.waiting.length > 0);
-    if (mustWait) await new Promise<void>((resolve) => queue.push(resolve));
+    if (mustWait) await Limiter.waitIn(queue, signal);
     else this.running++;
     try {
       return await job();
@@ -60,6 +69,24 @@ export class Limiter {
       this.running--;
       if (this.running < this.bound) this.wakeNext();
     }
+  }
+
+  /** Resolves when the job is let in; rejects (out of the queue) when `signal` aborts before that. */
+  private static waitIn(queue: Array<() => void>, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        const at = queue.indexOf(wake);
+        if (at < 0) return; // already let in (and counted as running): it runs
+        queue.splice(at, 1);
+        reject(signal!.reason);
+      };
+      const wake = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      queue.push(wake);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Lets the next waiting job in (normal ones first); false when none waits. */

@@ -107,19 +107,33 @@ function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
   });
 }
 
-/** Resolves a model name (undefined: the default) to a loaded session, loading it once. */
-export function getModel(name?: string): Promise<ModelHandle> {
-  let m: Manifest;
-  try {
-    m = readManifest();
-  } catch (err) {
-    return Promise.reject(err);
-  }
+/**
+ * The manifest entry of a model name (undefined: the default), without loading anything: throws
+ * internal_error for a broken manifest or a model file that is not there, validation_error for an
+ * unknown name. removeBackground checks this before the input, so that a broken installation is
+ * reported as such whatever the input.
+ */
+export function resolveModel(name?: string): { key: string; entry: ModelEntry } {
+  const m = readManifest();
   const key = name ?? m.default;
   const entry = Object.hasOwn(m.models, key) ? m.models[key] : undefined;
   if (!entry) {
     const allowed = Object.keys(m.models);
-    return Promise.reject(new BgoneError('validation_error', `model must be one of ${allowed.join(', ')}.`, { field: 'model', allowed }));
+    throw new BgoneError('validation_error', `model must be one of ${allowed.join(', ')}.`, { field: 'model', allowed });
+  }
+  const path = join(librarySettings().modelsDir, entry.file);
+  if (!existsSync(path)) throw modelNotInstalledError(key, path);
+  return { key, entry };
+}
+
+/** Resolves a model name (undefined: the default) to a loaded session, loading it once. */
+export function getModel(name?: string): Promise<ModelHandle> {
+  let key: string;
+  let entry: ModelEntry;
+  try {
+    ({ key, entry } = resolveModel(name));
+  } catch (err) {
+    return Promise.reject(err);
   }
   let session = sessions.get(key);
   if (!session) {

@@ -64,46 +64,53 @@ export function retryAfterSeconds(waitMs: number): number {
 
 const SWEEP_THRESHOLD = 10_000;
 
-/** The failures of one scope (emails, or IPs), by key: attempt id → time. */
+/**
+ * The failures of one scope (emails, or IPs), by key: attempt id → time, and the window the key was
+ * last checked with. Keys of one scope may use different windows (the dashboard counts sign-ups
+ * for an hour under "signup:" keys beside 15-minute login failures), so a sweep prunes each key
+ * with its own window, never with the caller's.
+ */
 class FailureWindow {
-  private readonly failures = new Map<string, Map<string, number>>();
+  private readonly failures = new Map<string, { windowMs: number; attempts: Map<string, number> }>();
 
   waitMs(key: string, rule: LimitRule, now: number): number {
-    return throttleWaitMs(this.prune(key, rule, now), rule, now);
+    const entry = this.failures.get(key);
+    if (entry) entry.windowMs = rule.windowMs;
+    return throttleWaitMs(this.prune(key, now), rule, now);
   }
 
-  add(key: string, id: string, now: number): void {
-    let entries = this.failures.get(key);
-    if (!entries) {
-      entries = new Map();
-      this.failures.set(key, entries);
+  add(key: string, id: string, now: number, windowMs: number): void {
+    let entry = this.failures.get(key);
+    if (!entry) {
+      entry = { windowMs, attempts: new Map() };
+      this.failures.set(key, entry);
     }
-    entries.set(id, now);
+    entry.attempts.set(id, now);
   }
 
   remove(key: string, id: string): void {
-    const entries = this.failures.get(key);
-    if (!entries) return;
-    entries.delete(id);
-    if (entries.size === 0) this.failures.delete(key);
+    const entry = this.failures.get(key);
+    if (!entry) return;
+    entry.attempts.delete(id);
+    if (entry.attempts.size === 0) this.failures.delete(key);
   }
 
   clear(key: string): void {
     this.failures.delete(key);
   }
 
-  /** Drops the failures older than the rule's window; returns the times kept, ascending. */
-  private prune(key: string, rule: LimitRule, now: number): number[] {
-    const entries = this.failures.get(key);
-    if (!entries) return [];
-    for (const [id, at] of entries) if (at <= now - rule.windowMs) entries.delete(id);
-    if (entries.size === 0) this.failures.delete(key);
-    return [...entries.values()].sort((a, b) => a - b);
+  /** Drops the key's failures older than its window; returns the times kept, ascending. */
+  private prune(key: string, now: number): number[] {
+    const entry = this.failures.get(key);
+    if (!entry) return [];
+    for (const [id, at] of entry.attempts) if (at <= now - entry.windowMs) entry.attempts.delete(id);
+    if (entry.attempts.size === 0) this.failures.delete(key);
+    return [...entry.attempts.values()].sort((a, b) => a - b);
   }
 
-  sweep(rule: LimitRule, now: number): void {
+  sweep(now: number): void {
     if (this.failures.size <= SWEEP_THRESHOLD) return;
-    for (const key of [...this.failures.keys()]) this.prune(key, rule, now);
+    for (const key of [...this.failures.keys()]) this.prune(key, now);
   }
 }
 
@@ -122,10 +129,10 @@ export class MemoryLoginThrottle {
     const wait = Math.max(email === undefined ? 0 : this.byEmail.waitMs(email, limits.perEmail, now), this.byIp.waitMs(ip, limits.perIp, now));
     if (wait > 0) return { allowed: false, retryAfterSeconds: retryAfterSeconds(wait) };
     const attempt: LoginAttempt = { id: randomUUID(), email, ip, at: now };
-    if (email !== undefined) this.byEmail.add(email, attempt.id, now);
-    this.byIp.add(ip, attempt.id, now);
-    this.byEmail.sweep(limits.perEmail, now);
-    this.byIp.sweep(limits.perIp, now);
+    if (email !== undefined) this.byEmail.add(email, attempt.id, now, limits.perEmail.windowMs);
+    this.byIp.add(ip, attempt.id, now, limits.perIp.windowMs);
+    this.byEmail.sweep(now);
+    this.byIp.sweep(now);
     return { allowed: true, attempt };
   }
 

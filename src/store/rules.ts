@@ -12,6 +12,11 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /** Default: a key's last use is written at most once a minute, to keep writes off the request path. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
+/**
+ * Default: active (unrevoked) API keys an account may hold. Rate limits count per account as well
+ * as per key, so more keys would buy nothing; the cap keeps an account from minting them without end.
+ */
+export const MAX_KEYS_PER_ACCOUNT = 10;
 
 const MAX_EMAIL_LENGTH = 254;
 const MAX_ID_LENGTH = 255;
@@ -54,6 +59,17 @@ export function checkGrant(credits: unknown): number {
 export function checkPasswordHash(encodedHash: unknown): string {
   if (typeof encodedHash !== 'string' || encodedHash.length === 0) throw new StoreError('invalid_argument', 'password hash must be a non-empty string');
   return encodedHash;
+}
+
+/** The maxKeysPerAccount option: a positive integer; throws a RangeError otherwise. */
+export function checkMaxKeys(value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`maxKeysPerAccount must be a positive integer, got ${String(value)}`);
+  return value;
+}
+
+/** keys.create's refusal past the cap, the same from every implementation. */
+export function keyLimitError(accountId: number, max: number): StoreError {
+  return new StoreError('key_limit', `account ${accountId} already has ${max} active API keys, the most allowed: revoke one before creating another`);
 }
 
 /** A duration option in whole milliseconds (0 allowed only where `allowZero`); throws a RangeError naming it. */

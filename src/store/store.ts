@@ -70,18 +70,21 @@ export interface ReserveOptions {
   keyId?: number | undefined;
   /** The Idempotency-Key header (1-255 characters); requires imageHash. */
   idempotencyKey?: string | undefined;
-  /** A hash of the uploaded image bytes (hex SHA-256), compared on a retry with the same idempotencyKey. */
+  /**
+   * The request's fingerprint (hex SHA-256 of the image bytes and the normalised options), compared
+   * on a retry with the same idempotencyKey: another value is an idempotency_conflict.
+   */
   imageHash?: string | undefined;
 }
 
 export type ReserveResult =
   /** One credit is held: commit it after a success, release it otherwise. */
   | { ok: true; reservationId: number; alreadyCharged: false; remainingAfterCharge: number }
-  /** A retry of a request already charged under this Idempotency-Key and image: process it, charge nothing. */
+  /** A retry of a request already charged under this Idempotency-Key, image and options: process it, charge nothing. */
   | { ok: true; reservationId: null; alreadyCharged: true; remainingAfterCharge: number }
   /** No credits left in the cycle; they reset at `resetsAt`. */
   | { ok: false; reason: 'payment_required'; resetsAt: Date }
-  /** Disabled account; or the Idempotency-Key is in flight, or was charged for a different image. */
+  /** Disabled account; or the Idempotency-Key is in flight, or was charged for a different image or options. */
   | { ok: false; reason: 'account_disabled' | 'idempotency_conflict' };
 
 export interface CommitResult {
@@ -363,6 +366,7 @@ export interface AccountStore {
   setPlan(id: number, plan: PlanName): Promise<Account>;
   cancel(id: number): Promise<Account>;
   resume(id: number): Promise<Account>;
+  /** Refuses the account's charges from now on and deletes its dashboard sessions, in one transaction. */
   disable(id: number): Promise<Account>;
   enable(id: number): Promise<Account>;
   /** The encoded password hash, or null (no such account, or one without a password). */
@@ -371,6 +375,7 @@ export interface AccountStore {
 }
 
 export interface KeyStore {
+  /** A new key; StoreError 'key_limit' when the account already holds its maximum of active keys (default 10). */
   create(accountId: number): Promise<CreatedApiKey>;
   list(accountId: number): Promise<ApiKeyInfo[]>;
   get(keyId: number): Promise<ApiKeyInfo | null>;

@@ -87,3 +87,82 @@ export function pngClaiming(width: number, height: number): Buffer {
   ihdr[9] = 2;
   return Buffer.concat([PNG_SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', deflateSync(Buffer.alloc(256))), chunk('IEND', Buffer.alloc(0))]);
 }
+
+/** A PNG padded to exactly `total` bytes by a private ancillary chunk ("prVt") right after IHDR: decoders skip it. */
+export function padPng(png: Buffer, total: number): Buffer {
+  const body = total - png.length - 12;
+  if (body < 0) throw new Error(`the PNG is already ${png.length} bytes`);
+  return Buffer.concat([png.subarray(0, 33), chunk('prVt', Buffer.alloc(body, 0x2a)), png.subarray(33)]);
+}
+
+/** The PNG with one bit of its IHDR's CRC flipped (the chunk itself intact). */
+export function pngWithBadIhdrCrc(png: Buffer): Buffer {
+  if (png.toString('latin1', 12, 16) !== 'IHDR') throw new Error('PNG without IHDR first');
+  const out = Buffer.from(png);
+  out[32] = out[32]! ^ 0x01;
+  return out;
+}
+
+/** Where the first SOS segment of a JPEG starts, and where its header ends (the scan data begins). */
+export function jpegScanStart(jpeg: Buffer): { sos: number; data: number } {
+  let i = 2;
+  while (i + 4 <= jpeg.length) {
+    if (jpeg[i] !== 0xff) throw new Error(`JPEG: no marker at ${i}`);
+    if (jpeg[i + 1] === 0xff) {
+      i++;
+      continue;
+    }
+    const length = jpeg.readUInt16BE(i + 2);
+    if (jpeg[i + 1] === 0xda) return { sos: i, data: i + 2 + length };
+    i += 2 + length;
+  }
+  throw new Error('JPEG without a scan');
+}
+
+/** The JPEG's headers up to and including its SOS segment, then EOI: a scan with no data. */
+export function jpegWithoutScanData(jpeg: Buffer): Buffer {
+  return Buffer.concat([jpeg.subarray(0, jpegScanStart(jpeg).data), Buffer.from([0xff, 0xd9])]);
+}
+
+/**
+ * SOI, a baseline SOF0 claiming width x height (3 components), then `tail` (default: garbage). The
+ * frame header's fields are 16-bit, so 65535 is the largest claim.
+ */
+export function jpegClaiming(width: number, height: number, tail: Buffer = Buffer.alloc(64, 0x5a)): Buffer {
+  const sof = Buffer.from([0xff, 0xc0, 0, 17, 8, height >> 8, height & 0xff, width >> 8, width & 0xff, 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]);
+  return Buffer.concat([Buffer.from([0xff, 0xd8]), sof, tail]);
+}
+
+function riff(fourcc: string, payload: Buffer, tail: Buffer): Buffer {
+  const head = Buffer.alloc(20);
+  head.write('RIFF', 0, 'latin1');
+  head.writeUInt32LE(12 + payload.length + tail.length, 4);
+  head.write('WEBP', 8, 'latin1');
+  head.write(fourcc, 12, 'latin1');
+  head.writeUInt32LE(payload.length + tail.length, 16);
+  return Buffer.concat([head, payload, tail]);
+}
+
+/** A lossless WebP (VP8L) header claiming width x height (each 1..16384), then garbage. */
+export function webpLosslessClaiming(width: number, height: number, tail: Buffer = Buffer.alloc(64, 0x5a)): Buffer {
+  const bits = Buffer.alloc(5);
+  bits[0] = 0x2f;
+  bits.writeUInt32LE(((width - 1) & 0x3fff) | (((height - 1) & 0x3fff) << 14) | (1 << 28), 1);
+  return riff('VP8L', bits, tail);
+}
+
+/** A lossy WebP (VP8 key frame) header claiming width x height (each up to 16383), then garbage. */
+export function webpLossyClaiming(width: number, height: number, tail: Buffer = Buffer.alloc(64, 0x5a)): Buffer {
+  const frame = Buffer.from([0x50, 0x2a, 0x00, 0x9d, 0x01, 0x2a, 0, 0, 0, 0]);
+  frame.writeUInt16LE(width & 0x3fff, 6);
+  frame.writeUInt16LE(height & 0x3fff, 8);
+  return riff('VP8 ', frame, tail);
+}
+
+/** An extended WebP (VP8X) header whose canvas claims width x height (each up to 2^24), then garbage. */
+export function webpExtendedClaiming(width: number, height: number, tail: Buffer = Buffer.alloc(64, 0x5a)): Buffer {
+  const vp8x = Buffer.alloc(10);
+  vp8x.writeUIntLE(width - 1, 4, 3);
+  vp8x.writeUIntLE(height - 1, 7, 3);
+  return riff('VP8X', vp8x, tail);
+}

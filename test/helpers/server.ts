@@ -86,6 +86,9 @@ export function testBackend(): 'auto' | 'uws' | 'node' {
   return chosen === 'uws' || chosen === 'node' ? chosen : 'auto';
 }
 
+/** Requests one account may hold at once in the test servers unless a test sets it: suites firing many in parallel from one account never meet the cap. */
+const UNCAPPED_ACCOUNT_IN_FLIGHT = 1000;
+
 /**
  * Starts startServer over `store` on 127.0.0.1 (ephemeral port, silent logs). close() is idempotent:
  * it stops the server, then closes the store, then removes the test's temp folder `dir`.
@@ -97,6 +100,7 @@ export async function serveStore(store: Store, dir: string, options: Partial<Ser
     queueLimit: 16,
     overloadRetryAfter: 5,
     drainTimeout: 30,
+    accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT,
     store,
     logger: createLogger('silent'),
     http: testBackend(),

@@ -52,6 +52,8 @@ beforeAll(async () => {
     BGONE_HOST: '127.0.0.1',
     BGONE_PORT: '0',
     BGONE_QUEUE_LIMIT: '64',
+    // 60 parallel requests of one account: the per-account in-flight cap is not what this file tests.
+    BGONE_ACCOUNT_IN_FLIGHT: '1000',
     BGONE_RATE_LIMIT_FREE: '100000',
     BGONE_RATE_LIMIT_PRO: String(PRO_LIMIT_PER_MINUTE),
     BGONE_NODE_HEARTBEAT_LAPSE_MS: String(HEARTBEAT_LAPSE_MS),

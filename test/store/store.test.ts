@@ -303,6 +303,35 @@ describe.each(STORE_KINDS)('%s store', (kind) => {
       expect(await store.keys.authenticate(other.key)).toBeNull();
     });
 
+    it('are capped per account: the 11th active key is refused (key_limit), a revoked key frees a place, other accounts are not affected', async () => {
+      const store = await t.open();
+      const a = await store.accounts.create({ email: 'a@example.com' });
+      const b = await store.accounts.create({ email: 'b@example.com' });
+      const keys = [];
+      for (let i = 0; i < 10; i++) keys.push(await store.keys.create(a.id));
+      await expectStoreError(store.keys.create(a.id), 'key_limit');
+      expect(await store.keys.list(a.id)).toHaveLength(10);
+      expect((await store.keys.create(b.id)).info.accountId).toBe(b.id);
+      // Revoked keys stay listed but do not count.
+      await store.keys.revoke(keys[0]!.info.id);
+      const replacement = await store.keys.create(a.id);
+      expect(await store.keys.authenticate(replacement.key)).toMatchObject({ accountId: a.id });
+      await expectStoreError(store.keys.create(a.id), 'key_limit');
+      expect((await store.keys.list(a.id)).filter((k) => !k.revoked)).toHaveLength(10);
+      await expectStoreError(store.keys.create(999), 'not_found');
+      await expect(t.open({ maxKeysPerAccount: 0 })).rejects.toThrow(RangeError);
+    });
+
+    it('the cap is an option, and creations racing from two stores on one database (two nodes) never pass it', async () => {
+      const first = await t.open({ maxKeysPerAccount: 3 });
+      const second = await t.open({ maxKeysPerAccount: 3 });
+      const a = await first.accounts.create({ email: 'a@example.com' });
+      const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => (i % 2 ? second : first).keys.create(a.id)));
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3);
+      for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ name: 'StoreError', code: 'key_limit' });
+      expect(await first.keys.list(a.id)).toHaveLength(3);
+    });
+
     it('record the last use at most once per resolution', async () => {
       const store = await t.open(); // default resolution: 60 s
       const a = await store.accounts.create({ email: 'a@example.com' });

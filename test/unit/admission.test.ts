@@ -1,7 +1,7 @@
 /**
  * The one admission path (src/http/admission.ts): its order (shutting down → authentication →
- * rate limit → disabled → load shedding → Content-Length), the answers of each refusal, the places
- * it holds and gives back, and the drain.
+ * rate limit → disabled → credits → account cap → load shedding → Content-Length), the answers of
+ * each refusal, the places it holds and gives back, and the drain.
  */
 import { describe, expect, it } from 'vitest';
 import { Admission, type Principal } from '../../src/http/admission.js';
@@ -177,5 +177,88 @@ describe('Admission.admit', () => {
     expect(ticket).toBeNull();
     expect(res.answers).toHaveLength(0);
     expect(admission.inFlight).toBe(0);
+  });
+});
+
+describe('Admission: the abuse limits', () => {
+  /** An admission with the per-account options, over a balance the test sets. */
+  function abuseSetup(options: { accountInFlight?: number; remaining?: number } = {}) {
+    let balanceReads = 0;
+    const credits = {
+      balance: async () => {
+        balanceReads++;
+        return { remaining: options.remaining ?? 10 } as never;
+      },
+    };
+    const admission = new Admission(
+      {
+        queueLimit: 16,
+        overloadRetryAfter: 7,
+        maxBodyBytes: 1000,
+        rateLimits: rateLimitsAt(T0),
+        accountInFlight: options.accountInFlight,
+        credits,
+      },
+      () => new HttpError('image_too_large', 'too large'),
+    );
+    const exchange = (headers: Record<string, string> = {}) => {
+      const res = new RecordedResponse();
+      return { ex: new Exchange(memoryRequest('POST', '/api/v1/remove', headers), res, '/api/v1/remove', () => {}), res };
+    };
+    return { admission, exchange, balanceReads: () => balanceReads };
+  }
+  const unauthenticated = new HttpError('authentication_error');
+
+  it('caps the requests one account holds at once with 429 (Retry-After, details), while other accounts are admitted', async () => {
+    const { admission, exchange } = abuseSetup({ accountInFlight: 2 });
+    const a1 = await admission.admit(exchange().ex, async () => principal({ accountId: 1, rateKey: 'key:1' }), unauthenticated);
+    const a2 = await admission.admit(exchange().ex, async () => principal({ accountId: 1, rateKey: 'key:2' }), unauthenticated);
+    expect(admission.accountInFlight(1)).toBe(2);
+    const { ex, res } = exchange();
+    expect(await admission.admit(ex, async () => principal({ accountId: 1, rateKey: 'key:3' }), unauthenticated)).toBeNull();
+    expect(res.status).toBe(429);
+    expect(res.json).toMatchObject({ code: 'rate_limit_exceeded', details: { in_flight_limit: 2 } });
+    expect(res.answers[0]!.headers['Retry-After']).toBe('7');
+    const b = await admission.admit(exchange().ex, async () => principal({ accountId: 2, rateKey: 'key:9' }), unauthenticated);
+    expect(b).not.toBeNull();
+    a1!.release();
+    a1!.release(); // idempotent: one place back, not two
+    expect(admission.accountInFlight(1)).toBe(1);
+    expect(await admission.admit(exchange().ex, async () => principal({ accountId: 1 }), unauthenticated)).not.toBeNull();
+    a2!.release();
+    b!.release();
+    expect(admission.inFlight).toBe(1);
+  });
+
+  it("counts every key of an account in the account's bucket: a second key does not double the limit; the headers show the tighter count", async () => {
+    const { admission, exchange } = abuseSetup();
+    const limit = { rateLimitPerMinute: 3 };
+    (await admission.admit(exchange().ex, async () => principal({ ...limit, rateKey: 'key:1' }), unauthenticated))!.release();
+    (await admission.admit(exchange().ex, async () => principal({ ...limit, rateKey: 'key:1' }), unauthenticated))!.release();
+    const third = await admission.admit(exchange().ex, async () => principal({ ...limit, rateKey: 'key:2' }), unauthenticated);
+    // key:2 has used 1 of 3, the account 3 of 3: the account's count is the one shown.
+    expect(third!.rateHeaders).toMatchObject({ 'X-RateLimit-Limit': '3', 'X-RateLimit-Remaining': '0' });
+    third!.release();
+    const fourth = exchange();
+    expect(await admission.admit(fourth.ex, async () => principal({ ...limit, rateKey: 'key:3' }), unauthenticated)).toBeNull();
+    expect(fourth.res.status).toBe(429);
+    expect(fourth.res.answers[0]!.headers['X-RateLimit-Remaining']).toBe('0');
+    // Another account has its own bucket.
+    expect(await admission.admit(exchange().ex, async () => principal({ ...limit, accountId: 2, rateKey: 'key:8' }), unauthenticated)).not.toBeNull();
+  });
+
+  it('refuses a metered request of an account with no credit left with 402 before the body, and reads no balance for other routes', async () => {
+    const poor = abuseSetup({ remaining: 0 });
+    const { ex, res } = poor.exchange({ 'content-length': '500' });
+    expect(await poor.admission.admit(ex, async () => principal(), unauthenticated, { metered: true })).toBeNull();
+    expect(res.status).toBe(402);
+    expect(res.json.code).toBe('payment_required');
+    expect(res.answers[0]!.headers['X-RateLimit-Limit']).toBe('100');
+    expect(poor.admission.inFlight).toBe(0);
+    expect(await poor.admission.admit(poor.exchange().ex, async () => principal(), unauthenticated)).not.toBeNull();
+    expect(poor.balanceReads()).toBe(1);
+
+    const rich = abuseSetup({ remaining: 1 });
+    expect(await rich.admission.admit(rich.exchange().ex, async () => principal(), unauthenticated, { metered: true })).not.toBeNull();
   });
 });

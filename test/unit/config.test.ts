@@ -3,7 +3,7 @@
  * environment given (never from import time), and a ConfigError naming the variable for a bad value.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, loadLibraryConfig, loadPostgresConfig } from '../../src/config/config.js';
+import { ConfigError, loadConfig, loadLibraryConfig, loadPostgresConfig, maxKeysPerAccount } from '../../src/config/config.js';
 
 describe('loadConfig', () => {
   it('needs no variable: the embedded defaults', () => {
@@ -77,6 +77,26 @@ describe('loadConfig', () => {
   ])('refuses %s=%s with a ConfigError naming it', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+  });
+
+  it('reads the abuse limits: body deadline, per-account in-flight cap, keys per account; refuses bad values naming them', () => {
+    expect(loadConfig({})).toMatchObject({ bodyTimeout: 60, accountInFlight: 4, maxKeysPerAccount: 10 });
+    expect(loadConfig({ BGONE_BODY_TIMEOUT: '5', BGONE_ACCOUNT_IN_FLIGHT: '2', BGONE_MAX_KEYS_PER_ACCOUNT: '3' })).toMatchObject({
+      bodyTimeout: 5,
+      accountInFlight: 2,
+      maxKeysPerAccount: 3,
+    });
+    expect(maxKeysPerAccount({ BGONE_MAX_KEYS_PER_ACCOUNT: '25' })).toBe(25);
+    for (const [name, value] of [
+      ['BGONE_BODY_TIMEOUT', '0'],
+      ['BGONE_BODY_TIMEOUT', '1.5'],
+      ['BGONE_ACCOUNT_IN_FLIGHT', '0'],
+      ['BGONE_MAX_KEYS_PER_ACCOUNT', '0'],
+      ['BGONE_MAX_KEYS_PER_ACCOUNT', 'ten'],
+    ] as const) {
+      expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+    }
   });
 
   it('has a library-only part for commands that run no service', () => {

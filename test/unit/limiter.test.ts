@@ -1,6 +1,7 @@
 /**
  * The limiter in front of the native core (src/lib/limiter.ts): at most `concurrency` jobs at once,
- * the others in arrival order, and a bound that can change while jobs run.
+ * the others in arrival order, a bound that can change while jobs run, and waiting jobs dropped by
+ * their AbortSignal.
  */
 import { describe, expect, it } from 'vitest';
 import { Limiter } from '../../src/lib/limiter.js';
@@ -140,6 +141,85 @@ describe('Limiter', () => {
     c!.release();
     bg.release();
     await Promise.all([...running, background]);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a waiting job whose signal aborts is dropped: it never starts, rejects with the reason, and the next one takes its turn', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const [a, b, c] = ['a', 'b', 'c'].map((n) => gate(started, n));
+    const controller = new AbortController();
+    const first = limiter.run(a!.job);
+    const dropped = limiter.run(b!.job, 'normal', controller.signal);
+    const third = limiter.run(c!.job);
+    await tick();
+    expect({ size: limiter.size, pending: limiter.pending }).toEqual({ size: 3, pending: 2 });
+    const reason = new Error('the client went away');
+    controller.abort(reason);
+    await expect(dropped).rejects.toBe(reason);
+    expect({ size: limiter.size, pending: limiter.pending }).toEqual({ size: 2, pending: 1 });
+    a!.release();
+    await tick();
+    expect(started).toEqual(['a', 'c']); // b never ran
+    c!.release();
+    expect(await Promise.all([first, third])).toEqual(['a', 'c']);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a background job is dropped the same way; without a reason the rejection is an AbortError', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const bg = gate(started, 'bg');
+    const controller = new AbortController();
+    const first = limiter.run(a.job);
+    const dropped = limiter.run(bg.job, 'background', controller.signal);
+    await tick();
+    controller.abort();
+    await expect(dropped).rejects.toMatchObject({ name: 'AbortError' });
+    expect(limiter.pending).toBe(0);
+    a.release();
+    await first;
+    expect(started).toEqual(['a']);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('an already aborted signal refuses the job at once; a signal aborted once the job runs changes nothing', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const aborted = AbortSignal.abort(new Error('gone before it came'));
+    await expect(limiter.run(gate(started, 'never').job, 'normal', aborted)).rejects.toThrow('gone before it came');
+    expect(limiter.size).toBe(0);
+
+    const a = gate(started, 'a');
+    const controller = new AbortController();
+    const running = limiter.run(a.job, 'normal', controller.signal);
+    await tick();
+    controller.abort();
+    a.release();
+    expect(await running).toBe('a'); // inside: it runs to its end
+    expect(started).toEqual(['a']);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a job let in just as its signal aborts still runs, and is counted exactly once', async () => {
+    const limiter = new Limiter(1);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const b = gate(started, 'b');
+    const controller = new AbortController();
+    const first = limiter.run(a.job);
+    const second = limiter.run(b.job, 'normal', controller.signal);
+    await tick();
+    // The release wakes b synchronously when a's job settles; the abort comes right after.
+    a.release();
+    await first;
+    controller.abort();
+    await tick();
+    expect(started).toEqual(['a', 'b']);
+    expect(limiter.size).toBe(1);
+    b.release();
+    expect(await second).toBe('b');
     expect(limiter.size).toBe(0);
   });
 });

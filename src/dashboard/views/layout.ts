@@ -22,6 +22,8 @@ export interface PageOptions {
   message?: Message | null;
   /** Narrow column (sign-up, login). */
   narrow?: boolean;
+  /** Whether visitors are offered sign-up in the top bar (BGONE_SIGNUP); default true. */
+  signupOpen?: boolean;
 }
 
 const SECTIONS: Array<[Section, string, string]> = [
@@ -59,7 +61,7 @@ export function page(options: PageOptions, content: HtmlValue): string {
   const nav = viewer
     ? html`<nav aria-label="Dashboard">${SECTIONS.map(([id, label, href]) => html`<a href="${href}"${id === options.section ? html` aria-current="page"` : ''}>${label}</a>`)}</nav>
       <div class="who"><span>${viewer.email}</span><form class="inline" method="post" action="/dashboard/logout">${csrfField(viewer.csrf)}<button type="submit">Log out</button></form></div>`
-    : html`<nav aria-label="Account"><a href="/dashboard/login">Log in</a><a href="/dashboard/signup">Sign up</a></nav>`;
+    : html`<nav aria-label="Account"><a href="/dashboard/login">Log in</a>${options.signupOpen === false ? '' : html`<a href="/dashboard/signup">Sign up</a>`}</nav>`;
   return html`<!doctype html>
 <html lang="en">
 <head>

@@ -1,6 +1,7 @@
 /**
  * The four plans side by side, the current one marked; cancel / resume a paid plan; upgrades
- * through the billing provider, or the operator's CLI command when there is none.
+ * through the billing provider, or the operator's CLI command when there is none. The way to the
+ * provider's checkout is a page with a link (followed at once by the page's script).
  */
 import type { Account, PlanName, PlanTable } from '../../store/index.js';
 import { PLAN_NAMES } from '../../store/index.js';
@@ -71,5 +72,21 @@ ${
     : html`<p class="small muted" id="billing-note">No billing provider is configured on this service: an operator changes plans with the CLI, using the command shown under each plan.</p>`
 }
 <div class="plans">${cards}</div>`,
+  );
+}
+
+export interface CheckoutPageOptions {
+  viewer: Viewer;
+  /** The provider's checkout (an absolute http(s) URL, checked by checkCheckoutUrl). */
+  url: string;
+  plan: PlanName;
+}
+
+export function checkoutPage(options: CheckoutPageOptions): string {
+  return page(
+    { title: 'Checkout', viewer: options.viewer, section: 'plan' },
+    html`<h1>Checkout</h1>
+<div class="card"><p>Switching to ${planTitle(options.plan)} goes on at the billing provider's checkout.</p>
+<p class="actions"><a class="button" id="checkout-link" href="${options.url}" data-follow>Continue to the checkout</a></p></div>`,
   );
 }

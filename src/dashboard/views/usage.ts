@@ -24,7 +24,6 @@ export function usagePage(options: UsagePageOptions): string {
   return page(
     { title: 'Usage', viewer, section: 'usage', message: options.message },
     html`<h1>Usage</h1>
-${account.disabled ? html`<div class="error" role="alert">This account is disabled: requests are refused (403). Contact the operator.</div>` : ''}
 <div class="stats">
 <div class="stat"><div class="label">Credits used this cycle</div><div class="value" id="credits-used">${balance.used}</div>
 <svg class="meter" viewBox="0 0 100 10" preserveAspectRatio="none" role="img" aria-label="${Math.round(share * 100)}% of the cycle's credits used"><rect class="track" x="0" y="0" width="100" height="10" rx="5"></rect><rect class="fill" x="0" y="0" width="${Math.round(share * 1000) / 10}" height="10" rx="5"></rect></svg>

@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { RequestHeaders } from './request-headers.js';
+import { HEAD_TOO_LARGE_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
 
 export interface NodeBackendOptions {
   /** Time for a request's head to arrive, in ms (default 10 s, uWS's idle timeout). */
@@ -131,13 +131,12 @@ class NodeRequest implements HttpRequest {
 
 /** The answer to a request node's parser refused (400), whose head was too large (431) or too slow (408). */
 function clientErrorAnswer(code: string | undefined): string {
-  const [status, message] =
+  const [status, body] =
     code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'The request headers are larger than the server accepts.']
+      ? [431, HEAD_TOO_LARGE_BODY]
       : code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, 'The request did not arrive in time.']
-        : [400, 'The request is not valid HTTP/1.1.'];
-  const body = JSON.stringify({ code: 'validation_error', message });
+        ? [408, JSON.stringify({ code: 'validation_error', message: 'The request did not arrive in time.' })]
+        : [400, JSON.stringify({ code: 'validation_error', message: 'The request is not valid HTTP/1.1.' })];
   return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
@@ -179,6 +178,8 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
       const server = http.createServer(
         {
           headersTimeout,
+          // Named, not left to node's default (or --max-http-header-size): the uWS backend checks the same figure.
+          maxHeaderSize: MAX_HEAD_BYTES,
           keepAliveTimeout: options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
           ...(requestTimeout === undefined ? {} : { requestTimeout }),
           connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,

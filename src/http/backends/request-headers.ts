@@ -4,10 +4,22 @@
  * (uWS's req.forEach, node's rawHeaders) so that the joining rule is the same on both: node's own
  * req.headers would silently drop a second Authorization or Content-Type instead.
  */
+/**
+ * The most a request head (request line and headers) may hold on either backend: node:http's own
+ * default (maxHeaderSize), which answers 431 past it; the uWS backend checks the same figure itself.
+ */
+export const MAX_HEAD_BYTES = 16 * 1024;
+
+/** The JSON body of the 431 answer to a head over MAX_HEAD_BYTES, the same on both backends. */
+export const HEAD_TOO_LARGE_BODY = JSON.stringify({ code: 'validation_error', message: 'The request headers are larger than the server accepts.' });
+
 export class RequestHeaders {
   private readonly values = new Map<string, string>();
+  /** Bytes of the header lines as they were on the wire ("name: value\r\n"), about. */
+  bytes = 0;
 
   add(name: string, value: string): void {
+    this.bytes += name.length + value.length + 4;
     const key = name.toLowerCase();
     const previous = this.values.get(key);
     // Cookie pairs are separated by '; ' (RFC 6265 §5.4), every other list by ', ' (RFC 9110 §5.3).

@@ -9,6 +9,12 @@
  *   may await (auth, admission) before reading the body without the server buffering the upload;
  * - a response object must not be touched after onAborted or after the answer is complete (uWS
  *   throws): every write goes through send(), which knows both.
+ * - a head over MAX_HEAD_BYTES that uWS passes on (one arriving in a single read) gets the same
+ *   431 as on node:http, and the connection is closed. What uWS 20.30 refuses itself it answers
+ *   with nothing (it has no hook to let us): a head over 4 KB spread over several reads, or over
+ *   its 512 KB receive buffer, or with more than 48 header lines and over 4 KB, is closed at once;
+ *   one with more than 48 header lines in under 4 KB is ignored until its 10 s idle timeout
+ *   closes the connection.
  * The module is passed in (backend-select.ts loads the right native build), so nothing here
  * imports a uWS package.
  */
@@ -16,7 +22,7 @@ import type * as Uws from 'uWebSockets.js';
 import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { RequestHeaders } from './request-headers.js';
+import { HEAD_TOO_LARGE_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
 
 /** The native module's API (the same in the 20.30 and 20.57 builds, for what we use). */
 export type UwsModule = typeof Uws;
@@ -203,6 +209,11 @@ class UwsRequest implements HttpRequest {
     this.remoteAddress = canonicalAddress(Buffer.from(res.getRemoteAddressAsText()).toString('latin1'));
   }
 
+  /** The head's size as sent: "METHOD /path?query HTTP/1.1\r\n", the header lines and the blank line. */
+  get headBytes(): number {
+    return this.method.length + this.path.length + (this.query ? this.query.length + 1 : 0) + 12 + this.headers.bytes + 2;
+  }
+
   header(name: string): string {
     return this.headers.get(name);
   }
@@ -256,7 +267,14 @@ export function uwsBackend(uws: UwsModule): Backend {
       app.any('/*', (res, req) => {
         const method = req.getMethod().toUpperCase();
         const response = new UwsResponse(res, method === 'HEAD', state);
-        handler(new UwsRequest(req, res, method, response), response);
+        const request = new UwsRequest(req, res, method, response);
+        // uWS sets no size limit of its own on a head that arrives in one read (up to its 512 KB
+        // receive buffer): refuse what node:http refuses, with the same 431, and close.
+        if (request.headBytes > MAX_HEAD_BYTES) {
+          response.send(431, { 'Content-Type': 'application/json', Connection: 'close' }, HEAD_TOO_LARGE_BODY);
+          return;
+        }
+        handler(request, response);
       });
       return new Promise((resolve, reject) => {
         app.listen(host, port, (listenSocket) => {

@@ -39,11 +39,14 @@ import {
   checkEmail,
   checkGrant,
   checkId,
+  checkMaxKeys,
   checkPasswordHash,
   checkPlan,
   effectivePlanAt,
   IDEMPOTENCY_TTL_MS,
+  keyLimitError,
   LAST_USED_RESOLUTION_MS,
+  MAX_KEYS_PER_ACCOUNT,
   normalizeEmail,
   SESSION_TTL_MS,
 } from '../rules.js';
@@ -97,6 +100,8 @@ export interface PostgresStoreOptions {
   lastUsedResolutionMs?: number | undefined;
   /** Lifetime of a dashboard session from login (default 12 h). */
   sessionTtlMs?: number | undefined;
+  /** Active (unrevoked) API keys an account may hold (default 10); keys.create refuses one more with StoreError 'key_limit'. */
+  maxKeysPerAccount?: number | undefined;
   /** Connections per node (default 10). */
   poolSize?: number | undefined;
   /** A statement running longer is cancelled (default 5000 ms). */
@@ -180,6 +185,7 @@ export class PostgresStore implements Store {
   readonly nodeId = randomUUID();
   readonly #pool: pg.Pool;
   readonly #lastUsedResolutionMs: number;
+  readonly #maxKeysPerAccount: number;
   readonly #heartbeatLapseMs: number;
   readonly #autoRecover: boolean;
   #heartbeat: NodeJS.Timeout | undefined;
@@ -197,6 +203,7 @@ export class PostgresStore implements Store {
   constructor(options: PostgresStoreOptions) {
     if (typeof options.url !== 'string' || options.url.length === 0) throw new RangeError('url must be a postgres:// connection string');
     this.#lastUsedResolutionMs = checkDurationMs('lastUsedResolutionMs', options.lastUsedResolutionMs ?? LAST_USED_RESOLUTION_MS, true);
+    this.#maxKeysPerAccount = checkMaxKeys(options.maxKeysPerAccount ?? MAX_KEYS_PER_ACCOUNT);
     const sessionTtlMs = checkDurationMs('sessionTtlMs', options.sessionTtlMs ?? SESSION_TTL_MS, false);
     const poolSize = positiveInteger('poolSize', options.poolSize ?? DEFAULT_POOL_SIZE);
     const statementTimeoutMs = checkDurationMs('statementTimeoutMs', options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, false);
@@ -246,7 +253,13 @@ export class PostgresStore implements Store {
       setPlan: async (id, plan) => this.#updateAccount(id, 'plan = $2, cancel_at = NULL', [checkPlan(plan)]),
       cancel: (id) => this.#cancel(id),
       resume: (id) => this.#resume(id),
-      disable: async (id) => this.#updateAccount(id, 'disabled_at = coalesce(disabled_at, $2)', [this.#now()]),
+      // Its dashboard sessions end in the same transaction: none outlives the disabling.
+      disable: (id) =>
+        this.#transaction(async (c) => {
+          const account = await this.#updateAccount(id, 'disabled_at = coalesce(disabled_at, $2)', [this.#now()], c);
+          await c.query('DELETE FROM sessions WHERE account_id = $1', [id]);
+          return account;
+        }),
       enable: (id) => this.#updateAccount(id, 'disabled_at = NULL', []),
       passwordHash: async (id) => {
         const { rows } = await this.#pool.query<{ password_hash: string | null }>('SELECT password_hash FROM accounts WHERE id = $1', [id]);
@@ -259,7 +272,7 @@ export class PostgresStore implements Store {
     };
 
     this.keys = {
-      create: async (accountId) => this.#createKey(this.#pool, accountId),
+      create: (accountId) => this.#transaction((c) => this.#createKey(c, accountId)),
       list: async (accountId) => {
         const { rows } = await this.#pool.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY id`, [accountId]);
         return rows.map(toKeyInfo);
@@ -472,8 +485,8 @@ export class PostgresStore implements Store {
     return toAccount(rows[0], now);
   }
 
-  async #updateAccount(id: number, set: string, params: unknown[]): Promise<Account> {
-    const { rows } = await this.#pool.query<AccountRow>(`UPDATE accounts SET ${set} WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`, [id, ...params]);
+  async #updateAccount(id: number, set: string, params: unknown[], db: Queryable = this.#pool): Promise<Account> {
+    const { rows } = await db.query<AccountRow>(`UPDATE accounts SET ${set} WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`, [id, ...params]);
     if (!rows[0]) throw notFound(id);
     return toAccount(rows[0], this.#now());
   }
@@ -506,7 +519,14 @@ export class PostgresStore implements Store {
 
   // --- API keys -----------------------------------------------------------------------------------
 
+  /**
+   * Inside a transaction (`q` is its client): the account row is locked first, so that creations
+   * for one account on any number of nodes are counted against the cap one after another.
+   */
   async #createKey(q: Queryable, accountId: number): Promise<CreatedApiKey> {
+    if (!(await this.#accountRow(q, accountId, true))) throw notFound(accountId);
+    const { rows: active } = await q.query<{ n: number }>('SELECT count(*) AS n FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL', [accountId]);
+    if (Number(active[0]?.n ?? 0) >= this.#maxKeysPerAccount) throw keyLimitError(accountId, this.#maxKeysPerAccount);
     const now = this.#now();
     for (;;) {
       const key = generateApiKey();

@@ -29,6 +29,7 @@ export class Accounts {
   private readonly setPlanStmt;
   private readonly setCancelAtStmt;
   private readonly disableStmt;
+  private readonly endSessionsStmt;
   private readonly enableStmt;
   private readonly setPlanTx;
   private readonly cancelTx;
@@ -51,6 +52,7 @@ export class Accounts {
     this.setCancelAtStmt = db.prepare<[number | null, number]>('UPDATE accounts SET cancel_at = ? WHERE id = ?');
     this.disableStmt = db.prepare<[number, number]>('UPDATE accounts SET disabled_at = coalesce(disabled_at, ?) WHERE id = ?');
     this.enableStmt = db.prepare<[number]>('UPDATE accounts SET disabled_at = NULL WHERE id = ?');
+    this.endSessionsStmt = db.prepare<[number]>('DELETE FROM sessions WHERE account_id = ?');
 
     // Each change and the account read back after it: one transaction, so the answer is the change's.
     this.setPlanTx = db.transaction((id: number, plan: PlanName): Account => {
@@ -59,6 +61,7 @@ export class Accounts {
     });
     this.disableTx = db.transaction((id: number): Account => {
       this.requireChange(this.disableStmt.run(this.clock().getTime(), id).changes, id);
+      this.endSessionsStmt.run(id);
       return this.get(id)!;
     });
     this.enableTx = db.transaction((id: number): Account => {
@@ -139,7 +142,10 @@ export class Accounts {
     return this.resumeTx.immediate(id);
   }
 
-  /** Disabled accounts cannot be charged (reserve answers 'account_disabled'; the service answers 403). */
+  /**
+   * Disabled accounts cannot be charged (reserve answers 'account_disabled'; the service answers
+   * 403), and their dashboard sessions end in the same transaction.
+   */
   disable(id: number): Account {
     return this.disableTx.immediate(id);
   }

@@ -6,6 +6,7 @@
 import type { Clock } from '../clock.js';
 import type { PlanTable } from '../plans.js';
 import { KEY_COLUMNS, type KeyAccountRow, type KeyRow, toAuthenticated, toKeyInfo } from '../rows.js';
+import { keyLimitError } from '../rules.js';
 import { DISPLAY_PREFIX_LENGTH, generateApiKey, hashApiKey, isWellFormedApiKey } from '../secrets.js';
 import type { ApiKeyInfo, Authenticated, CreatedApiKey } from '../store.js';
 import type { Accounts } from './accounts.js';
@@ -22,6 +23,7 @@ export class ApiKeys {
   private readonly byHashStmt;
   private readonly byPrefixStmt;
   private readonly listStmt;
+  private readonly activeCountStmt;
   private readonly authStmt;
   private readonly touchStmt;
   private readonly revokeStmt;
@@ -34,6 +36,7 @@ export class ApiKeys {
     private readonly plans: PlanTable,
     private readonly accounts: Accounts,
     private readonly lastUsedResolutionMs: number,
+    private readonly maxKeysPerAccount: number,
   ) {
     this.insertStmt = db.prepare<[number, Buffer, string, string, number], KeyRow>(
       `INSERT INTO api_keys (account_id, key_hash, prefix, last4, created_at) VALUES (?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
@@ -42,6 +45,7 @@ export class ApiKeys {
     this.byHashStmt = db.prepare<[Buffer], KeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE key_hash = ?`);
     this.byPrefixStmt = db.prepare<[string], KeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE prefix = ?`);
     this.listStmt = db.prepare<[number], KeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY id`);
+    this.activeCountStmt = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL');
     this.authStmt = db.prepare<[Buffer], KeyAccountRow>(
       `SELECT k.id, k.account_id, k.last_used_at, k.revoked_at, a.plan, a.cancel_at, a.disabled_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?`,
@@ -51,6 +55,8 @@ export class ApiKeys {
 
     this.createTx = db.transaction((accountId: number): CreatedApiKey => {
       this.accounts.requireRow(accountId);
+      // Counted in the (immediate) transaction that inserts: two creations cannot both pass the cap.
+      if (this.activeCountStmt.get(accountId)!.n >= this.maxKeysPerAccount) throw keyLimitError(accountId, this.maxKeysPerAccount);
       const now = this.clock().getTime();
       for (let attempt = 1; ; attempt++) {
         const key = generateApiKey();
@@ -78,7 +84,10 @@ export class ApiKeys {
     });
   }
 
-  /** Issues a new key for the account. The full key is in the result and nowhere else. */
+  /**
+   * Issues a new key for the account. The full key is in the result and nowhere else. Throws
+   * StoreError 'key_limit' when the account already holds `maxKeysPerAccount` active keys.
+   */
   create(accountId: number): CreatedApiKey {
     return this.createTx.immediate(accountId);
   }

@@ -11,7 +11,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { type LoginThrottleStore, MemoryLoginThrottle } from '../login-throttle.js';
 import { type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
 import { MemoryRateWindows } from '../rate-window.js';
-import { checkDurationMs, checkPasswordHash, LAST_USED_RESOLUTION_MS, SESSION_TTL_MS } from '../rules.js';
+import { checkDurationMs, checkMaxKeys, checkPasswordHash, LAST_USED_RESOLUTION_MS, MAX_KEYS_PER_ACCOUNT, SESSION_TTL_MS } from '../rules.js';
 import type { AccountStore, BatchStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore, WebhookStore } from '../store.js';
 import { Accounts } from './accounts.js';
 import { Batches } from './batches.js';
@@ -35,6 +35,8 @@ export interface SqliteStoreOptions {
   lastUsedResolutionMs?: number | undefined;
   /** Lifetime of a dashboard session from login (default 12 h). */
   sessionTtlMs?: number | undefined;
+  /** Active (unrevoked) API keys an account may hold (default 10); keys.create refuses one more with StoreError 'key_limit'. */
+  maxKeysPerAccount?: number | undefined;
   /**
    * Open as the file's one service process (`bgone serve`): takes the owner lock (owner-lock.ts),
    * or throws StoreError 'locked' while another live service holds it. Operator commands leave it off.
@@ -62,6 +64,7 @@ export class SqliteStore implements Store {
   constructor(options: SqliteStoreOptions) {
     const lastUsedResolutionMs = checkDurationMs('lastUsedResolutionMs', options.lastUsedResolutionMs ?? LAST_USED_RESOLUTION_MS, true);
     const sessionTtlMs = checkDurationMs('sessionTtlMs', options.sessionTtlMs ?? SESSION_TTL_MS, false);
+    const maxKeysPerAccount = checkMaxKeys(options.maxKeysPerAccount ?? MAX_KEYS_PER_ACCOUNT);
     this.plans = resolvePlans(options.rateLimits);
     this.clock = options.clock ?? systemClock;
     // The lock before the file is touched: a second service must not even migrate it.
@@ -78,7 +81,7 @@ export class SqliteStore implements Store {
     try {
       const accounts = new Accounts(db, this.clock, this.plans);
       const credentials = new Credentials(db);
-      const keys = new ApiKeys(db, this.clock, this.plans, accounts, lastUsedResolutionMs);
+      const keys = new ApiKeys(db, this.clock, this.plans, accounts, lastUsedResolutionMs, maxKeysPerAccount);
       // Tags this instance's reservations: recoverAfterCrash releases every other instance's.
       const credits = new Credits(db, this.clock, this.plans, accounts, randomUUID());
       const usage = new Usage(db, this.clock, accounts, credits);

@@ -1,0 +1,154 @@
+/**
+ * Admission by estimated memory: requests count in admitted places (admission.ts), but a 6000²
+ * 16-bit PNG needs hundreds of MB where a 0.3 MP JPEG needs a few, so after its header is read each
+ * job also takes its estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved
+ * a credit and run. A job that does not fit waits; one that waits longer than `maxWaitMs` is
+ * refused (503, nothing charged). Waiters are served in order, but a small job may pass a large one
+ * that does not fit yet — only a few times, so the large one is never starved: once passed
+ * `maxPasses` times it holds the line and everything behind it waits.
+ *
+ * An estimate larger than the whole budget is taken as the whole budget: such a job (a valid image
+ * within the contract's limits) runs alone rather than being refused.
+ */
+
+/** Why acquire() refused. */
+export class MemoryGateTimeout extends Error {
+  constructor(readonly waitedMs: number) {
+    super(`no memory for this job after ${waitedMs} ms`);
+    this.name = 'MemoryGateTimeout';
+  }
+}
+
+export interface MemoryGateOptions {
+  budgetBytes: number;
+  /** How long a job may wait for memory before it is refused. */
+  maxWaitMs: number;
+  /** How often a waiting job may be passed by later, smaller ones (default 4). */
+  maxPasses?: number | undefined;
+}
+
+interface Waiter {
+  bytes: number;
+  passes: number;
+  grant: (release: () => void) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class MemoryGate {
+  readonly #budget: number;
+  readonly #maxWaitMs: number;
+  readonly #maxPasses: number;
+  #used = 0;
+  readonly #waiting: Waiter[] = [];
+
+  constructor(options: MemoryGateOptions) {
+    if (!(options.budgetBytes > 0)) throw new RangeError('budgetBytes must be positive');
+    this.#budget = options.budgetBytes;
+    this.#maxWaitMs = options.maxWaitMs;
+    this.#maxPasses = options.maxPasses ?? 4;
+  }
+
+  get used(): number {
+    return this.#used;
+  }
+
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  get budget(): number {
+    return this.#budget;
+  }
+
+  /**
+   * Takes `bytes` (capped at the budget); resolves with the function that gives them back (call it
+   * once, when the job's memory is gone), or rejects with MemoryGateTimeout. An aborted `signal`
+   * (the client went away) withdraws a waiting request: it rejects with the signal's reason.
+   */
+  acquire(bytes: number, signal?: AbortSignal): Promise<() => void> {
+    const need = Math.min(Math.max(0, Math.ceil(bytes)), this.#budget);
+    if (this.#waiting.length === 0 && this.#used + need <= this.#budget) return Promise.resolve(this.#take(need));
+    if (this.#waiting.length > 0 && this.#used + need <= this.#budget && this.#mayPass()) {
+      for (const w of this.#waiting) w.passes++;
+      return Promise.resolve(this.#take(need));
+    }
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const waiter: Waiter = {
+        bytes: need,
+        passes: 0,
+        grant: resolve,
+        timer: setTimeout(() => {
+          this.#remove(waiter);
+          reject(new MemoryGateTimeout(Math.round(performance.now() - started)));
+        }, this.#maxWaitMs),
+      };
+      waiter.timer.unref?.();
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (!this.#remove(waiter)) return;
+          clearTimeout(waiter.timer);
+          reject(signal.reason);
+        },
+        { once: true },
+      );
+      this.#waiting.push(waiter);
+    });
+  }
+
+  /** Whether a newcomer may go ahead of the jobs waiting: none of them has been passed too often. */
+  #mayPass(): boolean {
+    return this.#waiting.every((w) => w.passes < this.#maxPasses);
+  }
+
+  #take(bytes: number): () => void {
+    this.#used += bytes;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.#used -= bytes;
+      this.#wake();
+    };
+  }
+
+  #remove(waiter: Waiter): boolean {
+    const i = this.#waiting.indexOf(waiter);
+    if (i < 0) return false;
+    this.#waiting.splice(i, 1);
+    this.#wake(); // a large waiter that left may unblock smaller ones behind it
+    return true;
+  }
+
+  /** Grants waiters in order while they fit; one that does not fit is passed, or holds the line once passed too often. */
+  #wake(): void {
+    for (let i = 0; i < this.#waiting.length; ) {
+      const w = this.#waiting[i]!;
+      if (this.#used + w.bytes <= this.#budget) {
+        this.#waiting.splice(i, 1);
+        clearTimeout(w.timer);
+        w.grant(this.#take(w.bytes));
+        continue;
+      }
+      if (w.passes >= this.#maxPasses) return;
+      i++;
+    }
+    // Those still waiting were passed by whoever went ahead of them in this round.
+  }
+}
+
+/**
+ * The bytes one job holds at its peak, from its header and options: the full-resolution decode (4
+ * bands, 2 bytes a sample for 16-bit inputs), the alpha matte, the composited output and its
+ * encoding (up to `outputScale` × the input's pixels, e.g. a crop box that extends the canvas), and
+ * a fixed part for the model's input and the matting at the model's resolution. ONNX Runtime's own
+ * working memory is not counted: one inference runs at a time, whatever the number of jobs.
+ */
+export function estimateJobBytes(width: number, height: number, options: { bitsPerSample?: number; outputScale?: number } = {}): number {
+  const pixels = width * height;
+  const sampleBytes = (options.bitsPerSample ?? 8) > 8 ? 2 : 1;
+  const outputPixels = pixels * Math.max(1, options.outputScale ?? 1);
+  const FIXED = 48 * 1024 * 1024; // 1024² float model input and output, guided filter at half that
+  return FIXED + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
+}
