@@ -236,9 +236,12 @@ describe('a batch through to its webhooks', () => {
     r.script = [500, 500, 200];
     const test = await toResult(await fetch(`${s.url}/api/v1/webhooks/${endpoint}/test`, { method: 'POST', headers: auth(s) }));
     expect(test.status).toBe(202);
-    await waitFor(() => r.received.length === 1, 'the first attempt');
+    // Each retry comes due on the store's clock once the attempt before it is recorded.
+    const recorded = async (attempts: number) =>
+      waitFor(async () => (await s.store.webhooks.deliveries(s.accountId, endpoint, 10))[0]?.attempts === attempts, `attempt ${attempts} recorded`);
+    await recorded(1);
     s.clock.advance(5_000); // the first retry is due 5 s later
-    await waitFor(() => r.received.length === 2, 'the second attempt');
+    await recorded(2);
     s.clock.advance(5 * 60_000); // then 5 min
     await waitFor(() => r.received.length === 3, 'the third attempt');
     expect(r.received.map((e) => e.status)).toEqual([500, 500, 200]);

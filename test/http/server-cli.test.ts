@@ -300,9 +300,7 @@ describe('operator commands', () => {
     expect(usage.byDay.length).toBeGreaterThanOrEqual(28);
     expect(usage.byDay.every((d: { requests: number }) => d.requests === 0)).toBe(true);
   });
-});
 
-describe('bgone remove', () => {
   it('webhooks list / deliveries / retry show the outbox and make a failed delivery due again', async () => {
     const store = await openStore({ path: db });
     let deliveryId: string;
@@ -331,7 +329,9 @@ describe('bgone remove', () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/no delivery/);
   });
+});
 
+describe('bgone remove', () => {
   it('remove <folder> --out <dir> --size preview writes one cut-out per image', async () => {
     const input = join(dir, 'photos');
     const out = join(dir, 'out');

@@ -235,7 +235,9 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
     const api = await get(ts.url, '/api/v1/openapi.json');
     expect(api.status).toBe(200);
     expect(api.json.openapi).toMatch(/^3\./);
-    expect(Object.keys(api.json.paths)).toEqual(expect.arrayContaining([REMOVE, '/healthz', '/readyz', '/metrics']));
+    expect(Object.keys(api.json.paths)).toEqual(
+      expect.arrayContaining([REMOVE, '/healthz', '/readyz', '/metrics', '/api/v1/batches', '/api/v1/batches/{batch_id}', '/api/v1/webhooks']),
+    );
     // Every error code of the contract is in the Error schema.
     expect([...api.json.components.schemas.Error.properties.code.enum].sort()).toEqual(
       [

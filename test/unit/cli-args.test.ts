@@ -60,6 +60,9 @@ describe('commands', () => {
       'credits grant',
       'credits balance',
       'usage',
+      'webhooks list',
+      'webhooks deliveries',
+      'webhooks retry',
     ]);
   });
 
