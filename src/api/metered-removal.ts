@@ -11,6 +11,7 @@ import type { Logger } from '../config/logger.js';
 import type { Ticket } from '../http/admission.js';
 import { HttpError, storeFailure } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
+import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { BgoneError } from '../lib/errors.js';
@@ -70,6 +71,10 @@ export interface RemovalDeps {
   model?: string | undefined;
   logger?: Logger | undefined;
   metrics?: Metrics | undefined;
+  /** Admission by estimated memory (absent: none). */
+  memory?: MemoryGate | undefined;
+  /** Seconds in Retry-After when the memory budget has no room in time. */
+  overloadRetryAfter?: number | undefined;
 }
 
 export class MeteredRemoval {
@@ -135,9 +140,6 @@ export class MeteredRemoval {
   }
 
   private async run(parser: MultipartParser): Promise<void> {
-    const { requestId } = this.ex;
-    const { accountId, keyId } = this.ticket.principal;
-    const { store, logger } = this.deps;
     let form: ParsedForm;
     try {
       form = await parser.done;
@@ -164,14 +166,46 @@ export class MeteredRemoval {
     }
     // Preflight, before the reservation: the image's bytes and header (probeImage decodes no pixel)
     // and the crop caps, which need the header's size. A request refused here never holds a credit.
+    let estimate: number;
     try {
-      checkCropBox(probeImage(form.image), normaliseOptions(options).native);
+      const probe = probeImage(form.image);
+      const native = normaliseOptions(options).native;
+      checkCropBox(probe, native);
+      estimate = jobMemoryEstimate(form.image, probe, native);
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
+    // Memory: the job's estimated peak against the budget, before a credit is held for it.
+    let releaseMemory = () => {};
+    if (this.deps.memory) {
+      try {
+        releaseMemory = await this.deps.memory.acquire(estimate, this.job.signal);
+      } catch (err) {
+        if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
+        if (!(err instanceof MemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
+        return this.fail(
+          new HttpError('overloaded', 'The server has no memory free for this image now; retry after the time in Retry-After.', undefined, {
+            'Retry-After': String(this.deps.overloadRetryAfter ?? 5),
+          }),
+        );
+      }
+      if (!this.open) return releaseMemory();
+    }
+    try {
+      await this.reserveAndProcess(form.image, options);
+    } finally {
+      releaseMemory();
+    }
+  }
+
+  /** The credit, the work, the charge and the answer, for an upload that passed every check. */
+  private async reserveAndProcess(image: Buffer, options: RemoveBackgroundOptions): Promise<void> {
+    const { requestId } = this.ex;
+    const { accountId, keyId } = this.ticket.principal;
+    const { store, logger } = this.deps;
     // One credit reserved; charged only when the answer is a success.
     const idempotencyKey = this.ex.req.header('idempotency-key') || undefined;
-    const imageHash = idempotencyKey ? requestFingerprint(form.image, options) : undefined;
+    const imageHash = idempotencyKey ? requestFingerprint(image, options) : undefined;
     let reservation: ReserveResult;
     try {
       reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
@@ -199,7 +233,7 @@ export class MeteredRemoval {
     let result: RemoveBackgroundResult;
     this.processing = true;
     try {
-      result = await removeBackground(form.image, options, { signal: this.job.signal });
+      result = await removeBackground(image, options, { signal: this.job.signal });
     } catch (err) {
       this.processing = false;
       if (this.job.signal.aborted && err === this.job.signal.reason) return this.ticket.release(); // dropped from the queue: the client left

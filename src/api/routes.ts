@@ -6,6 +6,7 @@
 import type { Logger } from '../config/logger.js';
 import type { Admission } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
+import type { MemoryGate } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
@@ -26,6 +27,8 @@ export interface ApiDeps {
   logger?: Logger | undefined;
   /** Batch images waiting on this node (shown by /readyz). */
   batchQueue?: () => number;
+  memory?: MemoryGate | undefined;
+  overloadRetryAfter?: number | undefined;
 }
 
 /** Idempotency-Key: 1 to 255 visible ASCII characters. */
@@ -47,7 +50,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
       ticket.release();
       return;
     }
-    new MeteredRemoval(ex, ticket, { store, model: deps.model, logger, metrics }).start();
+    new MeteredRemoval(ex, ticket, { store, model: deps.model, logger, metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter }).start();
   });
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
@@ -62,7 +65,16 @@ export function mountApi(router: Router, deps: ApiDeps): void {
       logger?.warn({ err }, 'readiness: the database does not answer');
       return ex.json(503, { status: 'database_unreachable', ...about });
     }
-    ex.json(200, { status: 'ready', ...about, queue: queueSize(), in_flight: admission.inFlight, batch_queue: deps.batchQueue?.() ?? 0 });
+    ex.json(200, {
+      status: 'ready',
+      ...about,
+      queue: queueSize(),
+      in_flight: admission.inFlight,
+      batch_queue: deps.batchQueue?.() ?? 0,
+      memory: deps.memory
+        ? { budget_mb: Math.round(deps.memory.budget / 2 ** 20), used_mb: Math.round(deps.memory.used / 2 ** 20), waiting: deps.memory.waiting }
+        : null,
+    });
   });
   router.get('/metrics', async (ex) => {
     const body = await metrics.render();

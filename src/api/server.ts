@@ -10,6 +10,7 @@ import { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
 import { loadBackend } from '../http/backend-select.js';
+import { MemoryGate } from '../http/memory-gate.js';
 import { Metrics } from '../http/metrics.js';
 import { Router } from '../http/router.js';
 import type { Backend, BackendName } from '../http/types.js';
@@ -29,7 +30,12 @@ export interface ServiceContext {
   backend: BackendName;
   /** Tells the webhook worker that an event was written (it polls the outbox at once). */
   webhookEventWritten: () => void;
+  /** Admission by estimated memory, shared by every route that runs a job. */
+  memory: MemoryGate;
 }
+
+export const DEFAULT_MEMORY_BUDGET_MB = 2048;
+export const DEFAULT_MEMORY_WAIT_SECONDS = 30;
 
 /** Async batches and their webhooks (config.ts BatchConfig, plus test knobs). */
 export interface BatchServiceOptions {
@@ -63,6 +69,8 @@ export interface ServerOptions {
   bodyTimeout?: number | undefined;
   /** Admitted requests one account may hold at once (default 4); beyond it 429. */
   accountInFlight?: number | undefined;
+  /** Admission by estimated memory (default: 2048 MiB, 30 s wait). */
+  memory?: { budgetMb: number; waitSeconds: number } | undefined;
   store: Store;
   logger: Logger;
   /** Registers more routes (e.g. the dashboard). */
@@ -79,6 +87,9 @@ export interface RunningServer {
   close(): Promise<void>;
   inFlight(): number;
 }
+
+/** How long close() lets the answers written last leave the process before it closes every connection. */
+const CLOSE_FLUSH_GRACE_MS = 200;
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const { store, logger } = options;
@@ -116,8 +127,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Known once listening: the default base of result_url is this server's own address.
   let publicUrl = batchOptions.publicUrl ?? '';
   const budget = new MemoryBudget(batchOptions.memoryMb * 1024 * 1024);
-  const runner = new BatchRunner({ store, budget, publicUrl: () => publicUrl, logger, metrics, onEvent: webhookEventWritten });
-  mountApi(router, { store, admission, metrics, backend: backend.name, model: options.model, logger, batchQueue: () => runner.queued });
+  const memory = new MemoryGate({
+    budgetBytes: (options.memory?.budgetMb ?? DEFAULT_MEMORY_BUDGET_MB) * 1024 * 1024,
+    maxWaitMs: (options.memory?.waitSeconds ?? DEFAULT_MEMORY_WAIT_SECONDS) * 1000,
+  });
+  const runner = new BatchRunner({ store, budget, memory, publicUrl: () => publicUrl, logger, metrics, onEvent: webhookEventWritten });
+  mountApi(router, {
+    store,
+    admission,
+    metrics,
+    backend: backend.name,
+    model: options.model,
+    logger,
+    batchQueue: () => runner.queued,
+    memory,
+    overloadRetryAfter: options.overloadRetryAfter,
+  });
   mountBatches(router, {
     store,
     admission,
@@ -131,7 +156,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     onEvent: webhookEventWritten,
   });
   mountWebhooks(router, { store, admission, allowPrivate: batchOptions.webhookAllowPrivate, logger, onEvent: webhookEventWritten });
-  options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten });
+  options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten, memory });
 
   const listener = await backend.listen(options.host, options.port, router.handle);
   if (!publicUrl) {
@@ -150,6 +175,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         const drained = admission.drain(options.drainTimeout * 1000);
         listener.stopAccepting();
         await drained;
+        // The last answers were written just before their places were given back; uWS's close
+        // drops a socket's unsent bytes, so they get a moment to leave before every connection ends.
+        await new Promise((resolve) => setTimeout(resolve, CLOSE_FLUSH_GRACE_MS));
         listener.closeAll();
         // Batch images still queued are failed (not charged, their events written); then the
         // worker sends what it has in hand. The outbox keeps the rest for the next start.

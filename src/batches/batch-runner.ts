@@ -11,8 +11,17 @@
  */
 import type { Logger } from '../config/logger.js';
 import { HTTP_MESSAGES } from '../http/errors.js';
+import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
-import { BgoneError, type OutputFormat, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import {
+  BgoneError,
+  normaliseOptions,
+  type OutputFormat,
+  probeImage,
+  type RemoveBackgroundOptions,
+  type RemoveBackgroundResult,
+  removeBackground,
+} from '../lib/index.js';
 import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
 import type { MemoryBudget } from './memory-budget.js';
 
@@ -41,6 +50,8 @@ export interface HeldResult {
 export interface BatchRunnerOptions {
   store: Store;
   budget: MemoryBudget;
+  /** Admission by estimated memory, shared with /remove (absent: none). */
+  memory?: MemoryGate | undefined;
   /** The base of result_url (BGONE_PUBLIC_URL, or the address the service listens on). */
   publicUrl: () => string;
   logger?: Logger | undefined;
@@ -185,7 +196,9 @@ export class BatchRunner {
     }
     let result: RemoveBackgroundResult | undefined;
     let error: BatchImageError | undefined;
+    let releaseMemory = () => {};
     try {
+      releaseMemory = await this.#memoryFor(image);
       result = await removeBackground(image.data, image.options, { priority: 'background' });
       this.#options.metrics?.recordInference(result.timings.inference / 1000);
     } catch (err) {
@@ -193,7 +206,32 @@ export class BatchRunner {
         logger?.error({ requestId: image.requestId, code: (err as BgoneError).code, detail: (err as BgoneError).detail }, 'batch: processing failed');
       error = imageError(err);
     }
+    releaseMemory();
     await this.#finish(image, result ? { status: 'succeeded' } : { status: 'failed', error: error! }, result);
+  }
+
+  /**
+   * Waits for the image's estimated memory in the gate /remove uses. Batch work is never refused for
+   * memory: it waits its turn again after a timeout (the image stays queued on this node meanwhile).
+   * An image the header check refuses goes on to removeBackground, which fails it with the same error.
+   */
+  async #memoryFor(image: QueuedImage): Promise<() => void> {
+    const gate = this.#options.memory;
+    if (!gate) return () => {};
+    let estimate: number;
+    try {
+      const probe = probeImage(image.data);
+      estimate = jobMemoryEstimate(image.data, probe, normaliseOptions(image.options).native);
+    } catch {
+      return () => {};
+    }
+    for (;;) {
+      try {
+        return await gate.acquire(estimate);
+      } catch (err) {
+        if (!(err instanceof MemoryGateTimeout) || this.#closed) throw err;
+      }
+    }
   }
 
   /** Records how an image ended (store: charge or release, events); keeps a success's bytes. */

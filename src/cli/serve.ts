@@ -102,6 +102,7 @@ export async function serveCommand(): Promise<number> {
       drainTimeout: config.drainTimeout,
       bodyTimeout: config.bodyTimeout,
       accountInFlight: config.accountInFlight,
+      memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
       store,
       logger,
       batches: config.batches,

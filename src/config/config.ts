@@ -64,6 +64,10 @@ export interface Config {
   accountInFlight: number;
   /** BGONE_MAX_KEYS_PER_ACCOUNT: active (unrevoked) API keys an account may hold. */
   maxKeysPerAccount: number;
+  /** BGONE_MEMORY_BUDGET_MB: the estimated peak memory of the jobs admitted at once, in MiB. */
+  memoryBudgetMb: number;
+  /** BGONE_MEMORY_WAIT: seconds a job may wait for memory before it is refused with 503. */
+  memoryWait: number;
   logLevel: string;
   /** Seconds SIGTERM waits for in-flight requests before exiting. */
   drainTimeout: number;
@@ -123,6 +127,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', 60, 1, 3600),
     accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', 4, 1, 10_000),
     maxKeysPerAccount: maxKeysPerAccount(env),
+    memoryBudgetMb: int(env, 'BGONE_MEMORY_BUDGET_MB', 2048, 64, 1_048_576),
+    memoryWait: int(env, 'BGONE_MEMORY_WAIT', 30, 1, 3600),
     logLevel,
     drainTimeout: int(env, 'BGONE_DRAIN_TIMEOUT', 30, 0, 3600),
     rateLimits: {

@@ -101,7 +101,7 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   const auth = new AuthService(store, deps.loginLimits ?? DEFAULT_LOGIN_LIMITS, hasher, deps.signupsPerIpPerHour ?? DEFAULT_SIGNUPS_PER_IP_PER_HOUR);
   const signupOpen = deps.signup ?? true;
   const billing = deps.billing ?? null;
-  const tryEndpoint = new TryEndpoint({ store, model: deps.model, metrics, logger, admission });
+  const tryEndpoint = new TryEndpoint({ store, model: deps.model, metrics, logger, admission, memory: context.memory });
 
   /** Unknown dashboard paths, wrong methods and failures answer with HTML pages, not the API's JSON. */
   const pages: FallbackAnswers = {

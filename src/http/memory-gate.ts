@@ -11,6 +11,9 @@
  * within the contract's limits) runs alone rather than being refused.
  */
 
+import { bitsPerSample } from '../lib/header-size.js';
+import { type CropOptions, cropBounds } from '../lib/index.js';
+
 /** Why acquire() refused. */
 export class MemoryGateTimeout extends Error {
   constructor(readonly waitedMs: number) {
@@ -151,4 +154,14 @@ export function estimateJobBytes(width: number, height: number, options: { bitsP
   const outputPixels = pixels * Math.max(1, options.outputScale ?? 1);
   const FIXED = 48 * 1024 * 1024; // 1024² float model input and output, guided filter at half that
   return FIXED + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
+}
+
+/**
+ * estimateJobBytes for an upload, from its bytes (16-bit PNG), its probed size and the options: a
+ * crop box larger than the image (canvas extension) scales the output part up to the worst case.
+ */
+export function jobMemoryEstimate(bytes: Uint8Array, size: { width: number; height: number }, options: CropOptions): number {
+  const pixels = size.width * size.height;
+  const box = options.crop ? cropBounds(size, options).box : size;
+  return estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: (box.width * box.height) / pixels });
 }

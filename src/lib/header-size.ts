@@ -171,3 +171,13 @@ function readWebp(b: Uint8Array, check: Check): Size {
   if (width === 0 || height === 0) broken('WebP of zero width or height');
   return { width, height };
 }
+
+/**
+ * Bits per sample of the decoded image, from the header: a 16-bit PNG decodes to twice the memory
+ * of an 8-bit one (admission by memory counts it). 8 for everything else, and for bytes too short
+ * to say.
+ */
+export function bitsPerSample(b: Uint8Array): number {
+  if (b.length >= 25 && PNG_SIGNATURE.every((v, i) => b[i] === v) && b[24] === 16) return 16;
+  return 8;
+}
