@@ -129,8 +129,9 @@ export async function removeBackground(
   if (input.length === 0) throw new BgoneError('missing_image');
   if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
   const { native: nativeOptions, model } = normaliseOptions(options);
-  // A broken installation first (nothing loaded: the manifest and the file are looked at), then the
-  // header and the crop caps, before any pixel is decoded and before the model is loaded.
+  // A broken installation first (the addon, the manifest and the model's file; the model itself is
+  // not loaded yet), then the header and the crop caps, before any pixel is decoded.
+  native();
   resolveModel(model);
   checkCropBox(probeImage(input), nativeOptions);
   const handle = await getModel(model);
