@@ -124,3 +124,11 @@ export function toBatch(row: BatchRow, images: readonly ImageRow[]): Batch {
     images: [...images].sort((a, b) => a.position - b.position).map(toBatchImage),
   };
 }
+
+/** The columns of `cols` (a comma-separated list) qualified with a table alias, for joins. */
+export function qualified(alias: string, cols: string): string {
+  return cols
+    .split(', ')
+    .map((c) => `${alias}.${c}`)
+    .join(', ');
+}

@@ -9,7 +9,7 @@
  * dedupe on the id).
  */
 
-import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, toDelivery, toEndpoint } from '../batch-rows.js';
+import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, qualified, toDelivery, toEndpoint } from '../batch-rows.js';
 import {
   afterAttempt,
   checkEndpointInput,
@@ -26,9 +26,7 @@ import { checkId } from '../rules.js';
 import type { ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookStore } from '../store.js';
 import type { PostgresContext, Queryable } from './context.js';
 
-const D_COLUMNS = DELIVERY_COLUMNS.split(', ')
-  .map((c) => `d.${c}`)
-  .join(', ');
+const D_COLUMNS = qualified('d', DELIVERY_COLUMNS);
 
 export class PostgresWebhooks implements WebhookStore {
   constructor(private readonly ctx: PostgresContext) {}

@@ -12,7 +12,7 @@
  * restart, failOrphans() fails the images of every other instance (the lost process's).
  */
 
-import { BATCH_COLUMNS, type BatchRow, IMAGE_COLUMNS, type ImageRow, toBatch, UNENDED } from '../batch-rows.js';
+import { BATCH_COLUMNS, type BatchRow, IMAGE_COLUMNS, type ImageRow, qualified, toBatch, UNENDED } from '../batch-rows.js';
 import {
   BATCH_CANCELLED_ERROR,
   batchCompletedData,
@@ -34,9 +34,7 @@ import type { Webhooks } from './webhooks.js';
 /** A batch row with what only the store reads: who owns it, whether it was deleted. */
 type FullBatchRow = BatchRow & { deleted_at: number | null };
 
-const I_COLUMNS = IMAGE_COLUMNS.split(', ')
-  .map((c) => `i.${c}`)
-  .join(', ');
+const I_COLUMNS = qualified('i', IMAGE_COLUMNS);
 
 export class Batches {
   private readonly insertBatchStmt;

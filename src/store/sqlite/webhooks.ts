@@ -8,7 +8,7 @@
  * leaves a claim that lapses and makes the row due again (at least once; receivers dedupe on the id).
  */
 
-import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, toDelivery, toEndpoint } from '../batch-rows.js';
+import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, qualified, toDelivery, toEndpoint } from '../batch-rows.js';
 import {
   afterAttempt,
   checkEndpointInput,
@@ -26,9 +26,7 @@ import type { ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookD
 import type { Accounts } from './accounts.js';
 import type { Db } from './database.js';
 
-const D_COLUMNS = DELIVERY_COLUMNS.split(', ')
-  .map((c) => `d.${c}`)
-  .join(', ');
+const D_COLUMNS = qualified('d', DELIVERY_COLUMNS);
 
 export class Webhooks {
   private readonly countStmt;
