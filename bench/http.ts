@@ -455,6 +455,8 @@ async function main(): Promise<void> {
     const batch: BatchPhaseResult = await batchPhase(fixture, image.data, body, headers, {
       batchImages: QUICK ? 10 : BATCH_IMAGES,
       syncRequests: QUICK ? 3 : BATCH_SYNC_REQUESTS,
+      // One inference: the in-core inference time of the core measurements of this run.
+      inferenceMs: mean(brackets.map((b) => mean([b.parallel.meanInferenceMs, b.sequential.meanInferenceMs]))),
       log,
     });
     const remaining = (await fixture.store.credits.balance(fixture.accountId)).remaining;

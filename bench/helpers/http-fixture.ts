@@ -55,6 +55,8 @@ export async function startService(options: {
       host: HOST,
       port: 0,
       queueLimit: options.queueLimit,
+      // One account sends every request: its own in-flight cap must not be what is measured.
+      accountInFlight: options.queueLimit,
       overloadRetryAfter: 1,
       drainTimeout: 30,
       store,
