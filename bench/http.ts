@@ -489,7 +489,7 @@ async function main(): Promise<void> {
       ],
     );
     console.log(
-      `one inference (an idle request's X-Processing-Time-Ms) ${fmt(batch.inferenceMs)} ms; ${batch.batchImagesEnded} batch images ended during the synchronous requests.`,
+      `one inference (the core's mean in this run) ${fmt(batch.inferenceMs)} ms; ${batch.batchImagesEnded} batch images ended during the synchronous requests.`,
     );
     const allOk = levels.every((l) => l.ok === l.requests && l.non2xx === 0 && l.errors === 0);
     console.log(

@@ -49,7 +49,10 @@ export interface RemoveBackgroundResult {
 
 export const MEDIA_TYPES: Record<OutputFormat, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
 
-const limiter = new Limiter(DEFAULT_SETTINGS.nativeConcurrency);
+/** Background jobs (batch work) wait this long after a normal job ends before they go in. */
+const BACKGROUND_GRACE_MS = 250;
+
+const limiter = new Limiter(DEFAULT_SETTINGS.nativeConcurrency, BACKGROUND_GRACE_MS);
 
 /**
  * Sets the library's process-wide settings (see LibrarySettings for each and its default); fields

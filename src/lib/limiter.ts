@@ -16,8 +16,19 @@ export class Limiter {
   private readonly waiting: Array<() => void> = [];
   private readonly background: Array<() => void> = [];
   private bound: number;
+  /** When the last normal job ended (performance.now()). */
+  private lastNormalEnd = Number.NEGATIVE_INFINITY;
+  private graceTimer: NodeJS.Timeout | undefined;
 
-  constructor(concurrency: number) {
+  /**
+   * `backgroundGraceMs`: a background job goes in only once no normal job has ended for this long.
+   * Interactive clients often send their next request right after an answer: without the grace a
+   * batch image would slip in between and the next request would wait a whole inference for it.
+   */
+  constructor(
+    concurrency: number,
+    private readonly backgroundGraceMs = 0,
+  ) {
     this.bound = Limiter.check(concurrency);
   }
 
@@ -60,15 +71,21 @@ export class Limiter {
     // A waiting job is counted as running by whoever wakes it, so that a job arriving in between
     // cannot take its place. A background job also waits while normal jobs wait.
     const queue = lane === 'background' ? this.background : this.waiting;
-    const mustWait = this.running >= this.bound || (lane === 'background' && this.waiting.length > 0);
+    const mustWait = this.running >= this.bound || (lane === 'background' && (this.waiting.length > 0 || this.inGrace() > 0));
     if (mustWait) await Limiter.waitIn(queue, signal);
     else this.running++;
     try {
       return await job();
     } finally {
       this.running--;
+      if (lane === 'normal') this.lastNormalEnd = performance.now();
       if (this.running < this.bound) this.wakeNext();
     }
+  }
+
+  /** Milliseconds left before a background job may go in (0: now). */
+  private inGrace(): number {
+    return Math.max(0, this.backgroundGraceMs - (performance.now() - this.lastNormalEnd));
   }
 
   /** Resolves when the job is let in; rejects (out of the queue) when `signal` aborts before that. */
@@ -89,9 +106,24 @@ export class Limiter {
     });
   }
 
-  /** Lets the next waiting job in (normal ones first); false when none waits. */
+  /** Lets the next waiting job in (normal ones first, background ones after the grace); false when none goes in. */
   private wakeNext(): boolean {
-    const next = this.waiting.shift() ?? this.background.shift();
+    let next = this.waiting.shift();
+    if (!next && this.background.length > 0) {
+      const wait = this.inGrace();
+      if (wait > 0) {
+        // Look again when the grace is over (unless a normal job comes and resets it).
+        if (!this.graceTimer) {
+          this.graceTimer = setTimeout(() => {
+            this.graceTimer = undefined;
+            while (this.running < this.bound && this.wakeNext()) {}
+          }, wait + 1);
+          this.graceTimer.unref?.();
+        }
+        return false;
+      }
+      next = this.background.shift();
+    }
     if (!next) return false;
     this.running++;
     next();

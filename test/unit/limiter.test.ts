@@ -222,4 +222,29 @@ describe('Limiter', () => {
     expect(await second).toBe('b');
     expect(limiter.size).toBe(0);
   });
+
+  it('with a grace, a background job waits until no normal job has ended for that long', async () => {
+    const limiter = new Limiter(1, 60);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const bg = gate(started, 'bg');
+    const first = limiter.run(a.job);
+    await tick();
+    const background = limiter.run(bg.job, 'background');
+    a.release();
+    await first;
+    await tick();
+    expect(started).toEqual(['a']); // the place is free, but the grace holds the background job back
+    const b = gate(started, 'b');
+    const second = limiter.run(b.job); // a normal job arriving within the grace goes first
+    await tick();
+    expect(started).toEqual(['a', 'b']);
+    b.release();
+    await second;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(started).toEqual(['a', 'b', 'bg']);
+    bg.release();
+    await background;
+    expect(limiter.size).toBe(0);
+  });
 });
