@@ -5,8 +5,8 @@
  * in order. The bound can change while jobs run (configure()): it applies to jobs not yet started.
  *
  * Background jobs (a service's batch work) wait in a lane of their own: one is let in only when no
- * normal job is waiting, so a normal job never queues behind more than the background jobs already
- * inside the core.
+ * normal job is waiting or running (and, with a grace, none has ended lately), so a normal job
+ * never queues behind more than the background jobs already inside the core.
  *
  * A waiting job can be dropped by its AbortSignal (an HTTP client that went away), so that no
  * inference is spent on an answer nobody will read.
@@ -18,6 +18,8 @@ export class Limiter {
   private bound: number;
   /** When the last normal job ended (performance.now()). */
   private lastNormalEnd = Number.NEGATIVE_INFINITY;
+  /** Normal jobs inside now: a background job never goes in beside one. */
+  private runningNormal = 0;
   private graceTimer: NodeJS.Timeout | undefined;
 
   /**
@@ -69,16 +71,23 @@ export class Limiter {
   async run<T>(job: () => Promise<T>, lane: 'normal' | 'background' = 'normal', signal?: AbortSignal): Promise<T> {
     signal?.throwIfAborted();
     // A waiting job is counted as running by whoever wakes it, so that a job arriving in between
-    // cannot take its place. A background job also waits while normal jobs wait.
+    // cannot take its place. A background job also waits while normal jobs wait or run.
     const queue = lane === 'background' ? this.background : this.waiting;
-    const mustWait = this.running >= this.bound || (lane === 'background' && (this.waiting.length > 0 || this.inGrace() > 0));
+    const mustWait = this.running >= this.bound || (lane === 'background' && (this.waiting.length > 0 || this.runningNormal > 0 || this.inGrace() > 0));
+    // Whoever wakes a waiting job counts it (running, and runningNormal for a normal one).
     if (mustWait) await Limiter.waitIn(queue, signal);
-    else this.running++;
+    else {
+      this.running++;
+      if (lane === 'normal') this.runningNormal++;
+    }
     try {
       return await job();
     } finally {
       this.running--;
-      if (lane === 'normal') this.lastNormalEnd = performance.now();
+      if (lane === 'normal') {
+        this.runningNormal--;
+        this.lastNormalEnd = performance.now();
+      }
       if (this.running < this.bound) this.wakeNext();
     }
   }
@@ -109,7 +118,9 @@ export class Limiter {
   /** Lets the next waiting job in (normal ones first, background ones after the grace); false when none goes in. */
   private wakeNext(): boolean {
     let next = this.waiting.shift();
-    if (!next && this.background.length > 0) {
+    if (next) this.runningNormal++;
+    else if (this.background.length > 0) {
+      if (this.runningNormal > 0) return false; // looked at again when that job ends
       const wait = this.inGrace();
       if (wait > 0) {
         // Look again when the grace is over (unless a normal job comes and resets it).
