@@ -75,8 +75,13 @@ export class Limiter {
     const queue = lane === 'background' ? this.background : this.waiting;
     const mustWait = this.running >= this.bound || (lane === 'background' && (this.waiting.length > 0 || this.runningNormal > 0 || this.inGrace() > 0));
     // Whoever wakes a waiting job counts it (running, and runningNormal for a normal one).
-    if (mustWait) await Limiter.waitIn(queue, signal);
-    else {
+    if (mustWait) {
+      const waited = Limiter.waitIn(queue, signal);
+      // A background job held back only by the grace, with places free, has nobody to wake it when
+      // the grace is over: wakeNext sets the timer that does.
+      if (lane === 'background' && this.running < this.bound) this.wakeNext();
+      await waited;
+    } else {
       this.running++;
       if (lane === 'normal') this.runningNormal++;
     }

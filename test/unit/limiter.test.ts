@@ -249,4 +249,21 @@ describe('Limiter', () => {
     await background;
     expect(limiter.size).toBe(0);
   });
+
+  it('with a grace, a background job that arrives on an idle limiter within the grace still starts once it is over', async () => {
+    const limiter = new Limiter(2, 30);
+    const started: string[] = [];
+    const a = gate(started, 'a');
+    const first = limiter.run(a.job);
+    a.release();
+    await first;
+    const bg = gate(started, 'bg');
+    const background = limiter.run(bg.job, 'background');
+    await tick();
+    expect(started).toEqual(['a']);
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    expect(started).toEqual(['a', 'bg']);
+    bg.release();
+    await background;
+  });
 });
