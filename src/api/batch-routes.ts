@@ -25,11 +25,12 @@ import type { Exchange } from '../http/exchange.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { newRequestId } from '../http/request-id.js';
 import type { Router } from '../http/router.js';
-import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage, type RemoveBackgroundOptions } from '../lib/index.js';
+import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage } from '../lib/index.js';
+import type { NativeOptions } from '../lib/options.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView } from './batch-views.js';
-import { fromLibraryError } from './metered-removal.js';
+import { fromLibraryError, optionsFromForm } from './metered-removal.js';
 
 export const BATCHES_PATH = '/api/v1/batches';
 export const MAX_BATCH_IMAGES = 50;
@@ -64,10 +65,10 @@ const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
  * Why an image is refused at submission, in the contract's terms; undefined when it is accepted.
  * Its bytes and header, then the crop caps for its size (the options were validated already).
  */
-function submissionError(data: Buffer, options: RemoveBackgroundOptions): BatchImageError | undefined {
+function submissionError(data: Buffer, native: NativeOptions): BatchImageError | undefined {
   if (data.length === 0) return { code: 'missing_image', message: 'The image_file part is empty.' };
   try {
-    checkCropBox(probeImage(data), normaliseOptions(options).native);
+    checkCropBox(probeImage(data), native);
     return undefined;
   } catch (err) {
     const httpError = fromLibraryError(err);
@@ -106,24 +107,17 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       });
       if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
-      const options: RemoveBackgroundOptions = {
-        format: fields.format,
-        channels: fields.channels,
-        bgColor: fields.bg_color,
-        size: fields.size,
-        crop: fields.crop,
-        padding: fields.padding,
-        model: deps.model,
-      };
+      const options = optionsFromForm(form.fields, deps.model);
+      let native: NativeOptions;
       try {
-        normaliseOptions(options);
+        native = normaliseOptions(options).native;
       } catch (err) {
         throw fromLibraryError(err);
       }
       const images: NewBatchImage[] = form.images.map((image) => ({
         filename: image.filename,
         requestId: newRequestId(),
-        error: submissionError(image.data, options),
+        error: submissionError(image.data, native),
       }));
       const now = store.clock();
       const result = await store.batches.create(accountId, {
@@ -151,6 +145,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
           requestId: image.requestId,
           data: form.images[image.position]!.data,
           options,
+          expiresAt: batch.expiresAt,
         }));
       // From here the queued images hold their bytes; the rest of what was taken goes back.
       const kept = accepted.reduce((sum, image) => sum + image.data.length, 0);

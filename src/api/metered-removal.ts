@@ -24,7 +24,7 @@ import {
   type RemoveBackgroundResult,
   removeBackground,
 } from '../lib/index.js';
-import { MAX_FILE_BYTES } from '../lib/options.js';
+import { MAX_FILE_BYTES, type NativeOptions } from '../lib/options.js';
 import { isDatabaseUnavailable, type ReserveResult, type Store } from '../store/index.js';
 
 export type Headers = Record<string, string>;
@@ -64,6 +64,19 @@ export function requestFingerprint(image: Uint8Array, options: RemoveBackgroundO
     refine: native.refine,
   };
   return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(image).digest('hex');
+}
+
+/** The library's options from the form's option fields (the API's names), with the service's model. */
+export function optionsFromForm(fields: ParsedForm['fields'], model: string | undefined): RemoveBackgroundOptions {
+  return {
+    format: fields.format,
+    channels: fields.channels,
+    bgColor: fields.bg_color,
+    size: fields.size,
+    crop: fields.crop,
+    padding: fields.padding,
+    model,
+  };
 }
 
 export interface RemovalDeps {
@@ -150,17 +163,10 @@ export class MeteredRemoval {
     if (!form.image || form.image.length === 0)
       return this.fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
     // Options: every value outside the spec is an error, never ignored.
-    const options: RemoveBackgroundOptions = {
-      format: form.fields.format,
-      channels: form.fields.channels,
-      bgColor: form.fields.bg_color,
-      size: form.fields.size,
-      crop: form.fields.crop,
-      padding: form.fields.padding,
-      model: this.deps.model,
-    };
+    const options = optionsFromForm(form.fields, this.deps.model);
+    let native: NativeOptions;
     try {
-      normaliseOptions(options);
+      native = normaliseOptions(options).native;
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
@@ -169,7 +175,6 @@ export class MeteredRemoval {
     let estimate: number;
     try {
       const probe = probeImage(form.image);
-      const native = normaliseOptions(options).native;
       checkCropBox(probe, native);
       estimate = jobMemoryEstimate(form.image, probe, native);
     } catch (err) {

@@ -33,6 +33,8 @@ export interface QueuedImage {
   requestId: string;
   data: Buffer;
   options: RemoveBackgroundOptions;
+  /** When its batch's results expire. */
+  expiresAt: Date;
 }
 
 export interface HeldResult {
@@ -245,8 +247,7 @@ export class BatchRunner {
     const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
     try {
       if (outcome.status === 'succeeded' && result) {
-        const batch = await store.batches.get(image.accountId, image.batchId);
-        const expiresAt = batch?.expiresAt ?? store.clock();
+        const { expiresAt } = image;
         // Held before the store says it succeeded, so that a GET right after the event finds it.
         budget.take(result.data.length);
         this.#results.set(image.imageId, {
