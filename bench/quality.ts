@@ -49,11 +49,13 @@ async function main(): Promise<void> {
   const names = readdirSync(join(dataset, 'images'))
     .filter((f) => !only || f.startsWith(only))
     .sort();
-  const model = await getModel();
+  const model = await getModel(arg('--model'));
   const tuning: Record<string, number> = {};
   if (process.env.BGONE_GUIDED_RADIUS) tuning.guidedRadius = Number(process.env.BGONE_GUIDED_RADIUS);
   if (process.env.BGONE_GUIDED_EPS) tuning.guidedEps = Number(process.env.BGONE_GUIDED_EPS);
   if (process.env.BGONE_LEVELS) [tuning.levelsLow, tuning.levelsHigh] = process.env.BGONE_LEVELS.split(',').map(Number) as [number, number];
+  if (arg('--inference-size')) tuning.inferenceSize = Number(arg('--inference-size'));
+  const size = arg('--size') ?? 'full';
 
   const perImage: Array<{ name: string; variant: string; scores: MatteScores }> = [];
   for (const file of names) {
@@ -61,10 +63,17 @@ async function main(): Promise<void> {
     const input = readFileSync(join(dataset, 'images', file));
     const gt = await grey(join(dataset, 'gt', `${name}.png`));
     for (const variant of variants) {
-      const options = normaliseOptions({ channels: 'alpha', format: 'png', refine: variant === 'refined' }).native;
+      const options = normaliseOptions({ channels: 'alpha', format: 'png', refine: variant === 'refined', size }).native;
       const result = await native().removeBackground(input, { ...options, ...tuning }, model);
-      const pred = await grey(result.data, gt.width, gt.height);
-      perImage.push({ name, variant, scores: scoreMatte(pred.data, gt.data, gt.width, gt.height) });
+      if (result.width < gt.width) {
+        // A size preset made the output smaller than the photo: score at the output's resolution.
+        const small = await grey(join(dataset, 'gt', `${name}.png`), result.width, result.height);
+        const pred = await grey(result.data);
+        perImage.push({ name, variant, scores: scoreMatte(pred.data, small.data, small.width, small.height) });
+      } else {
+        const pred = await grey(result.data, gt.width, gt.height);
+        perImage.push({ name, variant, scores: scoreMatte(pred.data, gt.data, gt.width, gt.height) });
+      }
     }
     process.stderr.write('.');
   }

@@ -49,6 +49,7 @@ JobOptions read_options(const Napi::Value& value) {
   j.guided_eps = o.number("guidedEps", 0, 1e6);
   j.levels_low = static_cast<float>(o.number("levelsLow", 0, 1));
   j.levels_high = static_cast<float>(o.number("levelsHigh", 0, 1));
+  j.inference_size = static_cast<int>(o.integer("inferenceSize", 32, 4096));
   j.quality = static_cast<int>(o.integer("quality", 1, 100));
   j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
   o.finish();
@@ -71,6 +72,7 @@ ModelSpec read_model_spec(const Napi::Value& value) {
     spec.std[c] = static_cast<float>(std_dev[c]);
   }
   spec.threads = static_cast<int>(o.integer("threads", 0, 4096));
+  spec.dynamic_size = o.boolean("dynamicSize");
   o.finish();
   return spec;
 }

@@ -74,9 +74,9 @@ Model::~Model() {
   if (session_ != nullptr) g_api->ReleaseSession(session_);
 }
 
-double Model::run(std::vector<float>& input, std::vector<float>& out) {
-  const int64_t shape[4] = {1, 3, spec_.height, spec_.width};
-  const size_t plane = static_cast<size_t>(spec_.width) * spec_.height;
+double Model::run(std::vector<float>& input, int width, int height, std::vector<float>& out) {
+  const int64_t shape[4] = {1, 3, height, width};
+  const size_t plane = static_cast<size_t>(width) * height;
   if (input.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "model input has the wrong size");
   OrtValue* input_value = nullptr;
   check(g_api->CreateTensorWithDataAsOrtValue(memory_info_, input.data(), input.size() * sizeof(float), shape, 4,

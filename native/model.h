@@ -26,7 +26,8 @@ struct ModelSpec {
   int height = 0;
   float mean[3] = {};
   float std[3] = {};
-  int threads = 0;  // 0: ONNX Runtime's default (one per physical core), chosen in TypeScript
+  int threads = 0;            // 0: ONNX Runtime's default (one per physical core), chosen in TypeScript
+  bool dynamic_size = false;  // the graph's input height and width are symbolic: any job size works
 };
 
 // Loads libonnxruntime once per process; later calls with another path are ignored.
@@ -40,9 +41,10 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
-  // Runs the model on a planar float tensor [1,3,H,W]; writes the [H,W] output plane into `out`.
-  // Serialised across all models of the process. Returns the time spent waiting for the lock (ms).
-  double run(std::vector<float>& input, std::vector<float>& out);
+  // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
+  // plane into `out`. Serialised across all models of the process. Returns the time spent waiting
+  // for the lock (ms).
+  double run(std::vector<float>& input, int width, int height, std::vector<float>& out);
 
  private:
   ModelSpec spec_;

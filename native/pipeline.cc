@@ -152,7 +152,11 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   t.decode += ms_since(step);
 
   const ModelSpec& spec = model.spec();
-  const size_t plane = static_cast<size_t>(spec.width) * spec.height;
+  // The inference size is chosen per job in TypeScript (smaller for small outputs) when the model
+  // takes any size; a model with a fixed input always gets its own.
+  const int in_w = spec.dynamic_size ? o.inference_size : spec.width;
+  const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
+  const size_t plane = static_cast<size_t>(in_w) * in_h;
   Pixels small;
   std::future<DecodedPtr> full;
   DecodedPtr decoded;
@@ -163,10 +167,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
     step = Clock::now();
-    small = model_input_from_decoded(*decoded, spec.width, spec.height);
+    small = model_input_from_decoded(*decoded, in_w, in_h);
   } else {
     step = Clock::now();
-    small = decode_for_model(data, length, format, header, spec.width, spec.height);
+    small = decode_for_model(data, length, format, header, in_w, in_h);
     // The full-resolution decode runs beside the inference: the model's threads leave gaps, and
     // the decode would otherwise add its whole time to the job's latency.
     full = std::async(std::launch::async, [&decode_ms, data, length, format] {
@@ -182,10 +186,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   }
   t.preprocess = ms_since(step);
 
-  Plane mask(spec.width, spec.height);
+  Plane mask(in_w, in_h);
   step = Clock::now();
   try {
-    t.queue = model.run(tensor, mask.v);
+    t.queue = model.run(tensor, in_w, in_h, mask.v);
   } catch (...) {
     if (full.valid()) {
       try {
@@ -214,7 +218,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
 
   // Crop first, then the size preset (never upscaling).
   step = Clock::now();
-  const Box box = crop_box(o, stats, image_w, image_h, spec.width, spec.height);
+  const Box box = crop_box(o, stats, image_w, image_h, in_w, in_h);
   const double box_pixels = static_cast<double>(box.w) * box.h;
   const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
   const int out_w = std::max(1, static_cast<int>(std::floor(box.w * scale + 1e-9)));
@@ -226,7 +230,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
 
   step = Clock::now();
   // Output pixel centre -> mask pixel centre, per axis.
-  const double kx = static_cast<double>(spec.width) / image_w, ky = static_cast<double>(spec.height) / image_h;
+  const double kx = static_cast<double>(in_w) / image_w, ky = static_cast<double>(in_h) / image_h;
   const AxisMap mx{static_cast<double>(box.w) / out_w * kx, (box.x + 0.5 * box.w / out_w) * kx - 0.5};
   const AxisMap my{static_cast<double>(box.h) / out_h * ky, (box.y + 0.5 * box.h / out_h) * ky - 0.5};
   Plane alpha;

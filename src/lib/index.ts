@@ -7,6 +7,7 @@
 import { checkCropBox } from './crop-cap.js';
 import { BgoneError, fromNativeError } from './errors.js';
 import { checkClaimedSize } from './header-size.js';
+import { withInferenceSize } from './inference-size.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel, resolveModel } from './models.js';
 import { type NativeTimings, native } from './native.js';
@@ -131,12 +132,14 @@ export async function removeBackground(
   if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
   if (input.length === 0) throw new BgoneError('missing_image');
   if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
-  const { native: nativeOptions, model } = normaliseOptions(options);
+  const { native: normalised, model } = normaliseOptions(options);
   // A broken installation first (the addon, the manifest and the model's file; the model itself is
   // not loaded yet), then the header and the crop caps, before any pixel is decoded.
   native();
   resolveModel(model);
-  checkCropBox(probeImage(input), nativeOptions);
+  const probe = probeImage(input);
+  checkCropBox(probe, normalised);
+  const nativeOptions = withInferenceSize(normalised, probe.width, probe.height);
   const handle = await getModel(model);
   const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
   try {

@@ -18,7 +18,17 @@ export interface ModelEntry {
   bytes: number;
   license: string;
   source?: { package: string; resource: string };
-  input: { name: string; width: number; height: number; layout: 'NCHW'; channels: 'RGB'; mean: number[]; std: number[] };
+  input: {
+    name: string;
+    width: number;
+    height: number;
+    /** The graph's height and width are symbolic: one session runs any inference size. */
+    dynamic?: boolean;
+    layout: 'NCHW';
+    channels: 'RGB';
+    mean: number[];
+    std: number[];
+  };
   output: { name: string; range: [number, number] };
 }
 
@@ -41,6 +51,7 @@ function manifestProblem(value: unknown): string | undefined {
     if (typeof input?.name !== 'string') return `${at}.input.name must be a string`;
     if (!isSide(input.width) || !isSide(input.height)) return `${at}.input.width and height must be positive integers`;
     if (!isTriple(input.mean) || !isTriple(input.std) || input.std.some((s) => s <= 0)) return `${at}.input.mean and std must be 3 numbers each (std positive)`;
+    if (input.dynamic !== undefined && typeof input.dynamic !== 'boolean') return `${at}.input.dynamic must be a boolean`;
     if (typeof entry.output?.name !== 'string') return `${at}.output.name must be a string`;
   }
   return undefined;
@@ -93,6 +104,7 @@ function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
     height: entry.input.height,
     mean: entry.input.mean as [number, number, number],
     std: entry.input.std as [number, number, number],
+    dynamicSize: entry.input.dynamic === true,
     threads: librarySettings().inferenceThreads,
   };
   let loading: Promise<ModelHandle>;

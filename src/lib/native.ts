@@ -38,6 +38,8 @@ export interface NativeModelSpec {
   width: number;
   height: number;
   mean: [number, number, number];
+  /** The graph takes any input size: the job's inferenceSize is used instead of width × height. */
+  dynamicSize: boolean;
   std: [number, number, number];
   /** ONNX Runtime intra-op threads; 0: one per core. */
   threads: number;

@@ -43,7 +43,7 @@ const DEFAULTS = {
  * with bench/quality (which can override them); the others are output and detection settings.
  */
 export const TUNING = {
-  /** Guided filter radius at the model's resolution. */
+  /** Guided filter radius at a 1024² inference (scaled with the inference size, inference-size.ts). */
   guidedRadius: 6,
   guidedEps: 1e-3,
   /** Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze. */
@@ -51,6 +51,8 @@ export const TUNING = {
   levelsHigh: 0.9,
   /** Share of the mask that must be subject, else foreground_not_found. */
   minSubject: 1e-4,
+  /** Side of the model's square input; removeBackground lowers it for small outputs (inference-size.ts). */
+  inferenceSize: 1024,
   /** JPEG and WebP quality. */
   quality: 90,
   /** zlib level of PNG output (0-9). */

@@ -32,9 +32,9 @@ afterAll(() => {
 });
 
 describe('the manifest follows the configured models folder', () => {
-  it('the shipped folder lists medium (the default) and small', () => {
+  it('the shipped folder lists medium (the default, int8), its float32 and published float16 forms, and small', () => {
     expect(readManifest().default).toBe('medium');
-    expect(modelNames().sort()).toEqual(['medium', 'small']);
+    expect(modelNames().sort()).toEqual(['medium', 'medium-fp16', 'medium-fp32', 'small']);
   });
 
   it('another folder, then back', () => {
@@ -42,14 +42,14 @@ describe('the manifest follows the configured models folder', () => {
     configure({ modelsDir: modelsDir(only) });
     expect(modelNames()).toEqual(['tiny']);
     configure(DEFAULT_SETTINGS);
-    expect(modelNames().sort()).toEqual(['medium', 'small']);
+    expect(modelNames().sort()).toEqual(['medium', 'medium-fp16', 'medium-fp32', 'small']);
   });
 });
 
 describe('an unknown model name: validation_error listing the models of the folder', () => {
   it.each(['no-such-model', 'constructor', '__proto__'])('%j', async (model) => {
     const error = await expectBgoneError(preloadModel(model), 'validation_error');
-    expect(error.details).toEqual({ field: 'model', allowed: ['medium', 'small'] });
+    expect(error.details).toEqual({ field: 'model', allowed: ['medium', 'medium-fp32', 'medium-fp16', 'small'] });
   });
 });
 
@@ -77,6 +77,11 @@ describe('a missing or malformed manifest: internal_error naming the manifest', 
     ['a mean of 2 values', { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, mean: [1, 2] } } } }, /models\.medium\.input\.mean/],
     ['a zero std', { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, std: [1, 0, 1] } } } }, /std positive/],
     ['no output name', { default: 'medium', models: { medium: { ...medium, output: {} } } }, /models\.medium\.output\.name/],
+    [
+      'a dynamic flag that is not a boolean',
+      { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, dynamic: 'yes' } } } },
+      /input\.dynamic/,
+    ],
   ])('%s', async (_, manifest, problem) => {
     const dir = modelsDir(manifest);
     configure({ modelsDir: dir });
@@ -101,6 +106,6 @@ describe('a missing or malformed manifest: internal_error naming the manifest', 
     configure({ modelsDir: dir });
     expectThrowsBgone(() => readManifest(), 'internal_error');
     copyFileSync(join(REPO_ROOT, 'models', 'manifest.json'), join(dir, 'manifest.json'));
-    expect(modelNames().sort()).toEqual(['medium', 'small']);
+    expect(modelNames().sort()).toEqual(['medium', 'medium-fp16', 'medium-fp32', 'small']);
   });
 });

@@ -39,6 +39,7 @@ describe('defaults', () => {
         'format',
         'guidedEps',
         'guidedRadius',
+        'inferenceSize',
         'levelsHigh',
         'levelsLow',
         'maxPixels',
@@ -51,7 +52,7 @@ describe('defaults', () => {
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
-    expect(n).toMatchObject({ guidedRadius: 6, guidedEps: 1e-3, levelsLow: 0.1, levelsHigh: 0.9, minSubject: 1e-4, quality: 90, pngCompression: 3 });
+    expect(n).toMatchObject({ guidedRadius: 6, guidedEps: 1e-3, levelsLow: 0.1, levelsHigh: 0.9, minSubject: 1e-4, quality: 90, pngCompression: 3, inferenceSize: 1024 });
   });
 
   it('normaliseOptions() without an argument is the same as {}', () => {

@@ -1,0 +1,119 @@
+// Static int8 quantization of a float32 graph in the QDQ format: per-channel symmetric int8
+// weights, int32 biases, and uint8 activations with the ranges measured by calibrate.mjs. ONNX
+// Runtime turns each DequantizeLinear → Conv → QuantizeLinear group into an int8 convolution
+// (VNNI on the CPUs here), and drops the pairs around MaxPool and Resize.
+import { FLOAT, INT8, INT32, makeTensor, onnx, replaceUses, tensorValues, UINT8 } from './onnx-graph.mjs';
+import { foldRelu, logitTensors, quantizedTensors } from './quantize-plan.mjs';
+
+/** uint8 scale and zero point for a range; the range always holds 0 so that zero padding is exact. */
+export function activationParams(min, max) {
+  const lo = Math.min(0, min);
+  const hi = Math.max(0, max, lo + 1e-6);
+  const scale = (hi - lo) / 255;
+  const zeroPoint = Math.min(255, Math.max(0, Math.round(-lo / scale)));
+  return { scale, zeroPoint };
+}
+
+function node(opType, inputs, outputs, attributes = []) {
+  return onnx.NodeProto.create({ opType, input: inputs, output: outputs, name: outputs[0], attribute: attributes });
+}
+
+const axis0 = () => [onnx.AttributeProto.create({ name: 'axis', type: onnx.AttributeProto.AttributeType.INT, i: 0 })];
+
+/**
+ * Quantizes `model` (float32, as convertToFloat32 leaves it) in place.
+ * ranges: { tensorName: [min, max] } from calibrate.mjs, for every tensor of quantizedTensors().
+ */
+export function quantizeStatic(model, ranges) {
+  const graph = model.graph;
+  const keepFloat = logitTensors(graph);
+  foldRelu(graph);
+  const plan = quantizedTensors(graph, { keepFloat });
+  const params = new Map();
+  for (const { name, sameAs } of plan) {
+    if (sameAs && params.has(sameAs)) {
+      params.set(name, params.get(sameAs));
+      continue;
+    }
+    const range = ranges[name];
+    if (!range) throw new Error(`no calibrated range for tensor ${name}`);
+    params.set(name, activationParams(range[0], range[1]));
+  }
+
+  const initializers = new Map(graph.initializer.map((t) => [t.name, t]));
+  const added = [];
+  const newNodes = [];
+  // Activations: T → QuantizeLinear → DequantizeLinear → (every former reader of T).
+  const dequantized = new Map();
+  for (const [name, { scale, zeroPoint }] of params) {
+    added.push(makeTensor(`${name}_scale`, FLOAT, [], Float32Array.of(scale)));
+    added.push(makeTensor(`${name}_zero_point`, UINT8, [], Uint8Array.of(zeroPoint)));
+    dequantized.set(name, `${name}_dq`);
+  }
+  for (const [name, dq] of dequantized) replaceUses(graph, name, dq);
+  // Graph outputs must keep their float producers: replaceUses also renamed them, so undo that.
+  for (const output of graph.output) if (dequantized.has(output.name.replace(/_dq$/, ''))) output.name = output.name.replace(/_dq$/, '');
+
+  // Weights and biases of every Conv whose input is quantized.
+  for (const conv of graph.node) {
+    if (conv.opType !== 'Conv') continue;
+    const x = conv.input[0].replace(/_dq$/, '');
+    const xParams = params.get(x);
+    const weight = initializers.get(conv.input[1]);
+    if (!xParams || !weight) continue;
+    const w = tensorValues(weight);
+    const outChannels = Number(weight.dims[0]);
+    const per = w.length / outChannels;
+    const wq = new Int8Array(w.length);
+    const wScale = new Float32Array(outChannels);
+    for (let o = 0; o < outChannels; o++) {
+      let m = 0;
+      for (let i = 0; i < per; i++) m = Math.max(m, Math.abs(w[o * per + i]));
+      const s = m > 0 ? m / 127 : 1;
+      wScale[o] = s;
+      for (let i = 0; i < per; i++) wq[o * per + i] = Math.max(-127, Math.min(127, Math.round(w[o * per + i] / s)));
+    }
+    const wName = conv.input[1];
+    added.push(makeTensor(`${wName}_q`, INT8, weight.dims, wq));
+    added.push(makeTensor(`${wName}_scale`, FLOAT, [outChannels], wScale));
+    added.push(makeTensor(`${wName}_zero_point`, INT8, [outChannels], new Int8Array(outChannels)));
+    newNodes.push(node('DequantizeLinear', [`${wName}_q`, `${wName}_scale`, `${wName}_zero_point`], [`${wName}_dq`], axis0()));
+    conv.input[1] = `${wName}_dq`;
+    const bias = conv.input[2] ? initializers.get(conv.input[2]) : null;
+    if (bias) {
+      const b = tensorValues(bias);
+      const bq = new Int32Array(outChannels);
+      const bScale = new Float32Array(outChannels);
+      for (let o = 0; o < outChannels; o++) {
+        bScale[o] = xParams.scale * wScale[o];
+        bq[o] = Math.round(b[o] / bScale[o]);
+      }
+      const bName = conv.input[2];
+      added.push(makeTensor(`${bName}_q`, INT32, bias.dims, bq));
+      added.push(makeTensor(`${bName}_scale`, FLOAT, [outChannels], bScale));
+      added.push(makeTensor(`${bName}_zero_point`, INT32, [outChannels], new Int32Array(outChannels)));
+      newNodes.push(node('DequantizeLinear', [`${bName}_q`, `${bName}_scale`, `${bName}_zero_point`], [`${bName}_dq`], axis0()));
+      conv.input[2] = `${bName}_dq`;
+    }
+  }
+
+  // Insert each activation's Q/DQ pair right after its producer, keeping the node list topological.
+  const pairs = new Map();
+  for (const name of dequantized.keys()) {
+    pairs.set(name, [
+      node('QuantizeLinear', [name, `${name}_scale`, `${name}_zero_point`], [`${name}_q`]),
+      node('DequantizeLinear', [`${name}_q`, `${name}_scale`, `${name}_zero_point`], [`${name}_dq`]),
+    ]);
+  }
+  const ordered = [...newNodes];
+  for (const name of graph.input.map((i) => i.name)) if (pairs.has(name)) ordered.push(...pairs.get(name));
+  for (const n of graph.node) {
+    ordered.push(n);
+    for (const out of n.output) if (pairs.has(out)) ordered.push(...pairs.get(out));
+  }
+  graph.node = ordered;
+  const replacedWeights = new Set(newNodes.map((n) => n.input[0].replace(/_q$/, '')));
+  graph.initializer = [...graph.initializer.filter((t) => !replacedWeights.has(t.name)), ...added];
+  graph.valueInfo = [];
+  return { activations: params.size, convolutions: newNodes.length };
+}
