@@ -29,7 +29,7 @@ export function foldRelu(graph) {
   for (const relu of graph.node) {
     if (relu.opType !== 'Relu') continue;
     const conv = producers.get(relu.input[0]);
-    if (!conv || conv.opType !== 'Conv' || consumers.get(relu.input[0]).length !== 1) continue;
+    if (conv?.opType !== 'Conv' || consumers.get(relu.input[0]).length !== 1) continue;
     conv.output[0] = relu.output[0];
     removed.add(relu);
     nonNegative.add(relu.output[0]);

@@ -52,7 +52,16 @@ describe('defaults', () => {
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
-    expect(n).toMatchObject({ guidedRadius: 6, guidedEps: 1e-3, levelsLow: 0.1, levelsHigh: 0.9, minSubject: 1e-4, quality: 90, pngCompression: 3, inferenceSize: 1024 });
+    expect(n).toMatchObject({
+      guidedRadius: 6,
+      guidedEps: 1e-3,
+      levelsLow: 0.1,
+      levelsHigh: 0.9,
+      minSubject: 1e-4,
+      quality: 90,
+      pngCompression: 3,
+      inferenceSize: 1024,
+    });
   });
 
   it('normaliseOptions() without an argument is the same as {}', () => {
