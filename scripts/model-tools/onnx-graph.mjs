@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const { onnx } = require('onnx-proto');
 
+
 export const FLOAT = 1;
 export const UINT8 = 2;
 export const INT8 = 3;
@@ -105,19 +106,62 @@ export function keepOutputs(graph, names) {
   removeDeadNodes(graph);
 }
 
-/** Makes the input's height and width symbolic, so one model serves several inference sizes. */
+/**
+ * Makes the input's height and width symbolic, so one model serves several inference sizes. The
+ * exported graph resizes each decoder level to a constant size recorded at export (1024 / 2^k):
+ * every such constant becomes the input's own size divided by 2^k, computed in the graph. Sizes
+ * must then be multiples of 64, so that every level halves exactly (src/lib/inference-size.ts).
+ */
 export function symbolicSpatialInput(graph, inputName) {
   const input = graph.input.find((i) => i.name === inputName);
   const dims = input.type.tensorType.shape.dim;
-  dims[2] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'height' });
-  dims[3] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'width' });
+  const exportedSide = Number(dims[2].dimValue);
+  const symbolic = (d) => {
+    d[2] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'height' });
+    d[3] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'width' });
+  };
+  symbolic(dims);
   for (const output of graph.output) {
     const od = output.type.tensorType.shape?.dim;
-    if (od && od.length === 4) {
-      od[2] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'height' });
-      od[3] = onnx.TensorShapeProto.Dimension.create({ dimParam: 'width' });
-    }
+    if (od && od.length === 4) symbolic(od);
   }
-  // Intermediate shapes recorded for 1024² would now be wrong: let ONNX Runtime infer them.
+  // Intermediate shapes recorded for the exported size would now be wrong: let ONNX Runtime infer them.
   graph.valueInfo = [];
+
+  const producers = new Map(graph.node.flatMap((n) => n.output.map((o) => [o, n])));
+  const constant = (name) => {
+    const node = producers.get(name);
+    return node?.opType === 'Constant' ? tensorValues(attribute(node, 'value').t) : null;
+  };
+  const added = [
+    makeTensor('bgone_hw_starts', INT64, [1], BigInt64Array.of(2n)),
+    makeTensor('bgone_hw_ends', INT64, [1], BigInt64Array.of(4n)),
+  ];
+  const nodes = [
+    onnx.NodeProto.create({ opType: 'Shape', input: [inputName], output: ['bgone_input_shape'], name: 'bgone_input_shape' }),
+    onnx.NodeProto.create({ opType: 'Slice', input: ['bgone_input_shape', 'bgone_hw_starts', 'bgone_hw_ends'], output: ['bgone_input_hw'], name: 'bgone_input_hw' }),
+  ];
+  let rewritten = 0;
+  for (const resize of graph.node) {
+    if (resize.opType !== 'Resize' || !resize.input[3]) continue;
+    const concat = producers.get(resize.input[3]);
+    if (concat?.opType !== 'Concat') continue;
+    concat.input = concat.input.map((name) => {
+      const hw = constant(name);
+      if (!hw || hw.length !== 2 || !(hw instanceof BigInt64Array)) return name;
+      const divisors = BigInt64Array.from(hw, (v) => {
+        if (v <= 0n || BigInt(exportedSide) % v !== 0n) throw new Error(`resize size ${v} does not divide the exported side ${exportedSide}`);
+        return BigInt(exportedSide) / v;
+      });
+      const id = `bgone_resize_hw_${rewritten++}`;
+      added.push(makeTensor(`${id}_divisor`, INT64, [2], divisors));
+      nodes.push(onnx.NodeProto.create({ opType: 'Div', input: ['bgone_input_hw', `${id}_divisor`], output: [id], name: id }));
+      return id;
+    });
+  }
+  // The new nodes only read the graph input and initializers: they can go first.
+  graph.node = [...nodes, ...graph.node];
+  graph.initializer.push(...added);
+  removeDeadNodes(graph);
+  return rewritten;
 }

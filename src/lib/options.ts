@@ -51,6 +51,8 @@ export const TUNING = {
   levelsHigh: 0.9,
   /** Share of the mask that must be subject, else foreground_not_found. */
   minSubject: 1e-4,
+  /** Quality mode: the matte is the average of the model's answers for the image and its mirror. */
+  flipAverage: false,
   /** Side of the model's square input; removeBackground lowers it for small outputs (inference-size.ts). */
   inferenceSize: 1024,
   /** JPEG and WebP quality. */

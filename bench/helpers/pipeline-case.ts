@@ -1,0 +1,104 @@
+/**
+ * One size of bench/pipeline.ts in a fresh process, so that its peak RSS (maxRSS) is that size's
+ * alone. It loads the library as the service does (configure(loadLibraryConfig())), preloads the
+ * model, lets the process settle and reports its idle RSS; then bench/pipeline.ts drives it one job
+ * at a time (line protocol, line-protocol.ts), running a pure inference in its other child between
+ * two jobs. sharp is never loaded here: it would change libvips' process-wide settings, which the
+ * addon shares.
+ *
+ *   node --expose-gc dist/bench/helpers/pipeline-case.js [--model <name>] [--settle-ms 500]
+ *
+ * Messages: {"type":"ready", model, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
+ *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
+ *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, timings, output, rssBeforeMB, maxRssMB}
+ *   {"cmd":"concurrent","n":4,...}       -> {"type":"result", wallMs, timings[], rssBeforeMB, maxRssMB}
+ *   {"cmd":"settle","ms":1000}           -> {"type":"settled", rssMB, rssAfterGcMB, maxRssMB}
+ *   {"cmd":"exit"}
+ * rssBeforeMB is the RSS when the job is asked for, i.e. between two jobs (the previous one ended a
+ * pure inference earlier); the job's own input and result buffers are dropped after each job.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadLibraryConfig } from '../../src/config/config.js';
+import { configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
+import { emit, serveLines } from './line-protocol.js';
+
+const rssMB = (): number => process.memoryUsage().rss / 2 ** 20;
+const maxRssMB = (): number => process.resourceUsage().maxRSS / 1024;
+const gc = (globalThis as { gc?: () => void }).gc;
+
+function parseArgs(argv: string[]): { model: string | undefined; settleMs: number } {
+  const args = { model: undefined as string | undefined, settleMs: 500 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const v = argv[++i];
+    if (v === undefined) throw new Error(`${a} needs a value`);
+    if (a === '--model') args.model = v;
+    else if (a === '--settle-ms') args.settleMs = Number(v);
+    else throw new Error(`unknown argument ${a}`);
+  }
+  return args;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const settings = configure(loadLibraryConfig()); // the service's own reading of BGONE_* settings
+  const manifest = readManifest();
+  const model = args.model ?? manifest.default;
+  const entry = manifest.models[model];
+  if (!entry) throw new Error(`unknown model ${model} (models: ${Object.keys(manifest.models).join(', ')})`);
+
+  const loadStart = performance.now();
+  await preloadModel(model);
+  const loadMs = performance.now() - loadStart;
+  const versions = nativeVersions();
+  await sleep(args.settleMs);
+  emit({ type: 'ready', model, file: entry.file, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
+
+  let input: Buffer | undefined;
+  await serveLines(async (cmd) => {
+    switch (cmd.cmd) {
+      case 'input':
+        input = Buffer.from(String(cmd.jpegBase64), 'base64');
+        return { type: 'ok', bytes: input.length };
+      case 'run': {
+        if (!input) throw new Error('no input yet');
+        const rssBeforeMB = rssMB();
+        const format = (cmd.format ?? 'png') as OutputFormat;
+        const start = performance.now();
+        const result = await removeBackground(input, { format, model });
+        const ms = performance.now() - start;
+        const output = { width: result.width, height: result.height, channels: result.channels, bytes: result.data.length };
+        return { type: 'result', ms, timings: result.timings, output, rssBeforeMB, maxRssMB: maxRssMB() };
+      }
+      case 'concurrent': {
+        if (!input) throw new Error('no input yet');
+        const data = input;
+        const n = Number(cmd.n);
+        const format = (cmd.format ?? 'png') as OutputFormat;
+        const rssBeforeMB = rssMB();
+        const start = performance.now();
+        const results = await Promise.all(Array.from({ length: n }, () => removeBackground(data, { format, model })));
+        const wallMs = performance.now() - start;
+        return { type: 'result', wallMs, timings: results.map((r) => r.timings), rssBeforeMB, maxRssMB: maxRssMB() };
+      }
+      case 'settle': {
+        await sleep(Number(cmd.ms ?? args.settleMs));
+        const settled = rssMB();
+        let rssAfterGcMB: number | null = null;
+        if (gc) {
+          gc();
+          await sleep(100);
+          rssAfterGcMB = rssMB();
+        }
+        return { type: 'settled', rssMB: settled, rssAfterGcMB, maxRssMB: maxRssMB() };
+      }
+      default:
+        throw new Error(`unknown command ${String(cmd.cmd)}`);
+    }
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`pipeline-case: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
