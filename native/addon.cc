@@ -18,6 +18,7 @@
 #include "image_io.h"
 #include "model.h"
 #include "pipeline.h"
+#include "providers.h"
 
 namespace bgone {
 namespace {
@@ -77,6 +78,9 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   }
   spec.threads = static_cast<int>(o.integer("threads", 0, 4096));
   spec.dynamic_size = o.boolean("dynamicSize");
+  spec.provider = o.choice<const char*>("provider", {{"cpu", "cpu"}, {"cuda", "cuda"}});
+  spec.device_id = static_cast<int>(o.integer("deviceId", 0, 255));
+  spec.gpu_mem_limit_mb = o.integer("gpuMemLimitMb", 0, 1 << 20);
   o.finish();
   return spec;
 }
@@ -106,6 +110,9 @@ class LoadModelWorker : public Napi::AsyncWorker {
   void Execute() override {
     try {
       model_ = std::make_shared<Model>(spec_);
+    } catch (const ProviderError& e) {
+      provider_failed_ = true;
+      SetError(e.what());
     } catch (const PipelineError& e) {
       code_ = e.code();
       SetError(e.what());
@@ -117,11 +124,17 @@ class LoadModelWorker : public Napi::AsyncWorker {
     auto* holder = new ModelRef(model_);
     deferred_.Resolve(Napi::External<ModelRef>::New(Env(), holder, [](Napi::Env, ModelRef* ref) { delete ref; }));
   }
-  void OnError(const Napi::Error& error) override { deferred_.Reject(make_error(Env(), code_, error.Message()).Value()); }
+  void OnError(const Napi::Error& error) override {
+    Napi::Error rejection = make_error(Env(), code_, error.Message());
+    // The session could not get its execution provider: src/lib/models.ts says so in its message.
+    if (provider_failed_) rejection.Value().Set("reason", "execution_provider");
+    deferred_.Reject(rejection.Value());
+  }
 
  private:
   ModelSpec spec_;
   ModelRef model_;
+  bool provider_failed_ = false;
   ErrorCode code_ = ErrorCode::Internal;
   Napi::Promise::Deferred deferred_;
 };
@@ -205,6 +218,7 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
     o.finish();
     init_vips();
     load_onnxruntime(onnxruntime);
+    bind_provider_runtime(onnxruntime);
   } catch (const ContractError& e) {
     return throw_type_error(env, e);
   } catch (const PipelineError& e) {
@@ -216,7 +230,23 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
   return versions;
 }
 
-// loadModel({ path, inputName, outputName, width, height, mean, std, threads }) -> Promise<handle>
+// availableProviders() -> string[]: the execution providers the loaded ONNX Runtime was built with.
+// Synchronous: a list read from the runtime, after init.
+Napi::Value AvailableProviders(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    const std::vector<std::string> names = available_providers();
+    Napi::Array out = Napi::Array::New(env, names.size());
+    for (size_t i = 0; i < names.size(); ++i) out.Set(static_cast<uint32_t>(i), names[i]);
+    return out;
+  } catch (const PipelineError& e) {
+    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
+// loadModel({ path, inputName, outputName, width, height, mean, std, threads, provider, deviceId,
+// gpuMemLimitMb }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   ModelSpec spec;
   try {
@@ -281,6 +311,7 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
   exports.Set("removeBackground", Napi::Function::New(env, RemoveBackground));
+  exports.Set("availableProviders", Napi::Function::New(env, AvailableProviders));
   exports.Set("probe", Napi::Function::New(env, Probe));
   return exports;
 }

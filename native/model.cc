@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "onnxruntime_c_api.h"
+#include "providers.h"
 
 namespace bgone {
 namespace {
@@ -60,6 +61,7 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     // Idle intra-op threads must not spin after a run: on two cores they would steal time from the
     // decode and encode of the jobs around the inference.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
+    append_execution_provider(g_api, options, spec);
     check(g_api->CreateSession(g_env, spec.path.c_str(), options, &session_), "CreateSession");
   } catch (...) {
     g_api->ReleaseSessionOptions(options);

@@ -28,6 +28,11 @@ struct ModelSpec {
   float std[3] = {};
   int threads = 0;            // 0: ONNX Runtime's default (one per physical core), chosen in TypeScript
   bool dynamic_size = false;  // the graph's input height and width are symbolic: any job size works
+  // Execution provider (providers.h): "cpu" or "cuda"; with "cuda", the GPU's index and the most GPU
+  // memory ONNX Runtime's arena may take (MiB, 0: no limit).
+  std::string provider;
+  int device_id = 0;
+  long long gpu_mem_limit_mb = 0;
 };
 
 // Loads libonnxruntime once per process; later calls with another path are ignored.

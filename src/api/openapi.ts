@@ -139,6 +139,41 @@ export function openApiDocument(): Record<string, unknown> {
           additionalProperties: false,
           properties: { data: { type: 'array', items: { $ref: '#/components/schemas/WebhookEndpoint' } } },
         },
+        Readiness: {
+          type: 'object',
+          required: ['status', 'http_backend', 'database'],
+          additionalProperties: false,
+          description: 'GET /readyz. The load figures and inference come with status ready only.',
+          properties: {
+            status: { type: 'string', enum: ['ready', 'draining', 'database_unreachable'] },
+            http_backend: { type: 'string', enum: ['uws', 'node'] },
+            database: { type: 'string', enum: ['sqlite', 'postgres'] },
+            inference: {
+              type: ['object', 'null'],
+              required: ['provider', 'device_id', 'available'],
+              additionalProperties: false,
+              description: 'Where inference runs (null if the native core does not answer).',
+              properties: {
+                provider: { type: 'string', enum: ['cpu', 'cuda'], description: 'The configured execution provider (BGONE_EXECUTION_PROVIDER).' },
+                device_id: { type: ['integer', 'null'], description: 'The GPU index with cuda; null with cpu.' },
+                available: {
+                  type: 'array',
+                  items: { type: 'string' },
+                  description: 'The execution providers the loaded ONNX Runtime was built with; one listed may still lack its libraries.',
+                },
+              },
+            },
+            queue: { type: 'integer', description: 'Jobs running or waiting in the native core.' },
+            in_flight: { type: 'integer', description: 'Requests admitted.' },
+            batch_queue: { type: 'integer', description: 'Batch images waiting on this node.' },
+            memory: {
+              type: ['object', 'null'],
+              required: ['budget_mb', 'used_mb', 'waiting'],
+              additionalProperties: false,
+              properties: { budget_mb: { type: 'integer' }, used_mb: { type: 'integer' }, waiting: { type: 'integer' } },
+            },
+          },
+        },
         NewWebhook: {
           type: 'object',
           required: ['url'],
@@ -279,7 +314,13 @@ export function openApiDocument(): Record<string, unknown> {
         get: {
           operationId: 'ready',
           security: [],
-          responses: { '200': { description: 'Ready to serve.' }, '503': { description: 'Draining, or the database does not answer.' } },
+          responses: {
+            '200': { description: 'Ready to serve.', content: { 'application/json': { schema: { $ref: '#/components/schemas/Readiness' } } } },
+            '503': {
+              description: 'Draining, or the database does not answer.',
+              content: { 'application/json': { schema: { $ref: '#/components/schemas/Readiness' } } },
+            },
+          },
         },
       },
       '/metrics': {

@@ -10,7 +10,7 @@ import type { MemoryGate } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
-import { queueSize } from '../lib/index.js';
+import { inferenceProviders, queueSize } from '../lib/index.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { MeteredRemoval } from './metered-removal.js';
@@ -38,6 +38,17 @@ function validIdempotencyKey(value: string): boolean {
 
 export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
+  // Where inference runs: the configured provider (the model loaded with it, or the service would
+  // not have started) and the providers the loaded ONNX Runtime was built with.
+  const inference = () => {
+    try {
+      const { provider, deviceId, available } = inferenceProviders();
+      return { provider, device_id: deviceId, available };
+    } catch (err) {
+      logger?.warn({ err }, 'readiness: the native core does not answer');
+      return null;
+    }
+  };
 
   router.post(REMOVE_PATH, async (ex) => {
     const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), { metered: true });
@@ -68,6 +79,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
     ex.json(200, {
       status: 'ready',
       ...about,
+      inference: inference(),
       queue: queueSize(),
       in_flight: admission.inFlight,
       batch_queue: deps.batchQueue?.() ?? 0,

@@ -44,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serveCommand();
     case 'remove':
-      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY
+      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY
       return removeCommand(parsed);
     case 'accounts':
     case 'keys':

@@ -4,6 +4,8 @@
  * A bad value is a ConfigError naming the variable. Every variable has an embedded default, so
  * `npm start` needs none.
  */
+import { statSync } from 'node:fs';
+
 export type HttpChoice = 'auto' | 'uws' | 'node';
 
 /** The library's settings (applied with the library's configure()). */
@@ -14,6 +16,12 @@ export interface LibraryConfig {
   inferenceThreads: number;
   /** BGONE_NATIVE_CONCURRENCY: jobs inside the native core at once. */
   nativeConcurrency: number;
+  /** BGONE_EXECUTION_PROVIDER: 'cpu' (default), 'cuda' or 'cuda:<device id>'. */
+  executionProvider: 'cpu' | 'cuda' | `cuda:${number}`;
+  /** BGONE_CUDA_MEM_LIMIT_MB: with CUDA, the most GPU memory ONNX Runtime's arena takes (MiB); 0: no limit. */
+  cudaMemLimitMb: number;
+  /** BGONE_ORT_LIBRARY: the ONNX Runtime shared library to open (default: onnxruntime-node's, CPU only). */
+  onnxRuntimeLibrary: string | undefined;
 }
 
 /** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
@@ -176,11 +184,39 @@ function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
 
 /** The library's part alone: what `bgone remove` needs without the service. */
 export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): LibraryConfig {
+  const executionProvider = executionProviderChoice(env);
+  const cudaMemLimitMb = int(env, 'BGONE_CUDA_MEM_LIMIT_MB', 0, 1, 1_048_576);
+  if (cudaMemLimitMb > 0 && executionProvider === 'cpu')
+    throw new ConfigError('BGONE_CUDA_MEM_LIMIT_MB applies to the GPU only: set BGONE_EXECUTION_PROVIDER=cuda (or cuda:<device id>) with it');
   return {
     modelsDir: env.BGONE_MODELS_DIR || undefined,
     inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
     nativeConcurrency: int(env, 'BGONE_NATIVE_CONCURRENCY', 2, 1, 64),
+    executionProvider,
+    cudaMemLimitMb,
+    onnxRuntimeLibrary: onnxRuntimeLibrary(env),
   };
+}
+
+/** BGONE_EXECUTION_PROVIDER: cpu, cuda (device 0) or cuda:<device id> (0 to 255). */
+function executionProviderChoice(env: NodeJS.ProcessEnv): LibraryConfig['executionProvider'] {
+  const raw = env.BGONE_EXECUTION_PROVIDER ?? '';
+  if (raw === '' || raw === 'cpu') return 'cpu';
+  const match = /^cuda(?::(0|[1-9][0-9]{0,2}))?$/.exec(raw);
+  if (match && Number(match[1] ?? 0) <= 255) return raw as LibraryConfig['executionProvider'];
+  throw new ConfigError(`BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255) (got "${raw}")`);
+}
+
+/** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */
+function onnxRuntimeLibrary(env: NodeJS.ProcessEnv): string | undefined {
+  const raw = env.BGONE_ORT_LIBRARY || undefined;
+  if (raw === undefined) return undefined;
+  let isFile = false;
+  try {
+    isFile = statSync(raw).isFile();
+  } catch {}
+  if (!isFile) throw new ConfigError(`BGONE_ORT_LIBRARY must be the path of an existing file, the ONNX Runtime library (got "${raw}")`);
+  return raw;
 }
 
 /** The PostgreSQL settings when BGONE_DATABASE_URL is set (or `url` is given, e.g. --database-url). */

@@ -79,12 +79,35 @@ export function modelNotInstalledError(model: string, path: string): BgoneError 
   });
 }
 
-/** ONNX Runtime could not create a session from the model file: it is corrupt, not ONNX, or not this contract. */
-export function modelLoadError(model: string, path: string, cause: unknown): BgoneError {
+/**
+ * ONNX Runtime could not create a session from the model file: it is corrupt, not ONNX, or not this
+ * contract; on a GPU provider, the GPU setup may be at fault too (a device that does not exist,
+ * CUDA or cuDNN failing when the session starts).
+ */
+export function modelLoadError(model: string, path: string, cause: unknown, provider = 'cpu'): BgoneError {
+  const why =
+    provider === 'cpu'
+      ? 'a corrupt or incomplete file, or not an ONNX model'
+      : `a corrupt or incomplete file, not an ONNX model, or the execution provider ${provider} failing: ${describe(cause)}`;
   return new BgoneError(
     'internal_error',
-    `Model ${model} could not be loaded from ${path}: ONNX Runtime refused it (a corrupt or incomplete file, or not an ONNX model).`,
-    { component: 'models', model, path },
+    `Model ${model} could not be loaded from ${path}: ONNX Runtime refused it (${why}).`,
+    { component: 'models', model, path, ...(provider === 'cpu' ? {} : { provider }) },
+    describe(cause),
+  );
+}
+
+/**
+ * The configured execution provider (executionProvider, BGONE_EXECUTION_PROVIDER) cannot be set up
+ * with the loaded ONNX Runtime, typically CUDA with a CPU-only build. The native core's text says
+ * what the runtime lacks and what a GPU deployment needs.
+ */
+export function providerLoadError(model: string, path: string, provider: string, cause: unknown): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `Model ${model} could not be loaded on the execution provider ${provider}: ${describe(cause)} ` +
+      'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library, or use the cpu provider.',
+    { component: 'execution_provider', model, path, provider },
     describe(cause),
   );
 }

@@ -10,9 +10,9 @@ import { checkClaimedSize } from './header-size.js';
 import { withInferenceSize } from './inference-size.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel, resolveModel } from './models.js';
-import { type NativeTimings, native } from './native.js';
+import { defaultOnnxRuntimeLibrary, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import { MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
-import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, replaceSettings } from './settings.js';
+import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
@@ -32,7 +32,7 @@ export {
   SIZES,
   type SizePreset,
 } from './options.js';
-export { DEFAULT_SETTINGS, type LibrarySettings, librarySettings } from './settings.js';
+export { DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
 
 export type Timings = NativeTimings;
 
@@ -65,8 +65,20 @@ const limiter = new Limiter(DEFAULT_SETTINGS.nativeConcurrency, BACKGROUND_GRACE
 export function configure(settings: Partial<LibrarySettings>): Readonly<LibrarySettings> {
   const previous = librarySettings();
   const next = mergeSettings(settings);
+  const inUse = onnxRuntimeLibraryInUse();
+  if (inUse !== undefined && (next.onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary()) !== inUse) {
+    throw new BgoneError('validation_error', `onnxRuntimeLibrary cannot change once the native core has started (it uses ${inUse}).`, {
+      field: 'onnxRuntimeLibrary',
+    });
+  }
   replaceSettings(next);
-  if (next.modelsDir !== previous.modelsDir || next.inferenceThreads !== previous.inferenceThreads) forgetModels();
+  if (
+    next.modelsDir !== previous.modelsDir ||
+    next.inferenceThreads !== previous.inferenceThreads ||
+    next.executionProvider !== previous.executionProvider ||
+    next.cudaMemLimitMb !== previous.cudaMemLimitMb
+  )
+    forgetModels();
   limiter.concurrency = next.nativeConcurrency;
   return librarySettings();
 }
@@ -79,6 +91,32 @@ export function setConcurrency(concurrency: number): void {
 /** Jobs running or waiting in this process. */
 export function queueSize(): number {
   return limiter.size;
+}
+
+/** Where inference runs: the configured execution provider and what the loaded ONNX Runtime offers. */
+export interface InferenceProviders {
+  /** The configured provider ('cpu' or 'cuda'), as the executionProvider setting says. */
+  provider: 'cpu' | 'cuda';
+  /** With cuda: the GPU's index; null with cpu. */
+  deviceId: number | null;
+  /**
+   * The execution providers the loaded ONNX Runtime was built with, e.g. ['CPUExecutionProvider'].
+   * A provider listed may still be unusable (its libraries, CUDA or cuDNN missing): onnxruntime-node's
+   * Linux build lists CUDAExecutionProvider without shipping its libraries.
+   */
+  available: string[];
+}
+
+/** The execution provider in effect and the runtime's providers; starts the native core (BgoneError if it cannot). */
+export function inferenceProviders(): InferenceProviders {
+  const { provider, deviceId } = parseExecutionProvider(librarySettings().executionProvider)!;
+  let available: string[];
+  try {
+    available = native().availableProviders();
+  } catch (err) {
+    throw fromNativeError(err);
+  }
+  return { provider, deviceId: provider === 'cuda' ? deviceId : null, available };
 }
 
 /** Loads a model ahead of the first request (otherwise it loads on first use). */

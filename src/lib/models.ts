@@ -7,9 +7,9 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError } from './errors.js';
+import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError } from './errors.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
-import { librarySettings } from './settings.js';
+import { librarySettings, parseExecutionProvider } from './settings.js';
 
 export interface ModelEntry {
   description: string;
@@ -94,8 +94,11 @@ export function forgetModels(): void {
 }
 
 function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
-  const path = join(librarySettings().modelsDir, entry.file);
+  const settings = librarySettings();
+  const path = join(settings.modelsDir, entry.file);
   if (!existsSync(path)) return Promise.reject(modelNotInstalledError(name, path));
+  // Validated by configure(): always a provider here.
+  const { provider, deviceId } = parseExecutionProvider(settings.executionProvider)!;
   const spec: NativeModelSpec = {
     path,
     inputName: entry.input.name,
@@ -105,7 +108,10 @@ function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
     mean: entry.input.mean as [number, number, number],
     std: entry.input.std as [number, number, number],
     dynamicSize: entry.input.dynamic === true,
-    threads: librarySettings().inferenceThreads,
+    threads: settings.inferenceThreads,
+    provider,
+    deviceId,
+    gpuMemLimitMb: provider === 'cuda' ? settings.cudaMemLimitMb : 0,
   };
   let loading: Promise<ModelHandle>;
   try {
@@ -115,7 +121,8 @@ function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
     return Promise.reject(fromNativeError(err));
   }
   return loading.catch((err: unknown) => {
-    throw modelLoadError(name, path, err);
+    if ((err as { reason?: unknown })?.reason === 'execution_provider') throw providerLoadError(name, path, settings.executionProvider, err);
+    throw modelLoadError(name, path, err, settings.executionProvider);
   });
 }
 

@@ -1,13 +1,15 @@
 /**
  * Loads the addon (node-gyp-build: build/Release first, then prebuilds/) and starts it once, with
- * the path of onnxruntime-node's ONNX Runtime library, which the addon opens with dlopen. A failure
- * to load or start it is a BgoneError (internal_error), never a bare Error.
+ * the path of the ONNX Runtime library, which the addon opens with dlopen: the onnxRuntimeLibrary
+ * setting, else onnxruntime-node's copy. A failure to load or start it is a BgoneError
+ * (internal_error), never a bare Error.
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
 import type { NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
+import { librarySettings } from './settings.js';
 
 const require = createRequire(import.meta.url);
 
@@ -43,6 +45,12 @@ export interface NativeModelSpec {
   std: [number, number, number];
   /** ONNX Runtime intra-op threads; 0: one per core. */
   threads: number;
+  /** Execution provider (native/providers.h). */
+  provider: 'cpu' | 'cuda';
+  /** With cuda: the GPU's index (0 with cpu). */
+  deviceId: number;
+  /** With cuda: the most GPU memory ONNX Runtime's arena takes, in MiB; 0: no limit. */
+  gpuMemLimitMb: number;
 }
 
 /** Opaque handle on a loaded model session. */
@@ -54,13 +62,23 @@ export type ModelHandle = { readonly __brand: 'ModelHandle' };
  */
 interface Addon {
   init(options: { onnxruntime: string }): { vips: string };
+  /**
+   * Rejects with { code, message } (and reason 'execution_provider' when the provider could not
+   * be set up, e.g. CUDA with a CPU-only ONNX Runtime).
+   */
   loadModel(spec: NativeModelSpec): Promise<ModelHandle>;
+  /**
+   * The execution providers the loaded ONNX Runtime was built with (GetAvailableProviders), e.g.
+   * ['CPUExecutionProvider']. One listed may still fail to load: its libraries, CUDA or cuDNN missing.
+   */
+  availableProviders(): string[];
   removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle): Promise<NativeResult>;
   /** Sniff and header check only (no pixel decoded); throws a coded error like removeBackground. */
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
 }
 
-function onnxRuntimeLibrary(): string {
+/** onnxruntime-node's copy of the ONNX Runtime library: the default of the onnxRuntimeLibrary setting. */
+export function defaultOnnxRuntimeLibrary(): string {
   const pkg = dirname(require.resolve('onnxruntime-node/package.json'));
   const file = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
   return join(pkg, 'bin', 'napi-v6', process.platform, process.arch, file);
@@ -68,19 +86,27 @@ function onnxRuntimeLibrary(): string {
 
 let addon: Addon | undefined;
 let versions: { vips: string } | undefined;
+let startedWith: string | undefined;
 
 /** The started addon; throws BgoneError('internal_error') if it cannot be loaded or started. */
 export function native(): Addon {
   if (!addon) {
     try {
       const loaded = require('node-gyp-build')(PACKAGE_ROOT) as Addon;
-      versions = loaded.init({ onnxruntime: onnxRuntimeLibrary() });
+      const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
+      versions = loaded.init({ onnxruntime: library });
       addon = loaded;
+      startedWith = library;
     } catch (err) {
       throw addonLoadError(err);
     }
   }
   return addon;
+}
+
+/** The ONNX Runtime library the started addon opened; undefined before it started. */
+export function onnxRuntimeLibraryInUse(): string | undefined {
+  return startedWith;
 }
 
 export function nativeVersions(): { vips: string } {

@@ -18,12 +18,37 @@ export interface LibrarySettings {
    * first one's inference, while more would only hold libuv threads waiting on the inference lock.
    */
   nativeConcurrency: number;
+  /**
+   * Where inference runs: 'cpu' (default), or 'cuda' / 'cuda:<device id>' (an NVIDIA GPU through ONNX
+   * Runtime's CUDA execution provider, device 0 unless given). CUDA needs a GPU build of ONNX Runtime
+   * (onnxRuntimeLibrary): with onnxruntime-node's CPU build, loading a model fails with a message
+   * saying what is missing.
+   */
+  executionProvider: ExecutionProvider;
+  /** With CUDA: the most GPU memory ONNX Runtime's arena may take, in MiB; 0 (default): no limit. */
+  cudaMemLimitMb: number;
+  /**
+   * The ONNX Runtime shared library the native core opens (e.g. a GPU build's libonnxruntime.so.1);
+   * undefined (default): onnxruntime-node's copy. Fixed once the native core has started.
+   */
+  onnxRuntimeLibrary: string | undefined;
 }
+
+/** 'cpu', 'cuda' (device 0) or 'cuda:<device id>'. */
+export type ExecutionProvider = 'cpu' | 'cuda' | `cuda:${number}`;
+
+/** Highest GPU index accepted in 'cuda:<device id>'. */
+export const MAX_DEVICE_ID = 255;
+/** Highest cudaMemLimitMb (1 TiB). */
+const MAX_GPU_MEM_MB = 1_048_576;
 
 export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   modelsDir: join(PACKAGE_ROOT, 'models'),
   inferenceThreads: 0,
   nativeConcurrency: 2,
+  executionProvider: 'cpu',
+  cudaMemLimitMb: 0,
+  onnxRuntimeLibrary: undefined,
 });
 
 /** Above this, a value is a typo rather than a machine (the native core refuses more than 4096). */
@@ -66,7 +91,48 @@ function modelsDirSetting(value: unknown): string {
   return dir;
 }
 
-const KNOWN: ReadonlyArray<keyof LibrarySettings> = ['modelsDir', 'inferenceThreads', 'nativeConcurrency'];
+/** The provider and device of an executionProvider value; undefined if it is not one. */
+export function parseExecutionProvider(value: unknown): { provider: 'cpu' | 'cuda'; deviceId: number } | undefined {
+  if (typeof value !== 'string') return undefined;
+  if (value === 'cpu') return { provider: 'cpu', deviceId: 0 };
+  const match = /^cuda(?::(0|[1-9][0-9]{0,2}))?$/.exec(value);
+  const deviceId = Number(match?.[1] ?? 0);
+  if (!match || deviceId > MAX_DEVICE_ID) return undefined;
+  return { provider: 'cuda', deviceId };
+}
+
+function executionProviderSetting(value: unknown): ExecutionProvider {
+  if (parseExecutionProvider(value) === undefined) {
+    invalid(
+      'executionProvider',
+      `executionProvider must be cpu, cuda or cuda:<device id> (a GPU index from 0 to ${MAX_DEVICE_ID}), got ${JSON.stringify(value) ?? String(value)}.`,
+    );
+  }
+  return value as ExecutionProvider;
+}
+
+function libraryFileSetting(value: unknown): string {
+  if (typeof value !== 'string' || value.trim() === '')
+    invalid('onnxRuntimeLibrary', 'onnxRuntimeLibrary must be the path of the ONNX Runtime shared library (libonnxruntime.so.1).');
+  const file = resolve(value);
+  let isFile = false;
+  try {
+    isFile = statSync(file).isFile();
+  } catch {
+    // Reported below, with the path.
+  }
+  if (!isFile) invalid('onnxRuntimeLibrary', `onnxRuntimeLibrary ${file} is not an existing file.`);
+  return file;
+}
+
+const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
+  'modelsDir',
+  'inferenceThreads',
+  'nativeConcurrency',
+  'executionProvider',
+  'cudaMemLimitMb',
+  'onnxRuntimeLibrary',
+];
 
 /**
  * Validates `input` and returns the settings in effect with it applied. A field left out or
@@ -87,5 +153,10 @@ export function mergeSettings(input: unknown): LibrarySettings {
   if (given.nativeConcurrency !== undefined) {
     next.nativeConcurrency = integerSetting('nativeConcurrency', given.nativeConcurrency, 1, MAX_THREADS, 'jobs inside the native core at once');
   }
+  if (given.executionProvider !== undefined) next.executionProvider = executionProviderSetting(given.executionProvider);
+  if (given.cudaMemLimitMb !== undefined) {
+    next.cudaMemLimitMb = integerSetting('cudaMemLimitMb', given.cudaMemLimitMb, 0, MAX_GPU_MEM_MB, 'MiB of GPU memory, 0: no limit');
+  }
+  if (given.onnxRuntimeLibrary !== undefined) next.onnxRuntimeLibrary = libraryFileSetting(given.onnxRuntimeLibrary);
   return next;
 }

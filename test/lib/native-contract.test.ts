@@ -87,6 +87,9 @@ describe('loadModel spec', () => {
     mean: entry.input.mean as [number, number, number],
     std: entry.input.std as [number, number, number],
     threads: 0,
+    provider: 'cpu',
+    deviceId: 0,
+    gpuMemLimitMb: 0,
   };
 
   it('a complete spec is accepted; a bad path then fails later, as a rejected promise with a code (control)', async () => {
@@ -105,12 +108,25 @@ describe('loadModel spec', () => {
     ['std', [256, 0, 256], /model spec\.std\[1\] must be a number in/],
     ['threads', -1, /model spec\.threads must be an integer in \[0, 4096\]/],
     ['path', null, /model spec\.path must be a string/],
+    ['provider', 'gpu', /model spec\.provider must be one of cpu, cuda/],
+    ['provider', 'CUDAExecutionProvider', /model spec\.provider must be one of cpu, cuda/],
+    ['deviceId', -1, /model spec\.deviceId must be an integer in \[0, 255\]/],
+    ['deviceId', 0.5, /model spec\.deviceId must be an integer/],
+    ['gpuMemLimitMb', -1, /model spec\.gpuMemLimitMb must be an integer in \[0, 1048576\]/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().loadModel({ ...spec, [field]: value } as never), message);
   });
 
   it('an unknown field: TypeError', () => {
     expectContractError(() => native().loadModel({ ...spec, optimisation: 'all' } as never), /model spec\.optimisation is not a field the native core reads/);
+  });
+});
+
+describe('availableProviders', () => {
+  it("lists the loaded runtime's execution providers, CPU among them", () => {
+    const providers = native().availableProviders();
+    expect(providers).toContain('CPUExecutionProvider');
+    expect(providers.every((p) => typeof p === 'string' && p.endsWith('ExecutionProvider'))).toBe(true);
   });
 });
 

@@ -2,8 +2,10 @@
  * The one configuration (src/config/config.ts): embedded defaults, every variable read from the
  * environment given (never from import time), and a ConfigError naming the variable for a bad value.
  */
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, loadLibraryConfig, loadPostgresConfig, maxKeysPerAccount } from '../../src/config/config.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 
 describe('loadConfig', () => {
   it('needs no variable: the embedded defaults', () => {
@@ -22,7 +24,14 @@ describe('loadConfig', () => {
       postgres: undefined,
       http: 'auto',
       trustProxy: false,
-      library: { modelsDir: undefined, inferenceThreads: 0, nativeConcurrency: 2 },
+      library: {
+        modelsDir: undefined,
+        inferenceThreads: 0,
+        nativeConcurrency: 2,
+        executionProvider: 'cpu',
+        cudaMemLimitMb: 0,
+        onnxRuntimeLibrary: undefined,
+      },
     });
   });
 
@@ -100,7 +109,14 @@ describe('loadConfig', () => {
   });
 
   it('has a library-only part for commands that run no service', () => {
-    expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({ modelsDir: undefined, inferenceThreads: 0, nativeConcurrency: 3 });
+    expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({
+      modelsDir: undefined,
+      inferenceThreads: 0,
+      nativeConcurrency: 3,
+      executionProvider: 'cpu',
+      cudaMemLimitMb: 0,
+      onnxRuntimeLibrary: undefined,
+    });
   });
 
   it('selects PostgreSQL with BGONE_DATABASE_URL, with its pool, statement timeout and heartbeat lapse', () => {
@@ -122,5 +138,65 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ BGONE_DATABASE_URL: 'mysql://u:hunter2@h/db' })).toThrow(/BGONE_DATABASE_URL/);
     expect(() => loadConfig({ BGONE_DATABASE_URL: 'mysql://u:hunter2@h/db' })).not.toThrow(/hunter2/);
     expect(() => loadConfig({ BGONE_DATABASE_URL: 'postgres://h/db', BGONE_DATABASE_POOL_SIZE: '0' })).toThrow(/BGONE_DATABASE_POOL_SIZE/);
+  });
+});
+
+describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT_MB, BGONE_ORT_LIBRARY)', () => {
+  const library = join(REPO_ROOT, 'package.json'); // any existing file: the check is that it exists
+
+  it.each([
+    [{}, { executionProvider: 'cpu', cudaMemLimitMb: 0, onnxRuntimeLibrary: undefined }],
+    [{ BGONE_EXECUTION_PROVIDER: '' }, { executionProvider: 'cpu' }],
+    [{ BGONE_EXECUTION_PROVIDER: 'cpu' }, { executionProvider: 'cpu' }],
+    [{ BGONE_EXECUTION_PROVIDER: 'cuda' }, { executionProvider: 'cuda', cudaMemLimitMb: 0 }],
+    [{ BGONE_EXECUTION_PROVIDER: 'cuda:0' }, { executionProvider: 'cuda:0' }],
+    [
+      { BGONE_EXECUTION_PROVIDER: 'cuda:255', BGONE_CUDA_MEM_LIMIT_MB: '6144' },
+      { executionProvider: 'cuda:255', cudaMemLimitMb: 6144 },
+    ],
+    [
+      { BGONE_EXECUTION_PROVIDER: 'cuda:1', BGONE_ORT_LIBRARY: library },
+      { executionProvider: 'cuda:1', onnxRuntimeLibrary: library },
+    ],
+  ])('%j gives %j', (env, expected) => {
+    expect(loadLibraryConfig(env)).toMatchObject(expected);
+    expect(loadConfig(env).library).toMatchObject(expected);
+  });
+
+  it.each([
+    ['BGONE_EXECUTION_PROVIDER', 'gpu'],
+    ['BGONE_EXECUTION_PROVIDER', 'CUDA'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda:'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda:-1'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda:1.5'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda:01'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda:256'],
+    ['BGONE_EXECUTION_PROVIDER', 'cpu:0'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda 0'],
+    ['BGONE_CUDA_MEM_LIMIT_MB', '0'],
+    ['BGONE_CUDA_MEM_LIMIT_MB', '-5'],
+    ['BGONE_CUDA_MEM_LIMIT_MB', '1.5'],
+    ['BGONE_CUDA_MEM_LIMIT_MB', 'lots'],
+    ['BGONE_ORT_LIBRARY', '/no/such/libonnxruntime.so.1'],
+    ['BGONE_ORT_LIBRARY', REPO_ROOT],
+  ])('refuses %s=%s with a ConfigError naming it and the value', (name, value) => {
+    const env = { BGONE_EXECUTION_PROVIDER: 'cuda', [name]: value };
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(`${name} must `);
+    expect(() => loadConfig(env)).toThrow(`(got "${value}")`);
+    expect(() => loadLibraryConfig(env)).toThrow(ConfigError);
+  });
+
+  it('the provider message lists what is allowed', () => {
+    expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: 'gpu' })).toThrow(
+      'BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255) (got "gpu")',
+    );
+  });
+
+  it('a GPU memory limit without a GPU provider is refused rather than ignored', () => {
+    expect(() => loadConfig({ BGONE_CUDA_MEM_LIMIT_MB: '4096' })).toThrow(ConfigError);
+    expect(() => loadConfig({ BGONE_CUDA_MEM_LIMIT_MB: '4096', BGONE_EXECUTION_PROVIDER: 'cpu' })).toThrow(
+      /BGONE_CUDA_MEM_LIMIT_MB .*BGONE_EXECUTION_PROVIDER=cuda/,
+    );
   });
 });

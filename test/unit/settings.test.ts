@@ -15,8 +15,15 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it('the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core', () => {
-    expect(librarySettings()).toEqual({ modelsDir: join(REPO_ROOT, 'models'), inferenceThreads: 0, nativeConcurrency: 2 });
+  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime", () => {
+    expect(librarySettings()).toEqual({
+      modelsDir: join(REPO_ROOT, 'models'),
+      inferenceThreads: 0,
+      nativeConcurrency: 2,
+      executionProvider: 'cpu',
+      cudaMemLimitMb: 0,
+      onnxRuntimeLibrary: undefined,
+    });
     expect(DEFAULT_SETTINGS).toEqual(librarySettings());
   });
 
@@ -25,6 +32,8 @@ describe('defaults', () => {
     vi.stubEnv('BGONE_MODELS_DIR', dir);
     vi.stubEnv('BGONE_INFERENCE_THREADS', '3');
     vi.stubEnv('BGONE_NATIVE_CONCURRENCY', '5');
+    vi.stubEnv('BGONE_EXECUTION_PROVIDER', 'cuda');
+    vi.stubEnv('BGONE_ORT_LIBRARY', join(REPO_ROOT, 'package.json'));
     try {
       vi.resetModules();
       const fresh = await import('../../src/lib/index.js');
@@ -63,6 +72,12 @@ describe('configure', () => {
     expect(librarySettings().inferenceThreads).toBe(1);
   });
 
+  it('the execution provider: cpu, cuda or cuda:<device id>, with an optional GPU memory limit', () => {
+    expect(configure({ executionProvider: 'cuda' })).toEqual({ ...DEFAULT_SETTINGS, executionProvider: 'cuda' });
+    expect(configure({ executionProvider: 'cuda:3', cudaMemLimitMb: 4096 })).toMatchObject({ executionProvider: 'cuda:3', cudaMemLimitMb: 4096 });
+    expect(configure({ executionProvider: 'cpu', cudaMemLimitMb: 0 })).toEqual(DEFAULT_SETTINGS);
+  });
+
   it('setConcurrency(n) is configure({ nativeConcurrency: n })', () => {
     setConcurrency(3);
     expect(librarySettings().nativeConcurrency).toBe(3);
@@ -91,6 +106,21 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['nativeConcurrency', '4'],
     ['nativeConcurrency', Number.POSITIVE_INFINITY],
     ['nativeConcurrency', true],
+    ['executionProvider', 'gpu'],
+    ['executionProvider', 'cuda:'],
+    ['executionProvider', 'cuda:256'],
+    ['executionProvider', 'cuda:01'],
+    ['executionProvider', 'cpu:0'],
+    ['executionProvider', 0],
+    ['executionProvider', null],
+    ['cudaMemLimitMb', -1],
+    ['cudaMemLimitMb', 1.5],
+    ['cudaMemLimitMb', '512'],
+    ['cudaMemLimitMb', 1_048_577],
+    ['onnxRuntimeLibrary', ''],
+    ['onnxRuntimeLibrary', 7],
+    ['onnxRuntimeLibrary', '/no/such/libonnxruntime.so.1'],
+    ['onnxRuntimeLibrary', REPO_ROOT],
   ])('%s = %j', (field, value) => {
     configure({ inferenceThreads: 1 });
     const before = librarySettings();
@@ -104,7 +134,7 @@ describe('a bad value is a validation_error naming the field, and changes nothin
   it('an unknown field (a typo) is refused, not ignored', () => {
     const error = expectThrowsBgone(() => configure({ modelDir: '/tmp' } as never), 'validation_error');
     expect(error.details?.field).toBe('modelDir');
-    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency/);
+    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, onnxRuntimeLibrary/);
   });
 
   it.each([null, 'models', 3, [1]])('settings %j is not an object', (settings) => {
@@ -117,6 +147,12 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     );
     expect(expectThrowsBgone(() => configure({ modelsDir: '/no/such/folder/for/bgone' }), 'validation_error').message).toBe(
       'modelsDir /no/such/folder/for/bgone is not an existing folder.',
+    );
+    expect(expectThrowsBgone(() => configure({ executionProvider: 'gpu' as never }), 'validation_error').message).toBe(
+      'executionProvider must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255), got "gpu".',
+    );
+    expect(expectThrowsBgone(() => configure({ onnxRuntimeLibrary: '/no/such/libonnxruntime.so.1' }), 'validation_error').message).toBe(
+      'onnxRuntimeLibrary /no/such/libonnxruntime.so.1 is not an existing file.',
     );
   });
 });
