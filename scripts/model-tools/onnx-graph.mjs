@@ -7,7 +7,6 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 export const { onnx } = require('onnx-proto');
 
-
 export const FLOAT = 1;
 export const UINT8 = 2;
 export const INT8 = 3;
@@ -133,13 +132,15 @@ export function symbolicSpatialInput(graph, inputName) {
     const node = producers.get(name);
     return node?.opType === 'Constant' ? tensorValues(attribute(node, 'value').t) : null;
   };
-  const added = [
-    makeTensor('bgone_hw_starts', INT64, [1], BigInt64Array.of(2n)),
-    makeTensor('bgone_hw_ends', INT64, [1], BigInt64Array.of(4n)),
-  ];
+  const added = [makeTensor('bgone_hw_starts', INT64, [1], BigInt64Array.of(2n)), makeTensor('bgone_hw_ends', INT64, [1], BigInt64Array.of(4n))];
   const nodes = [
     onnx.NodeProto.create({ opType: 'Shape', input: [inputName], output: ['bgone_input_shape'], name: 'bgone_input_shape' }),
-    onnx.NodeProto.create({ opType: 'Slice', input: ['bgone_input_shape', 'bgone_hw_starts', 'bgone_hw_ends'], output: ['bgone_input_hw'], name: 'bgone_input_hw' }),
+    onnx.NodeProto.create({
+      opType: 'Slice',
+      input: ['bgone_input_shape', 'bgone_hw_starts', 'bgone_hw_ends'],
+      output: ['bgone_input_hw'],
+      name: 'bgone_input_hw',
+    }),
   ];
   let rewritten = 0;
   for (const resize of graph.node) {
@@ -148,7 +149,7 @@ export function symbolicSpatialInput(graph, inputName) {
     if (concat?.opType !== 'Concat') continue;
     concat.input = concat.input.map((name) => {
       const hw = constant(name);
-      if (!hw || hw.length !== 2 || !(hw instanceof BigInt64Array)) return name;
+      if (hw?.length !== 2 || !(hw instanceof BigInt64Array)) return name;
       const divisors = BigInt64Array.from(hw, (v) => {
         if (v <= 0n || BigInt(exportedSide) % v !== 0n) throw new Error(`resize size ${v} does not divide the exported side ${exportedSide}`);
         return BigInt(exportedSide) / v;

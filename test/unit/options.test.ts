@@ -36,6 +36,7 @@ describe('defaults', () => {
         'background',
         'channels',
         'crop',
+        'flipAverage',
         'format',
         'guidedEps',
         'guidedRadius',
