@@ -12,7 +12,7 @@ import { quantizeStatic } from './model-tools/quantize.mjs';
 import { convertToFloat32 } from './model-tools/to-fp32.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const modelsDir = join(root, 'models');
+const defaultModelsDir = join(root, 'models');
 
 const sha256 = (path) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
@@ -21,7 +21,7 @@ export function sourcesOf(manifest, names) {
   return names.flatMap((name) => [name, ...(manifest.models[name]?.derive ? [manifest.models[name].derive.from] : [])]);
 }
 
-function applyStep(model, step, recipe, entry) {
+function applyStep(model, step, recipe, entry, modelsDir) {
   switch (step) {
     case 'float32':
       convertToFloat32(model.graph);
@@ -43,7 +43,9 @@ function applyStep(model, step, recipe, entry) {
   }
 }
 
-export function deriveModels({ only } = {}) {
+/** dir: the models folder (its manifest, calibration files and published models); only: model names. */
+export function deriveModels({ only, dir = defaultModelsDir } = {}) {
+  const modelsDir = dir;
   const manifest = JSON.parse(readFileSync(join(modelsDir, 'manifest.json'), 'utf8'));
   for (const [name, entry] of Object.entries(manifest.models)) {
     const recipe = entry.derive;
@@ -54,7 +56,7 @@ export function deriveModels({ only } = {}) {
     if (!from) throw new Error(`model ${name} derives from ${recipe.from}, which the manifest does not list`);
     const started = Date.now();
     const model = loadModel(join(modelsDir, from.file));
-    for (const step of recipe.steps) applyStep(model, step, recipe, entry);
+    for (const step of recipe.steps) applyStep(model, step, recipe, entry, modelsDir);
     model.producerName = 'bgone scripts/derive-models.mjs';
     const bytes = saveModel(model, target);
     const digest = sha256(target);

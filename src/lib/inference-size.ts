@@ -1,16 +1,26 @@
 /**
- * Work proportional to the output: a job whose output is small (size=preview or medium, or a small
- * upload) does not need a 1024² inference. The side used for each output size is the smallest whose
- * dev-set quality, scored at the output's resolution, stays within 0.005 IoU of 1024²
- * (bench/quality.ts --sweep-sizes; figures in the README). Only models whose input size is dynamic
- * (manifest input.dynamic) use it; the native pipeline ignores it for the others.
+ * Work proportional to the output: a size=preview or size=medium job whose output is small does not
+ * need a 1024² inference. The side for each output size is the smallest whose dev-set quality, scored
+ * at the output's resolution, stays within 0.005 IoU of 1024² (bench/quality.ts --size and
+ * --inference-size; the sweep is in the README). hd and full jobs always use 1024². Only models whose
+ * input size is dynamic (manifest input.dynamic) use this; the native core ignores it for the others.
  */
 import type { NativeOptions } from './options.js';
 
-/** Ascending by output pixels: the first row whose bound holds the output gives the side. */
-export const INFERENCE_SIDES: ReadonlyArray<{ maxOutputPixels: number; side: number }> = [{ maxOutputPixels: Number.POSITIVE_INFINITY, side: 1024 }];
+/** The presets this applies to: preview (0.25 MP) and medium (1.5 MP). */
+const SMALL_PRESET_PIXELS = 1_500_000;
 
-/** The inference side for an output of `outputPixels` pixels. */
+/**
+ * Ascending by output pixels: the first row whose bound holds the output gives the side. Measured on
+ * outputs up to 0.57 MP (the dev photos): 896 lost 0.0036 IoU (and 0.02 boundary F), 768 lost 0.033.
+ * Larger outputs were not measured and keep 1024.
+ */
+export const INFERENCE_SIDES: ReadonlyArray<{ maxOutputPixels: number; side: number }> = [
+  { maxOutputPixels: 600_000, side: 896 },
+  { maxOutputPixels: Number.POSITIVE_INFINITY, side: 1024 },
+];
+
+/** The inference side for an output of `outputPixels` pixels of a preview or medium job. */
 export function inferenceSide(outputPixels: number): number {
   return INFERENCE_SIDES.find((row) => outputPixels <= row.maxOutputPixels)!.side;
 }
@@ -20,6 +30,7 @@ export function inferenceSide(outputPixels: number): number {
  * the guided filter's radius scaled with it, so that the filter covers the same share of the image.
  */
 export function withInferenceSize(options: NativeOptions, width: number, height: number): NativeOptions {
+  if (options.maxPixels > SMALL_PRESET_PIXELS) return options;
   const side = Math.min(options.inferenceSize, inferenceSide(Math.min(width * height, options.maxPixels)));
   if (side === options.inferenceSize) return options;
   const guidedRadius = Math.max(1, Math.round((options.guidedRadius * side) / options.inferenceSize));
