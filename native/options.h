@@ -27,7 +27,7 @@ struct JobOptions {
   double guided_eps = 0;
   float levels_low = 0;  // refined alpha below this becomes 0, above levels_high 1, linear between
   float levels_high = 0;
-  bool flip_average = false;  // quality mode: also infer on the mirrored image and average the two mattes
+  bool flip_average = false;  // also infer on the mirrored image and average the two mattes
   int inference_size = 0;     // side of the model's square input for this job; used when the model's size is dynamic
   int quality = 0;            // JPEG / WebP quality
   int png_compression = 0;

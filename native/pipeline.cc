@@ -139,10 +139,9 @@ Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_
   return out;
 }
 
-// Test-time augmentation: the model is not exactly mirror-symmetric, and the average of its answers
-// for the image and its mirror image has steadier edges (bench/quality, variant "quality mode").
-// Mirrors the tensor in place, runs the model again and folds the mirrored answer into `mask`.
-// Returns the time waited for the model.
+// Test-time augmentation (the flipAverage knob, off by default: see src/lib/options.ts): mirrors the
+// tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the time
+// waited for the model.
 double flip_average(Model& model, std::vector<float>& tensor, int w, int h, Plane& mask) {
   for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
   Plane mirrored(w, h);
