@@ -16,7 +16,7 @@
  *                 (test-time augmentation; measured worse overall, so off)
  *   preview, medium            size=preview / medium with the inference size the library picks for it
  *   preview-1024, medium-1024  the same at a 1024² inference; scored at the output's resolution
- * Options: --only <prefix> (e.g. am_), --model <name> (every variant on that model), --inference-size
+ * Options: --only <prefix> (e.g. am_), --split tune|check (one half), --model <name> (every variant on that model), --inference-size
  * <side> (every variant at that side), and for tuning the env variables BGONE_GUIDED_RADIUS /
  * BGONE_GUIDED_EPS / BGONE_LEVELS=low,high.
  */
@@ -106,6 +106,7 @@ function jobOptions(variant: Variant, input: Buffer, tuning: Partial<NativeOptio
 async function main(): Promise<void> {
   configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const only = arg('--only');
+  const onlySplit = arg('--split');
   const variantNames = (arg('--variants') ?? 'default,fp32,plain,flip,preview,preview-1024,medium,medium-1024').split(',');
   for (const v of variantNames) if (!VARIANTS[v]) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(', ')}`);
   const files = readdirSync(join(dataset, 'images')).sort();
@@ -122,6 +123,7 @@ async function main(): Promise<void> {
     const model = await getModel(arg('--model') ?? variant.model);
     for (const file of files.filter((f) => !only || f.startsWith(only))) {
       const name = basename(file).replace(/\.[a-z]+$/, '');
+      if (onlySplit && split.get(name) !== onlySplit) continue;
       const input = readFileSync(join(dataset, 'images', file));
       const gtPath = join(dataset, 'gt', `${name}.png`);
       const options = jobOptions(variant, input, tuning);
@@ -163,7 +165,7 @@ async function main(): Promise<void> {
   const tune = [...split].filter(([, s]) => s === 'tune').map(([n]) => n);
   console.log(`split: tune = ${tune.join(', ')}; check = the other ${split.size - tune.length}`);
   const chosen = summary.all?.default;
-  if (chosen && !only) {
+  if (chosen && !only && !onlySplit) {
     const b = BASELINE.all!;
     const checks = { iou: chosen.iou > b.iou, mae: chosen.mae < b.mae, sad: chosen.sad < b.sad, boundaryF: chosen.boundaryF >= b.boundaryF + 0.02 };
     console.log(`default beats every column of the reference, boundary F by >= 0.02: ${Object.values(checks).every(Boolean) ? 'PASS' : 'MISS'}`, checks);

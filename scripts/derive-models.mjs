@@ -35,7 +35,7 @@ function applyStep(model, step, recipe, entry, modelsDir) {
     case 'int8': {
       const calibration = JSON.parse(readFileSync(join(modelsDir, recipe.calibration), 'utf8'));
       const ranges = Object.fromEntries(Object.entries(calibration.ranges).map(([name, r]) => [name, [r[0], r[1]]]));
-      quantizeStatic(model, ranges);
+      quantizeStatic(model, ranges, { floatTensors: recipe.keepFloat ?? [] });
       return;
     }
     default:

@@ -17,17 +17,18 @@ function consumersOf(graph) {
 
 /**
  * Removes each Relu that is the only reader of a Conv's output, giving the Conv the Relu's output
- * name. A uint8 quantization with zero point 0 clamps negatives to 0, so Q(Conv) == Q(Relu(Conv)):
+ * name, unless that output stays float. A uint8 quantization with zero point 0 clamps negatives to 0, so Q(Conv) == Q(Relu(Conv)):
  * the pair becomes one int8 convolution. The tensor keeps the Relu's name, so the ranges measured
  * on the float model apply unchanged.
  */
-export function foldRelu(graph) {
+export function foldRelu(graph, keepFloat = []) {
+  const keep = new Set(keepFloat);
   const consumers = consumersOf(graph);
   const producers = new Map(graph.node.flatMap((n) => n.output.map((o) => [o, n])));
   const removed = new Set();
   const nonNegative = new Set();
   for (const relu of graph.node) {
-    if (relu.opType !== 'Relu') continue;
+    if (relu.opType !== 'Relu' || keep.has(relu.output[0])) continue; // a float Relu must stay a Relu
     const conv = producers.get(relu.input[0]);
     if (conv?.opType !== 'Conv' || consumers.get(relu.input[0]).length !== 1) continue;
     conv.output[0] = relu.output[0];
@@ -46,7 +47,7 @@ export function quantizedTensors(graph, { keepFloat = [] } = {}) {
   const float = new Set(graph.input.map((i) => i.name));
   const plan = [];
   const keep = new Set(keepFloat);
-  for (const name of float) plan.push({ name, sameAs: null });
+  for (const name of float) if (!keep.has(name)) plan.push({ name, sameAs: null });
   for (const node of graph.node) {
     if (!QUANTIZED_PRODUCERS.has(node.opType)) continue;
     if (!float.has(node.input[0])) continue; // e.g. the int64 Concat that builds a Resize's sizes

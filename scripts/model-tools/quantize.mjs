@@ -23,11 +23,17 @@ const axis0 = () => [onnx.AttributeProto.create({ name: 'axis', type: onnx.Attri
 /**
  * Quantizes `model` (float32, as convertToFloat32 leaves it) in place.
  * ranges: { tensorName: [min, max] } from calibrate.mjs, for every tensor of quantizedTensors().
+ * floatPrefixes: node-name prefixes (e.g. '/stage1d/') whose outputs stay float, so that the
+ * convolutions reading them run in float32; floatTensors: tensor names that stay float, likewise.
  */
-export function quantizeStatic(model, ranges) {
+export function quantizeStatic(model, ranges, { floatPrefixes = [], floatTensors = [] } = {}) {
   const graph = model.graph;
-  const keepFloat = logitTensors(graph);
-  foldRelu(graph);
+  const keepFloat = [
+    ...logitTensors(graph),
+    ...floatTensors,
+    ...graph.node.filter((n) => floatPrefixes.some((p) => n.name.startsWith(p))).flatMap((n) => n.output),
+  ];
+  foldRelu(graph, keepFloat);
   const plan = quantizedTensors(graph, { keepFloat });
   const params = new Map();
   for (const { name, sameAs } of plan) {

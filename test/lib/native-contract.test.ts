@@ -87,6 +87,7 @@ describe('loadModel spec', () => {
     mean: entry.input.mean as [number, number, number],
     std: entry.input.std as [number, number, number],
     threads: 0,
+    dynamicSize: false,
     provider: 'cpu',
     deviceId: 0,
     gpuMemLimitMb: 0,

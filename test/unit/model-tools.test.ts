@@ -215,6 +215,18 @@ describe('calibrate and quantizeStatic', () => {
     expect(maxDiff(floatOut, int8Out)).toBeGreaterThan(0);
   });
 
+  it('floatTensors: the first convolution reads the float image and keeps float weights', () => {
+    const model = buildModel(32, false);
+    keepOutputs(model.graph, ['output']);
+    const ranges = { r1: [0, 4], p1: [0, 4], r2: [0, 4], up: [0, 4], cat: [0, 4] };
+    quantizeStatic(model, ranges, { floatTensors: ['input'] });
+    const names = model.graph.initializer.map((t: { name: string }) => t.name);
+    expect(names).toContain('w1');
+    expect(names).not.toContain('w1_q');
+    expect(names).toContain('w2_q');
+    expect(ops(model).filter((o: string) => o === 'QuantizeLinear')).toHaveLength(5);
+  });
+
   it('a tensor with no calibrated range is an error naming it', () => {
     const model = buildModel(32, false);
     keepOutputs(model.graph, ['output']);
