@@ -84,7 +84,9 @@ function splitOf(names: string[]): Map<string, 'tune' | 'check'> {
     const source = name.slice(0, name.indexOf('_') + 1);
     bySource.set(source, [...(bySource.get(source) ?? []), name]);
   }
-  for (const list of bySource.values()) list.forEach((name, i) => split.set(name, i % 2 === 0 ? 'tune' : 'check'));
+  for (const list of bySource.values()) {
+    for (const [i, name] of list.entries()) split.set(name, i % 2 === 0 ? 'tune' : 'check');
+  }
   return split;
 }
 
