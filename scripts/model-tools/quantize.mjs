@@ -60,6 +60,15 @@ export function quantizeStatic(model, ranges, { floatPrefixes = [], floatTensors
   // Graph outputs must keep their float producers: replaceUses also renamed them, so undo that.
   for (const output of graph.output) if (dequantized.has(output.name.replace(/_dq$/, ''))) output.name = output.name.replace(/_dq$/, '');
 
+  // A per-output-channel quantized initializer and its DequantizeLinear; returns the float name.
+  const perChannel = (name, type, dims, values, scales, zeroPoints) => {
+    added.push(makeTensor(`${name}_q`, type, dims, values));
+    added.push(makeTensor(`${name}_scale`, FLOAT, [scales.length], scales));
+    added.push(makeTensor(`${name}_zero_point`, type, [scales.length], zeroPoints));
+    newNodes.push(node('DequantizeLinear', [`${name}_q`, `${name}_scale`, `${name}_zero_point`], [`${name}_dq`], axis0()));
+    return `${name}_dq`;
+  };
+
   // Weights and biases of every Conv whose input is quantized.
   for (const conv of graph.node) {
     if (conv.opType !== 'Conv') continue;
@@ -79,12 +88,7 @@ export function quantizeStatic(model, ranges, { floatPrefixes = [], floatTensors
       wScale[o] = s;
       for (let i = 0; i < per; i++) wq[o * per + i] = Math.max(-127, Math.min(127, Math.round(w[o * per + i] / s)));
     }
-    const wName = conv.input[1];
-    added.push(makeTensor(`${wName}_q`, INT8, weight.dims, wq));
-    added.push(makeTensor(`${wName}_scale`, FLOAT, [outChannels], wScale));
-    added.push(makeTensor(`${wName}_zero_point`, INT8, [outChannels], new Int8Array(outChannels)));
-    newNodes.push(node('DequantizeLinear', [`${wName}_q`, `${wName}_scale`, `${wName}_zero_point`], [`${wName}_dq`], axis0()));
-    conv.input[1] = `${wName}_dq`;
+    conv.input[1] = perChannel(conv.input[1], INT8, weight.dims, wq, wScale, new Int8Array(outChannels));
     const bias = conv.input[2] ? initializers.get(conv.input[2]) : null;
     if (bias) {
       const b = tensorValues(bias);
@@ -94,12 +98,7 @@ export function quantizeStatic(model, ranges, { floatPrefixes = [], floatTensors
         bScale[o] = xParams.scale * wScale[o];
         bq[o] = Math.round(b[o] / bScale[o]);
       }
-      const bName = conv.input[2];
-      added.push(makeTensor(`${bName}_q`, INT32, bias.dims, bq));
-      added.push(makeTensor(`${bName}_scale`, FLOAT, [outChannels], bScale));
-      added.push(makeTensor(`${bName}_zero_point`, INT32, [outChannels], new Int32Array(outChannels)));
-      newNodes.push(node('DequantizeLinear', [`${bName}_q`, `${bName}_scale`, `${bName}_zero_point`], [`${bName}_dq`], axis0()));
-      conv.input[2] = `${bName}_dq`;
+      conv.input[2] = perChannel(conv.input[2], INT32, bias.dims, bq, bScale, new Int32Array(outChannels));
     }
   }
 
