@@ -2,7 +2,9 @@
 // (which measures their ranges) and the quantizer (which inserts QuantizeLinear/DequantizeLinear
 // around them). Every float activation between the int8-capable ops is quantized, so that ONNX
 // Runtime can run Conv, MaxPool, Resize, Concat and Add on uint8 tensors end to end; the last
-// convolution (the matte's logits) and the sigmoid stay float, where precision shows in the edges.
+// convolution (the matte's logits) and the sigmoid stay float, where precision shows in the edges,
+// and so does whatever the caller names in keepFloat (the manifest keeps the image input float, so
+// the first convolution runs in float32).
 
 /** Ops whose float outputs are quantized. Relu is folded into the Conv before it (see foldRelu). */
 const QUANTIZED_PRODUCERS = new Set(['Conv', 'Relu', 'MaxPool', 'Resize', 'Concat', 'Add']);
