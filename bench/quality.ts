@@ -27,10 +27,10 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { configure, probeImage } from '../src/lib/index.js';
-import { withInferenceSize } from '../src/lib/inference-size.js';
+import { atInferenceSide, withInferenceSize } from '../src/lib/inference-size.js';
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
-import { type NativeOptions, normaliseOptions, type RemoveBackgroundOptions, TUNING } from '../src/lib/options.js';
+import { type NativeOptions, normaliseOptions, type RemoveBackgroundOptions } from '../src/lib/options.js';
 import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -96,8 +96,7 @@ function jobOptions(variant: Variant, input: Buffer, tuning: Partial<NativeOptio
   const side = tuning.inferenceSize ?? variant.inferenceSize;
   let options: NativeOptions;
   if (side !== undefined) {
-    // As withInferenceSize does for a smaller side: the guided radius scales with it.
-    options = { ...normalised, inferenceSize: side, guidedRadius: Math.max(1, Math.round((TUNING.guidedRadius * side) / TUNING.inferenceSize)) };
+    options = atInferenceSide(normalised, side);
   } else {
     const probe = probeImage(input);
     options = withInferenceSize(normalised, probe.width, probe.height);

@@ -5,6 +5,7 @@
  * `npm start` needs none.
  */
 import { statSync } from 'node:fs';
+import { MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
 
 export type HttpChoice = 'auto' | 'uws' | 'node';
 
@@ -201,10 +202,10 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
 /** BGONE_EXECUTION_PROVIDER: cpu, cuda (device 0) or cuda:<device id> (0 to 255). */
 function executionProviderChoice(env: NodeJS.ProcessEnv): LibraryConfig['executionProvider'] {
   const raw = env.BGONE_EXECUTION_PROVIDER ?? '';
-  if (raw === '' || raw === 'cpu') return 'cpu';
-  const match = /^cuda(?::(0|[1-9][0-9]{0,2}))?$/.exec(raw);
-  if (match && Number(match[1] ?? 0) <= 255) return raw as LibraryConfig['executionProvider'];
-  throw new ConfigError(`BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255) (got "${raw}")`);
+  if (raw === '') return 'cpu';
+  // The library's own grammar of the value, so that the two can never disagree.
+  if (parseExecutionProvider(raw)) return raw as LibraryConfig['executionProvider'];
+  throw new ConfigError(`BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to ${MAX_DEVICE_ID}) (got "${raw}")`);
 }
 
 /** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */

@@ -26,13 +26,17 @@ export function inferenceSide(outputPixels: number): number {
 }
 
 /**
- * The job's options with the inference size for its image (width × height after EXIF rotation) and
- * the guided filter's radius scaled with it, so that the filter covers the same share of the image.
+ * The options at another inference side, with the guided filter's radius scaled with it, so that the
+ * filter covers the same share of the image.
  */
-export function withInferenceSize(options: NativeOptions, width: number, height: number): NativeOptions {
-  if (options.maxPixels > SMALL_PRESET_PIXELS) return options;
-  const side = Math.min(options.inferenceSize, inferenceSide(Math.min(width * height, options.maxPixels)));
+export function atInferenceSide(options: NativeOptions, side: number): NativeOptions {
   if (side === options.inferenceSize) return options;
   const guidedRadius = Math.max(1, Math.round((options.guidedRadius * side) / options.inferenceSize));
   return { ...options, inferenceSize: side, guidedRadius };
+}
+
+/** The job's options with the inference size for its image (width × height after EXIF rotation). */
+export function withInferenceSize(options: NativeOptions, width: number, height: number): NativeOptions {
+  if (options.maxPixels > SMALL_PRESET_PIXELS) return options;
+  return atInferenceSide(options, Math.min(options.inferenceSize, inferenceSide(Math.min(width * height, options.maxPixels))));
 }
