@@ -26,7 +26,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { openStore, type RateLimits, type StoreOptions } from '../src/store/index.js';
-import { type RunningPostgres, startPostgres } from './helpers/embedded-postgres.js';
+import { type RunningPostgres, startPostgres } from '../tools/embedded-postgres.js';
 import { fmt, gitCommit, log, machineInfo, printTable, round } from './helpers/report.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
