@@ -14,9 +14,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type NodeBackendOptions, nodeBackend } from './backends/node.js';
 import { type UwsModule, uwsBackend } from './backends/uws.js';
-import type { Backend } from './types.js';
+import type { Backend, BackendName } from './types.js';
 
-export type BackendChoice = 'auto' | 'uws' | 'node';
+/** What BGONE_HTTP and the server's options ask for: a backend by name, or the best that loads. */
+export type BackendChoice = 'auto' | BackendName;
 
 /** What is probed instead of this process (tests). */
 export interface BackendProbe {
