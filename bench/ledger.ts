@@ -38,7 +38,7 @@ const CONCURRENCY = 8;
 const ACCOUNTS = 32;
 const POSTGRES_NODES = [1, 2, 4];
 const RATE_LIMITS: RateLimits = { mega: 1_000_000 };
-/** Images per second of one inference node: measured for CPU (README, Performance); a GPU node is assumed. */
+/** Images per second of one inference node: measured for CPU (docs/performance.md); a GPU node is assumed. */
 const CPU_NODE_IMAGES_PER_S = 0.75;
 const GPU_NODE_IMAGES_PER_S = 25;
 

@@ -35,7 +35,7 @@ export interface PostgresConfig {
   heartbeatLapseMs: number;
 }
 
-/** Async batches and their webhooks (api-contract.md, "Async batches and webhooks"). */
+/** Async batches and their webhooks (docs/contract.md, "Async batches and webhooks"). */
 export interface BatchConfig {
   /** BGONE_PUBLIC_URL: the base of result_url in events (default: the address the service listens on). */
   publicUrl: string | undefined;
@@ -90,7 +90,7 @@ export interface Config {
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
-  /** The dashboard's sign-up (api-contract.md, "Abuse limits"). */
+  /** The dashboard's sign-up (docs/contract.md, "Abuse limits"). */
   signup: SignupConfig;
   batches: BatchConfig;
   library: LibraryConfig;

@@ -17,7 +17,7 @@ export type OutputFormat = (typeof FORMATS)[number];
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 
-/** Pixel budget of each size preset (api-contract.md): the output is scaled down to fit, never up. */
+/** Pixel budget of each size preset (docs/contract.md): the output is scaled down to fit, never up. */
 export const SIZE_PIXELS: Record<SizePreset, number> = {
   preview: 250_000,
   medium: 1_500_000,

@@ -154,7 +154,7 @@ export interface CreatedSession {
   readonly session: Session;
 }
 
-// --- Batches and webhooks (api-contract.md, "Async batches and webhooks") ---------------------------
+// --- Batches and webhooks (docs/contract.md, "Async batches and webhooks") ---------------------------
 
 /** A webhook endpoint of an account. Its secret is returned once, by create(). */
 export interface WebhookEndpoint {

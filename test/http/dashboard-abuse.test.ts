@@ -1,5 +1,5 @@
 /**
- * The dashboard's abuse limits (api-contract.md, "Abuse limits") against real servers
+ * The dashboard's abuse limits (docs/contract.md, "Abuse limits") against real servers
  * (startServer + mountDashboard on 127.0.0.1, port 0): sign-ups counted per address for an hour,
  * successful ones included (on one SQLite file, and across two nodes on one PostgreSQL database);
  * sign-up switched off; the bound on concurrent scrypt work under a burst; disabling an account
