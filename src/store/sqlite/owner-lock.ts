@@ -21,6 +21,7 @@ import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { StoreError } from '../errors.js';
+import { isBusy } from './busy.js';
 import { type Db, sqliteDriver } from './driver.js';
 
 export const OWNER_LOCK_SUFFIX = '.owner-lock';
@@ -36,16 +37,6 @@ interface Owner {
   pid: number;
   host: string;
   started_at: string;
-}
-
-function sqliteCode(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : '';
-}
-
-/** Another connection holds the lock (SQLITE_BUSY, or its extended codes). */
-function isBusy(err: unknown): boolean {
-  return sqliteCode(err).startsWith('SQLITE_BUSY');
 }
 
 /** Who holds the lock, as its row says; null when it cannot be read right now. */
