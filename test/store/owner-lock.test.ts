@@ -6,7 +6,7 @@
  * pid (a container's PID 1 restarted). Owners in other processes are real child processes loading
  * the compiled store from dist/ (rebuilt by test/global-setup.ts).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,21 @@ async function refusal(path: string): Promise<unknown> {
   );
 }
 
+/** Whether a service owner of `path` in another process is refused ('locked') or not ('owner'). */
+function tryInChild(path: string): string {
+  const code = `
+    const { openStore } = await import(${JSON.stringify(DIST_STORE_URL)});
+    try {
+      await (await openStore({ path: ${JSON.stringify(path)}, serviceOwner: true })).close();
+      console.log('owner');
+    } catch (err) {
+      console.log(err.code);
+    }
+  `;
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
+  return `${child.stdout.trim()}${child.stderr}`;
+}
+
 /** A service owner of `path` in a child process, holding the store open until killed. */
 async function ownerProcess(path: string): Promise<ChildProcess> {
   const code = `
@@ -74,6 +89,8 @@ describe('the SQLite owner lock', () => {
       expect(refused).toBeInstanceOf(StoreError);
       expect((refused as StoreError).code).toBe('locked');
       expect((refused as StoreError).message).toContain(`is in use by another bgone service (pid ${process.pid}`);
+      // The refused connection, closed in this process, left the owner's kernel lock in place.
+      expect(tryInChild(db)).toBe('locked');
       const operator = await openStore({ path: db });
       expect((await operator.accounts.list()).length).toBe(0);
       await operator.close();
@@ -83,6 +100,7 @@ describe('the SQLite owner lock', () => {
     // The lock file stays (deleting it could split the lock); the lock itself is free again.
     expect(existsSync(`${db}${OWNER_LOCK_SUFFIX}`)).toBe(true);
     expect(await refusal(db)).toBeNull();
+    expect(tryInChild(db)).toBe('owner');
   });
 
   it('refuses a second service through a symlink to the same file, from another process too, naming both paths', async () => {
