@@ -157,8 +157,10 @@ export class Limiter {
     if (this.backgroundDue()) {
       next = this.background.shift();
       this.passedBackground = 0;
-    } else if ((next = this.waiting.shift())) this.enterNormal();
-    else if (this.background.length > 0) {
+    } else if (this.waiting.length > 0) {
+      next = this.waiting.shift();
+      this.enterNormal();
+    } else if (this.background.length > 0) {
       if (this.runningNormal > 0) return false; // looked at again when that job ends
       const wait = this.inGrace();
       if (wait > 0) {
