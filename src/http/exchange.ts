@@ -45,7 +45,7 @@ export function bodyTooSlowError(rate: BodyMinRate): HttpError {
   const seconds = Math.round(rate.windowMs / 100) / 10;
   return new HttpError(
     'request_timeout',
-    `The request body arrived slower than ${rate.bytesPerWindow} bytes in ${seconds} s, the least an upload must bring. Nothing was charged.`,
+    `The request body brought less than ${rate.bytesPerWindow} bytes in ${seconds} s, the least an upload must bring in each such window. Nothing was charged.`,
     { min_bytes: rate.bytesPerWindow, window_seconds: seconds },
     { Connection: 'close' },
   );
