@@ -9,8 +9,8 @@
  *
  * Every request goes through the one admission path (key, rate limits, in-flight caps, load
  * shedding). A submission is refused before its body is read when the account has no credit left
- * (402) or its declared size does not fit the batch memory budget (503); its body must arrive
- * within the body deadline (408); the options are validated for the whole request (400); each
+ * (402) or its declared size does not fit the batch memory budget (503) or the account's share of
+ * it (429); its body must arrive within the body deadline and at the minimum upload rate (408); the options are validated for the whole request (400); each
  * image is sniffed and its header checked as it arrives (a refused one is listed as failed, not
  * charged); one credit per accepted image is reserved in the same transaction that writes the
  * batch (402 for the whole request when the balance cannot cover them). The work itself runs in
