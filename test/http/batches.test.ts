@@ -532,6 +532,45 @@ describe('a result is kept for the TTL from the moment its image ends (issue 17)
   });
 });
 
+describe('batch images have a minimum share of the native core (issue 17)', () => {
+  it('under continuous /remove traffic (always one running), a batch image still ends while the traffic goes on', { timeout: 240_000 }, async () => {
+    const s = await startService({ credits: 200 });
+    // Its share is one place after every 4 /remove jobs: it ends after about a dozen requests sent.
+    const cap = 30;
+    let sent = 0;
+    let stop = false;
+    const statuses: number[] = [];
+    // Three clients, each sending its next request as soon as it has its answer: with two places in
+    // the core, a /remove job always runs, so a batch image waiting for a quiet moment would wait until the end.
+    const client = async () => {
+      while (!stop && sent < cap) {
+        sent++;
+        statuses.push((await postImage(s.url, s.key, { size: 'preview' }, teddy)).status);
+      }
+    };
+    const clients = [client(), client(), client()];
+    await waitFor(() => statuses.length >= 3, 'the synchronous traffic to flow');
+    const res = await submit(s, [{ data: llama, name: 'llama.jpg' }], { size: 'preview' });
+    expect(res.status).toBe(202);
+    let status = '';
+    await waitFor(
+      async () => {
+        status = (await batchOf(s, res.json.id)).json.status;
+        return status === 'completed' || sent >= cap;
+      },
+      'the batch to complete or the traffic to end',
+      200_000,
+    );
+    const sentWhenDone = sent;
+    stop = true;
+    await Promise.all(clients);
+    expect(status).toBe('completed');
+    expect(sentWhenDone, 'requests sent when the batch completed').toBeLessThan(cap);
+    expect(statuses.every((st) => st === 200)).toBe(true);
+    expect((await batchOf(s, res.json.id)).json.images[0].status).toBe('succeeded');
+  });
+});
+
 describe('webhook endpoints', () => {
   it('URLs on loopback, private or plain http are refused without the opt-in; at most 5 endpoints', async () => {
     const s = await startService({ batches: { webhookAllowPrivate: false } });
