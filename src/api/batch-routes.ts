@@ -9,15 +9,15 @@
  *
  * Every request goes through the one admission path (key, rate limits, in-flight caps, load
  * shedding). A submission is refused before its body is read when the account has no credit left
- * (402) or its declared size does not fit the batch memory budget (503); its body must arrive
- * within the body deadline (408); the options are validated for the whole request (400); each
+ * (402) or its declared size does not fit the batch memory budget (503) or the account's share of
+ * it (429); its body must arrive within the body deadline and at the minimum upload rate (408); the options are validated for the whole request (400); each
  * image is sniffed and its header checked as it arrives (a refused one is listed as failed, not
  * charged); one credit per accepted image is reserved in the same transaction that writes the
  * batch (402 for the whole request when the balance cannot cover them). The work itself runs in
  * batches/batch-runner.ts.
  */
 import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
-import type { MemoryBudget } from '../batches/memory-budget.js';
+import type { BudgetRefusal, MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
 import type { Admission, AdmitOptions, Ticket } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
@@ -29,7 +29,7 @@ import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFor
 import type { NativeOptions } from '../lib/options.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
-import { batchView } from './batch-views.js';
+import { batchView, imageExpiresAt } from './batch-views.js';
 import { fromLibraryError, optionsFromForm } from './metered-removal.js';
 
 export const BATCHES_PATH = '/api/v1/batches';
@@ -90,20 +90,31 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
   async function submit(ex: Exchange, ticket: Ticket): Promise<void> {
     const { accountId, keyId } = ticket.principal;
     const retryAfter = { 'Retry-After': String(deps.overloadRetryAfter) };
-    const overloaded = () =>
-      new HttpError('overloaded', 'The server holds too many batch images now; retry after the time in Retry-After.', undefined, retryAfter);
+    // The whole budget is full (503, the server's load), or this account holds its share of it
+    // (429, its own limit: its uploads, queued images and kept results; DELETE frees the latter).
+    const refusal = (why: BudgetRefusal) =>
+      why === 'server'
+        ? new HttpError('overloaded', 'The server holds too many batch images now; retry after the time in Retry-After.', undefined, retryAfter)
+        : new HttpError(
+            'rate_limit_exceeded',
+            `This account holds its share of the batch memory (${budget.accountLimit} bytes) in uploads, queued images and kept results; retry after the time in Retry-After, or delete batches whose results it has fetched.`,
+            { batch_memory_limit_bytes: budget.accountLimit },
+            retryAfter,
+          );
     // Memory first, before a byte is read: the declared size must fit the budget. A body without
-    // Content-Length takes its bytes as they arrive, and is refused where it stops fitting.
+    // Content-Length takes its bytes as they arrive, and is refused where it stops fitting. Bytes
+    // declared and not sent are held only as long as the minimum upload rate lets the body go on.
     const declared = Number(ex.req.header('content-length')) || 0;
-    if (!budget.tryTake(declared)) throw overloaded();
+    const refused = budget.tryTake(accountId, declared);
+    if (refused) throw refusal(refused);
     let taken = declared;
     let accepted: QueuedImage[] = [];
     try {
       const form = await readForm(ex, (bytes) => {
-        if (bytes <= taken) return true;
-        if (!budget.tryTake(bytes - taken)) return false;
-        taken = bytes;
-        return true;
+        if (bytes <= taken) return undefined;
+        const why = budget.tryTake(accountId, bytes - taken);
+        if (!why) taken = bytes;
+        return why;
       });
       if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
@@ -145,21 +156,20 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
           requestId: image.requestId,
           data: form.images[image.position]!.data,
           options,
-          expiresAt: batch.expiresAt,
         }));
       // From here the queued images hold their bytes; the rest of what was taken goes back.
       const kept = accepted.reduce((sum, image) => sum + image.data.length, 0);
-      budget.give(taken - kept);
+      budget.give(accountId, taken - kept);
       taken = 0;
       runner.enqueue(accepted);
       if (batch.status === 'completed') deps.onEvent?.();
       logger?.info({ requestId: ex.requestId, batch: batch.id, images: batch.images.length, accepted: accepted.length }, 'batch accepted');
-      ex.json(202, batchView(batch, now.getTime(), deps.publicUrl()), ticket.rateHeaders);
+      ex.json(202, batchView(batch, now.getTime(), deps.publicUrl(), deps.resultTtlMs), ticket.rateHeaders);
     } catch (err) {
-      if (err === OVER_BUDGET) throw overloaded();
+      if (err instanceof OverBudget) throw refusal(err.why);
       throw err;
     } finally {
-      budget.give(taken);
+      budget.give(accountId, taken);
     }
   }
 
@@ -172,7 +182,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         throw new HttpError('validation_error', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}.`, { field: 'limit' });
       const batches = await store.batches.list(ticket.principal.accountId, limit);
       const now = store.clock().getTime();
-      ex.json(200, { data: batches.map((batch) => batchView(batch, now, deps.publicUrl())) }, ticket.rateHeaders);
+      ex.json(200, { data: batches.map((batch) => batchView(batch, now, deps.publicUrl(), deps.resultTtlMs)) }, ticket.rateHeaders);
     }),
   );
 
@@ -181,7 +191,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
     withTicket(async (ex, ticket) => {
       const batch = await store.batches.get(ticket.principal.accountId, ex.params.batch!);
       if (!batch) throw noSuchBatch();
-      ex.json(200, batchView(batch, store.clock().getTime(), deps.publicUrl()), ticket.rateHeaders);
+      ex.json(200, batchView(batch, store.clock().getTime(), deps.publicUrl(), deps.resultTtlMs), ticket.rateHeaders);
     }),
   );
 
@@ -204,7 +214,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       if (!batch || !image) throw new HttpError('not_found', 'No such batch image.');
       if (image.status === 'queued' || image.status === 'processing') throw new HttpError('result_not_ready', undefined, { status: image.status });
       if (image.status === 'failed') throw new HttpError('not_found', 'This image failed: it has no result.', { status: 'failed', error: image.error });
-      if (batch.expiresAt.getTime() <= store.clock().getTime()) throw new HttpError('result_expired');
+      if (imageExpiresAt(image, deps.resultTtlMs)! <= store.clock().getTime()) throw new HttpError('result_expired');
       const held = runner.result(image.id);
       if (!held) throw new HttpError('result_expired', 'This result is no longer held by this server (it restarted, or another node processed the batch).');
       ex.send(
@@ -225,13 +235,17 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
 }
 
 /** Thrown by readForm when the body stops fitting the memory budget. */
-const OVER_BUDGET = new Error('over the batch memory budget');
+class OverBudget extends Error {
+  constructor(readonly why: BudgetRefusal) {
+    super('over the batch memory budget');
+  }
+}
 
 /**
- * Streams the body through busboy with the batch limits; `fits(bytesSoFar)` is asked as bytes
- * arrive and stops the read (OVER_BUDGET) when it answers false.
+ * Streams the body through busboy with the batch limits; `overBudget(bytesSoFar)` is asked as
+ * bytes arrive and stops the read (OverBudget) when it answers why they do not fit.
  */
-function readForm(ex: Exchange, fits: (bytes: number) => boolean): Promise<ParsedForm> {
+function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm> {
   const parser = new MultipartParser(ex.req.header('content-type'), { maxImages: MAX_BATCH_IMAGES, maxTotalBytes: MAX_BATCH_IMAGE_BYTES });
   return new Promise<ParsedForm>((resolve, reject) => {
     let received = 0;
@@ -248,7 +262,8 @@ function readForm(ex: Exchange, fits: (bytes: number) => boolean): Promise<Parse
       if (settled) return;
       received += chunk.byteLength;
       if (received > MAX_BATCH_BODY_BYTES) return stop(tooLarge());
-      if (!fits(received)) return stop(OVER_BUDGET);
+      const why = overBudget(received);
+      if (why) return stop(new OverBudget(why));
       if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
       if (isLast) parser.end();
     }, stop);

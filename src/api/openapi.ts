@@ -91,6 +91,11 @@ export function openApiDocument(): Record<string, unknown> {
             format: { type: ['string', 'null'], enum: [...FORMATS, null] },
             credits_charged: { type: 'integer', enum: [0, 1] },
             result_url: { type: ['string', 'null'], description: 'Where the result is fetched while it is kept (succeeded only).' },
+            expires_at: {
+              type: ['string', 'null'],
+              format: 'date-time',
+              description: 'When the result stops being kept: the result TTL from the moment the image ended (succeeded only).',
+            },
             error: {
               type: ['object', 'null'],
               properties: { code: { type: 'string' }, message: { type: 'string' } },
@@ -106,7 +111,11 @@ export function openApiDocument(): Record<string, unknown> {
             id: { type: 'string', pattern: '^bat_' },
             status: { type: 'string', enum: ['processing', 'completed'] },
             created_at: { type: 'string', format: 'date-time' },
-            expires_at: { type: 'string', format: 'date-time', description: 'When the results stop being kept.' },
+            expires_at: {
+              type: 'string',
+              format: 'date-time',
+              description: 'When the last result known so far stops being kept: created_at plus the result TTL, or later once an image ends later.',
+            },
             options: { type: 'object', description: 'The /remove options applied to every image, as sent.' },
             images: { type: 'array', items: { $ref: '#/components/schemas/BatchImage' } },
           },

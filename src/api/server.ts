@@ -10,6 +10,7 @@ import { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
 import { type BackendChoice, loadBackend } from '../http/backend-select.js';
+import type { BodyMinRate } from '../http/exchange.js';
 import { MemoryGate } from '../http/memory-gate.js';
 import { Metrics } from '../http/metrics.js';
 import { Router } from '../http/router.js';
@@ -43,6 +44,8 @@ export interface BatchServiceOptions {
   publicUrl?: string | undefined;
   resultTtlSeconds: number;
   memoryMb: number;
+  /** The percentage of memoryMb one account may hold (default 25). */
+  accountSharePercent?: number | undefined;
   webhookAllowPrivate: boolean;
   /** How often the webhook outbox is polled when idle (default 1000 ms). */
   webhookPollMs?: number | undefined;
@@ -50,9 +53,16 @@ export interface BatchServiceOptions {
   webhookTimeoutMs?: number | undefined;
 }
 
-/** The defaults of BGONE_BODY_TIMEOUT and BGONE_ACCOUNT_IN_FLIGHT (config.ts). */
+/** The defaults of BGONE_BODY_TIMEOUT, BGONE_ACCOUNT_IN_FLIGHT, BGONE_UPLOAD_LIMIT and BGONE_BODY_MIN_RATE (config.ts). */
 export const DEFAULT_BODY_TIMEOUT_SECONDS = 60;
 export const DEFAULT_ACCOUNT_IN_FLIGHT = 4;
+export const DEFAULT_UPLOAD_LIMIT = 64;
+/** 16 KiB a second: the throughput uWS itself asks of an upload (it closes slower ones after 10 s). */
+export const DEFAULT_BODY_MIN_RATE = 16 * 1024;
+/** The window over which the minimum rate is counted. */
+export const BODY_RATE_WINDOW_MS = 10_000;
+/** BGONE_BATCH_ACCOUNT_SHARE's default: the percentage of the batch memory one account may hold. */
+export const DEFAULT_BATCH_ACCOUNT_SHARE = 25;
 
 export const DEFAULT_BATCH_OPTIONS: BatchServiceOptions = { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: false };
 
@@ -69,6 +79,13 @@ export interface ServerOptions {
   bodyTimeout?: number | undefined;
   /** Admitted requests one account may hold at once (default 4); beyond it 429. */
   accountInFlight?: number | undefined;
+  /** Bodies arriving at once (default 64); beyond it 503. queueLimit counts the requests whose body is here. */
+  uploadLimit?: number | undefined;
+  /**
+   * The least a body must bring a second, counted over windows of `windowMs` (default 16 KiB over
+   * 10 s; 0 bytes: no minimum); less is 408 at the window's end.
+   */
+  bodyMinRate?: { bytesPerSecond: number; windowMs?: number | undefined } | undefined;
   /** Admission by estimated memory (default: 2048 MiB, 30 s wait). */
   memory?: { budgetMb: number; waitSeconds: number } | undefined;
   store: Store;
@@ -86,6 +103,11 @@ export interface RunningServer {
   /** Stops accepting connections, waits for admitted requests (up to drainTimeout), closes the rest. */
   close(): Promise<void>;
   inFlight(): number;
+}
+
+function bodyMinRate(option: ServerOptions['bodyMinRate']): BodyMinRate {
+  const windowMs = option?.windowMs ?? BODY_RATE_WINDOW_MS;
+  return { windowMs, bytesPerWindow: Math.ceil(((option?.bytesPerSecond ?? DEFAULT_BODY_MIN_RATE) * windowMs) / 1000) };
 }
 
 /** How long close() lets the answers written last leave the process before it closes every connection. */
@@ -111,6 +133,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       credits: store.credits,
       accountInFlight: options.accountInFlight ?? DEFAULT_ACCOUNT_IN_FLIGHT,
       bodyTimeoutMs: (options.bodyTimeout ?? DEFAULT_BODY_TIMEOUT_SECONDS) * 1000,
+      uploadLimit: options.uploadLimit ?? DEFAULT_UPLOAD_LIMIT,
+      bodyMinRate: bodyMinRate(options.bodyMinRate),
       logger,
     },
     tooLarge,
@@ -126,12 +150,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const webhookEventWritten = () => deliverer.poke();
   // Known once listening: the default base of result_url is this server's own address.
   let publicUrl = batchOptions.publicUrl ?? '';
-  const budget = new MemoryBudget(batchOptions.memoryMb * 1024 * 1024);
+  const budgetBytes = batchOptions.memoryMb * 1024 * 1024;
+  const budget = new MemoryBudget(budgetBytes, Math.floor((budgetBytes * (batchOptions.accountSharePercent ?? DEFAULT_BATCH_ACCOUNT_SHARE)) / 100));
   const memory = new MemoryGate({
     budgetBytes: (options.memory?.budgetMb ?? DEFAULT_MEMORY_BUDGET_MB) * 1024 * 1024,
     maxWaitMs: (options.memory?.waitSeconds ?? DEFAULT_MEMORY_WAIT_SECONDS) * 1000,
   });
-  const runner = new BatchRunner({ store, budget, memory, publicUrl: () => publicUrl, logger, metrics, onEvent: webhookEventWritten });
+  const runner = new BatchRunner({
+    store,
+    budget,
+    resultTtlMs: batchOptions.resultTtlSeconds * 1000,
+    memory,
+    publicUrl: () => publicUrl,
+    logger,
+    metrics,
+    onEvent: webhookEventWritten,
+  });
   mountApi(router, {
     store,
     admission,

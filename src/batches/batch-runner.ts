@@ -5,8 +5,9 @@
  * batch image already inside. Accounts take turns (round robin), so one account's 50-image batch
  * does not hold another's single image back for the whole run.
  *
- * Images and results live only here, in memory, never on disk: a result is kept until its batch
- * expires (BGONE_BATCH_RESULT_TTL) or is deleted. Every state change goes through the store
+ * Images and results live only here, in memory, never on disk: a result is kept for the result TTL
+ * (BGONE_BATCH_RESULT_TTL) from the moment its image ends, however long the image waited, so a
+ * charged result can always be fetched for that long; or until its batch is deleted. Every state change goes through the store
  * (store.batches.start / finish), which writes the events in the same transaction.
  */
 import type { Logger } from '../config/logger.js';
@@ -33,8 +34,6 @@ export interface QueuedImage {
   requestId: string;
   data: Buffer;
   options: RemoveBackgroundOptions;
-  /** When its batch's results expire. */
-  expiresAt: Date;
 }
 
 export interface HeldResult {
@@ -52,6 +51,8 @@ export interface HeldResult {
 export interface BatchRunnerOptions {
   store: Store;
   budget: MemoryBudget;
+  /** How long a result is kept from the moment its image ends. */
+  resultTtlMs: number;
   /** Admission by estimated memory, shared with /remove (absent: none). */
   memory?: MemoryGate | undefined;
   /** The base of result_url (BGONE_PUBLIC_URL, or the address the service listens on). */
@@ -122,7 +123,7 @@ export class BatchRunner {
     for (const [accountId, queue] of this.#queues) {
       const kept = queue.filter((image) => {
         if (image.batchId !== batchId) return true;
-        this.#options.budget.give(image.data.length);
+        this.#options.budget.give(image.accountId, image.data.length);
         return false;
       });
       if (kept.length === 0) this.#queues.delete(accountId);
@@ -154,7 +155,7 @@ export class BatchRunner {
     const held = this.#results.get(imageId);
     if (!held) return;
     this.#results.delete(imageId);
-    this.#options.budget.give(held.data.length);
+    this.#options.budget.give(held.accountId, held.data.length);
   }
 
   /** The next image, accounts taking turns: the first account's queue goes to the back after one image. */
@@ -193,7 +194,7 @@ export class BatchRunner {
     }
     if (!started) {
       // Cancelled (DELETE) or already failed: nothing to do, its bytes go.
-      this.#options.budget.give(image.data.length);
+      this.#options.budget.give(image.accountId, image.data.length);
       return;
     }
     let result: RemoveBackgroundResult | undefined;
@@ -243,13 +244,16 @@ export class BatchRunner {
     result: RemoveBackgroundResult | undefined,
   ): Promise<void> {
     const { store, logger, budget } = this.#options;
-    budget.give(image.data.length);
+    budget.give(image.accountId, image.data.length);
     const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
     try {
       if (outcome.status === 'succeeded' && result) {
-        const { expiresAt } = image;
+        // Kept for the TTL from now, when it ends (the store's finished_at, a moment later, gives
+        // the same expiry to the views): never from the submission, which a long queue may have
+        // put in the past already.
+        const expiresAt = new Date(store.clock().getTime() + this.#options.resultTtlMs);
         // Held before the store says it succeeded, so that a GET right after the event finds it.
-        budget.take(result.data.length);
+        budget.take(image.accountId, result.data.length);
         this.#results.set(image.imageId, {
           accountId: image.accountId,
           batchId: image.batchId,
@@ -260,6 +264,7 @@ export class BatchRunner {
           requestId: image.requestId,
           expiresAt: expiresAt.getTime(),
         });
+        const held = this.#results.get(image.imageId)!;
         const after = await store.batches.finish(image.imageId, {
           status: 'succeeded',
           width: result.width,
@@ -274,7 +279,11 @@ export class BatchRunner {
             expires_at: expiresAt.toISOString(),
           },
         });
-        if (!after) this.#drop(image.imageId); // deleted meanwhile: not charged, nothing kept
+        if (!after)
+          this.#drop(image.imageId); // deleted meanwhile: not charged, nothing kept
+        // The views count the TTL from the store's finished_at, written a moment after the event's
+        // expires_at was computed: the bytes stay until the later of the two.
+        else held.expiresAt = store.clock().getTime() + this.#options.resultTtlMs;
       } else {
         const error = outcome.status === 'failed' ? outcome.error : ORPHAN_ERROR;
         await store.batches.finish(image.imageId, { status: 'failed', error, eventData: base });

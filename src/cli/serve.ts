@@ -102,6 +102,8 @@ export async function serveCommand(): Promise<number> {
       drainTimeout: config.drainTimeout,
       bodyTimeout: config.bodyTimeout,
       accountInFlight: config.accountInFlight,
+      uploadLimit: config.uploadLimit,
+      bodyMinRate: { bytesPerSecond: config.bodyMinRate },
       memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
       store,
       logger,

@@ -43,6 +43,8 @@ export interface BatchConfig {
   resultTtlSeconds: number;
   /** BGONE_BATCH_MEMORY_MB: bytes held by queued images and results, in MiB; beyond it new batches get 503. */
   memoryMb: number;
+  /** BGONE_BATCH_ACCOUNT_SHARE: the percentage of that memory one account may hold; beyond it its new batches get 429. */
+  accountSharePercent: number;
   /** BGONE_WEBHOOK_ALLOW_PRIVATE=true: http:// and private, loopback or link-local addresses allowed (local setups, tests). */
   webhookAllowPrivate: boolean;
 }
@@ -62,7 +64,7 @@ export interface Config {
   /** Set (BGONE_DATABASE_URL): the store is PostgreSQL and databasePath is not used. */
   postgres: PostgresConfig | undefined;
   model: string | undefined;
-  /** Requests admitted at once (running, queued or uploading); beyond it, 503 overloaded. */
+  /** Requests whose body has arrived (running or queued) at once; at it, new ones get 503 overloaded. */
   queueLimit: number;
   /** Seconds a client is told to wait in Retry-After on 503 (and on 429 for the per-account in-flight cap). */
   overloadRetryAfter: number;
@@ -70,6 +72,10 @@ export interface Config {
   bodyTimeout: number;
   /** BGONE_ACCOUNT_IN_FLIGHT: admitted requests one account may hold at once on a node; beyond it 429. */
   accountInFlight: number;
+  /** BGONE_UPLOAD_LIMIT: requests whose body is still arriving at once; beyond it 503 (queueLimit counts the others). */
+  uploadLimit: number;
+  /** BGONE_BODY_MIN_RATE: bytes a second a body must bring, counted over 10 s windows (0: no minimum); less is 408. */
+  bodyMinRate: number;
   /** BGONE_MAX_KEYS_PER_ACCOUNT: active (unrevoked) API keys an account may hold. */
   maxKeysPerAccount: number;
   /** BGONE_MEMORY_BUDGET_MB: the estimated peak memory of the jobs admitted at once, in MiB. */
@@ -134,6 +140,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', 5, 1, 3600),
     bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', 60, 1, 3600),
     accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', 4, 1, 10_000),
+    uploadLimit: int(env, 'BGONE_UPLOAD_LIMIT', 64, 1, 100_000),
+    bodyMinRate: int(env, 'BGONE_BODY_MIN_RATE', 16 * 1024, 0, 1_073_741_824),
     maxKeysPerAccount: maxKeysPerAccount(env),
     memoryBudgetMb: int(env, 'BGONE_MEMORY_BUDGET_MB', 2048, 64, 1_048_576),
     memoryWait: int(env, 'BGONE_MEMORY_WAIT', 30, 1, 3600),
@@ -178,6 +186,7 @@ function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
     publicUrl: publicUrl?.replace(/\/+$/, ''),
     resultTtlSeconds: int(env, 'BGONE_BATCH_RESULT_TTL', 3600, 1, 7 * 24 * 3600),
     memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', 1024, 16, 1_048_576),
+    accountSharePercent: int(env, 'BGONE_BATCH_ACCOUNT_SHARE', 25, 1, 100),
     webhookAllowPrivate: bool(env, 'BGONE_WEBHOOK_ALLOW_PRIVATE', false),
   };
 }

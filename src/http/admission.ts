@@ -5,14 +5,19 @@
  *   shutting down → authentication → rate limit (account, then key) → disabled account
  *   → credits (metered routes) → the account's in-flight cap → load shedding → Content-Length
  *
- * Refusals are answered here with the contract's JSON error and cost nothing. An admitted request
- * holds one of `queueLimit` places (and one of its account's `accountInFlight`) until its ticket is
- * released; SIGTERM's drain waits for them. Its body then has `bodyTimeoutMs` to arrive.
+ * Refusals are answered here with the contract's JSON error and cost nothing. Uploads in progress
+ * and jobs in progress are two budgets: a request with a body holds one of `uploadLimit` places
+ * while its body arrives, then one of `queueLimit` places until its ticket is released; a request
+ * without one goes straight to the second. So clients that trickle their uploads fill the upload
+ * places at most, never the places of work whose bytes are here, and another account's /remove is
+ * still admitted. Every request also holds one of its account's `accountInFlight`. SIGTERM's drain
+ * waits for them all. A body has `bodyTimeoutMs` to arrive, and must bring `bodyMinRate` in each
+ * window of it.
  */
 import type { Logger } from '../config/logger.js';
 import { type CreditStore, isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
 import { HttpError, storeFailure } from './errors.js';
-import type { Exchange } from './exchange.js';
+import type { BodyMinRate, Exchange } from './exchange.js';
 import { rateLimitHeaders } from './rate-limit.js';
 
 /** The rate-limit bucket every request of an account counts in, whichever key (or session) made it. */
@@ -43,8 +48,14 @@ export interface Ticket {
 }
 
 export interface AdmissionOptions {
-  /** Requests admitted at once (uploading, queued or processing); beyond it 503 at once. */
+  /**
+   * Requests whose body has arrived (queued or processing) at once: at this number a new request is
+   * refused with 503 before its body is read. An upload that completes meanwhile still goes on (the
+   * memory gate bounds what runs), so the count can pass it by up to `uploadLimit`.
+   */
   queueLimit: number;
+  /** Bodies arriving at once (default: queueLimit); beyond it 503 at once. */
+  uploadLimit?: number | undefined;
   /** Seconds in Retry-After of a 503 (and of the 429 of the per-account in-flight cap). */
   overloadRetryAfter: number;
   /** Bodies declared larger than this are refused from Content-Length. */
@@ -58,6 +69,8 @@ export interface AdmissionOptions {
   accountInFlight?: number | undefined;
   /** Time for an admitted request's whole body to arrive, in ms from its arrival (default: none). */
   bodyTimeoutMs?: number | undefined;
+  /** The least a body must bring in each window (default: none); less is 408 at the window's end. */
+  bodyMinRate?: BodyMinRate | undefined;
   /** The balance read by the credit pre-check of metered routes (required for `metered: true`). */
   credits?: Pick<CreditStore, 'balance'> | undefined;
   logger?: Logger | undefined;
@@ -78,8 +91,17 @@ export interface AdmitOptions {
   metered?: boolean | undefined;
 }
 
+/** Whether the request announces a body (a GET's, or an empty POST's, needs no upload place). */
+function hasBody(ex: Exchange): boolean {
+  const length = ex.req.header('content-length');
+  if (length) return Number(length) > 0;
+  return ex.req.header('transfer-encoding') !== '';
+}
+
 export class Admission {
-  private admitted = 0;
+  /** Requests holding a place: uploads (body arriving) and jobs (body here, or none). */
+  private uploads = 0;
+  private jobs = 0;
   /** Admitted requests per account (only accounts holding one). */
   private readonly byAccount = new Map<number, number>();
   private draining = false;
@@ -90,9 +112,19 @@ export class Admission {
     private readonly tooLarge: TooLarge,
   ) {}
 
-  /** Requests holding a place now. */
+  /** Requests holding a place now, uploading or not. */
   get inFlight(): number {
-    return this.admitted;
+    return this.uploads + this.jobs;
+  }
+
+  /** Requests whose body is still arriving. */
+  get uploading(): number {
+    return this.uploads;
+  }
+
+  /** Requests whose body has arrived (or that have none), queued or processing. */
+  get working(): number {
+    return this.jobs;
   }
 
   /** Requests of one account holding a place now. */
@@ -190,8 +222,18 @@ export class Admission {
       );
       return null;
     }
-    if (this.admitted >= this.options.queueLimit) {
+    // Load shedding on the work whose bytes are here; an upload is also refused when the upload
+    // places are all taken (clients that are slow to send hold those, and only those).
+    const uploading = hasBody(ex);
+    if (this.jobs >= this.options.queueLimit) {
       ex.error(new HttpError('overloaded'), { ...rateHeaders, ...retryAfter });
+      return null;
+    }
+    if (uploading && this.uploads >= (this.options.uploadLimit ?? this.options.queueLimit)) {
+      ex.error(new HttpError('overloaded', 'The server has too many uploads in progress now; retry after the time in Retry-After.'), {
+        ...rateHeaders,
+        ...retryAfter,
+      });
       return null;
     }
     const declared = ex.req.header('content-length');
@@ -199,21 +241,30 @@ export class Admission {
       ex.error(body.tooLarge(), rateHeaders);
       return null;
     }
-    this.admitted++;
+    let phase: 'upload' | 'job' | 'released' = uploading ? 'upload' : 'job';
+    if (uploading) this.uploads++;
+    else this.jobs++;
     this.byAccount.set(accountId, held + 1);
-    if (this.options.bodyTimeoutMs) ex.limitBodyTime(this.options.bodyTimeoutMs);
-    let holding = true;
+    if (this.options.bodyTimeoutMs) ex.limitBodyTime(this.options.bodyTimeoutMs, this.options.bodyMinRate);
+    if (uploading)
+      ex.onBodyComplete(() => {
+        if (phase !== 'upload') return;
+        phase = 'job';
+        this.uploads--;
+        this.jobs++;
+      });
     return {
       principal,
       rateHeaders,
       release: () => {
-        if (!holding) return;
-        holding = false;
-        this.admitted--;
+        if (phase === 'released') return;
+        if (phase === 'upload') this.uploads--;
+        else this.jobs--;
+        phase = 'released';
         const left = (this.byAccount.get(accountId) ?? 1) - 1;
         if (left > 0) this.byAccount.set(accountId, left);
         else this.byAccount.delete(accountId);
-        if (this.draining && this.admitted === 0) this.drained?.();
+        if (this.draining && this.inFlight === 0) this.drained?.();
       },
     };
   }
@@ -238,7 +289,7 @@ export class Admission {
   /** Refuses new requests from now on and resolves when none holds a place (or after `timeoutMs`). */
   drain(timeoutMs: number): Promise<void> {
     this.draining = true;
-    if (this.admitted === 0) return Promise.resolve();
+    if (this.inFlight === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(resolve, timeoutMs);
       timer.unref();

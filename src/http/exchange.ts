@@ -37,6 +37,26 @@ export function bodyTimeoutError(ms: number): HttpError {
   );
 }
 
+/**
+ * The answer when an upload brings less than the minimum in one window: 408 like the deadline,
+ * because a client this slow would miss it anyway, but said at once instead of after a minute.
+ */
+export function bodyTooSlowError(rate: BodyMinRate): HttpError {
+  const seconds = Math.round(rate.windowMs / 100) / 10;
+  return new HttpError(
+    'request_timeout',
+    `The request body brought less than ${rate.bytesPerWindow} bytes in ${seconds} s, the least an upload must bring in each such window. Nothing was charged.`,
+    { min_bytes: rate.bytesPerWindow, window_seconds: seconds },
+    { Connection: 'close' },
+  );
+}
+
+/** The least an upload must bring in each window of its body (or the rest of its body). */
+export interface BodyMinRate {
+  bytesPerWindow: number;
+  windowMs: number;
+}
+
 type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
 
 export class Exchange {
@@ -48,6 +68,10 @@ export class Exchange {
   /** The body deadline (ms after the request arrived; 0: none), set at admission. */
   private bodyDeadlineMs = 0;
   private bodyTimer: NodeJS.Timeout | undefined;
+  /** The minimum rate (set at admission), and the timer that checks it window by window. */
+  private bodyMinRate: BodyMinRate | undefined;
+  private rateTimer: NodeJS.Timeout | undefined;
+  private readonly bodyCompleteListeners: Array<() => void> = [];
 
   constructor(
     readonly req: HttpRequest,
@@ -69,32 +93,52 @@ export class Exchange {
    * trickles its upload must not hold an admission place for as long as it likes. Applies to the
    * body read through onBody() or readBody() from then on.
    */
-  limitBodyTime(ms: number): void {
+  limitBodyTime(ms: number, minRate?: BodyMinRate): void {
     this.bodyDeadlineMs = ms;
+    this.bodyMinRate = minRate && minRate.bytesPerWindow > 0 && minRate.windowMs > 0 ? minRate : undefined;
+  }
+
+  /** Runs `listener` once the last chunk of the body has arrived (admission moves the request from uploads to jobs). */
+  onBodyComplete(listener: () => void): void {
+    this.bodyCompleteListeners.push(listener);
   }
 
   /**
    * Subscribes to the body (once, as HttpRequest.onData) under the body deadline: when the last
    * chunk has not arrived by then, `timedOut` runs once with the 408 request_timeout error (whose
-   * headers close the connection), and no chunk follows. Nothing runs after the answer or an abort.
+   * headers close the connection), and no chunk follows. The same happens, earlier, when a window
+   * of the minimum rate ends with fewer bytes than it asks (a stalled or trickling upload must not
+   * hold its place, or the batch memory it declared, for the whole deadline). Nothing runs after
+   * the answer or an abort.
    */
   onBody(handler: BodyHandler, timedOut: (err: HttpError) => void): void {
     let expired = false;
+    const expire = (err: HttpError) => {
+      this.clearBodyTimer();
+      if (!this.open) return;
+      expired = true;
+      timedOut(err);
+    };
     if (this.bodyDeadlineMs > 0 && this.open) {
       const deadline = this.bodyDeadlineMs;
-      this.bodyTimer = setTimeout(
-        () => {
-          this.bodyTimer = undefined;
-          if (!this.open) return;
-          expired = true;
-          timedOut(bodyTimeoutError(deadline));
-        },
-        Math.max(0, deadline - (performance.now() - this.started)),
-      );
+      this.bodyTimer = setTimeout(() => expire(bodyTimeoutError(deadline)), Math.max(0, deadline - (performance.now() - this.started)));
+    }
+    let inWindow = 0;
+    const rate = this.bodyMinRate;
+    if (rate && this.open) {
+      // Windows count from the subscription: the time before it (authentication, admission) is ours.
+      this.rateTimer = setInterval(() => {
+        if (inWindow < rate.bytesPerWindow) expire(bodyTooSlowError(rate));
+        inWindow = 0;
+      }, rate.windowMs);
     }
     this.req.onData((chunk, isLast) => {
       if (expired) return;
-      if (isLast) this.clearBodyTimer();
+      inWindow += chunk.byteLength;
+      if (isLast) {
+        this.clearBodyTimer();
+        for (const listener of this.bodyCompleteListeners.splice(0)) listener();
+      }
       handler(chunk, isLast);
     });
   }
@@ -102,6 +146,8 @@ export class Exchange {
   private clearBodyTimer(): void {
     if (this.bodyTimer) clearTimeout(this.bodyTimer);
     this.bodyTimer = undefined;
+    if (this.rateTimer) clearInterval(this.rateTimer);
+    this.rateTimer = undefined;
   }
 
   /** Whether an answer can still be written. */

@@ -8,6 +8,12 @@
  * normal job is waiting or running (and, with a grace, none has ended lately), so a normal job
  * never queues behind more than the background jobs already inside the core.
  *
+ * So that background work cannot wait without bound behind continuous normal traffic, it has a
+ * guaranteed minimum share: once `backgroundEvery` normal jobs have gone in while a background job
+ * waited, the next place goes to that background job, whatever waits or runs. A normal job then
+ * waits behind that one background job at most (one at a time, at most one in every
+ * `backgroundEvery + 1` places).
+ *
  * A waiting job can be dropped by its AbortSignal (an HTTP client that went away), so that no
  * inference is spent on an answer nobody will read.
  */
@@ -18,20 +24,37 @@ export class Limiter {
   private bound: number;
   /** When the last normal job ended (performance.now()). */
   private lastNormalEnd = Number.NEGATIVE_INFINITY;
-  /** Normal jobs inside now: a background job never goes in beside one. */
+  /** Normal jobs inside now: a background job goes in beside one only when its share is due. */
   private runningNormal = 0;
+  /** Normal jobs let in while a background job waited, since the last background job went in. */
+  private passedBackground = 0;
   private graceTimer: NodeJS.Timeout | undefined;
 
   /**
    * `backgroundGraceMs`: a background job goes in only once no normal job has ended for this long.
    * Interactive clients often send their next request right after an answer: without the grace a
    * batch image would slip in between and the next request would wait a whole inference for it.
+   * `backgroundEvery`: the normal jobs that may pass a waiting background job before it goes in
+   * first (its minimum share; default 4, one place in five under continuous normal traffic).
    */
   constructor(
     concurrency: number,
     private readonly backgroundGraceMs = 0,
+    private readonly backgroundEvery = 4,
   ) {
     this.bound = Limiter.check(concurrency);
+    if (!Number.isInteger(backgroundEvery) || backgroundEvery < 1) throw new RangeError('backgroundEvery must be a positive integer');
+  }
+
+  /** Whether a waiting background job's share is due: it goes in at the next free place. */
+  private backgroundDue(): boolean {
+    return this.background.length > 0 && this.passedBackground >= this.backgroundEvery;
+  }
+
+  /** Counts a normal job going in (it passes the background jobs that wait, if any). */
+  private enterNormal(): void {
+    this.runningNormal++;
+    if (this.background.length > 0) this.passedBackground++;
   }
 
   private static check(concurrency: number): number {
@@ -73,17 +96,22 @@ export class Limiter {
     // A waiting job is counted as running by whoever wakes it, so that a job arriving in between
     // cannot take its place. A background job also waits while normal jobs wait or run.
     const queue = lane === 'background' ? this.background : this.waiting;
-    const mustWait = this.running >= this.bound || (lane === 'background' && (this.waiting.length > 0 || this.runningNormal > 0 || this.inGrace() > 0));
+    const mustWait =
+      this.running >= this.bound ||
+      (lane === 'background' && (this.waiting.length > 0 || this.runningNormal > 0 || this.inGrace() > 0)) ||
+      (lane === 'normal' && this.backgroundDue());
     // Whoever wakes a waiting job counts it (running, and runningNormal for a normal one).
     if (mustWait) {
       const waited = Limiter.waitIn(queue, signal);
-      // A background job held back only by the grace, with places free, has nobody to wake it when
-      // the grace is over: wakeNext sets the timer that does.
-      if (lane === 'background' && this.running < this.bound) this.wakeNext();
+      // A job that waits with places free has nobody else to wake it: a background job held back
+      // only by the grace (wakeNext sets the timer that wakes it), or a normal job held back for a
+      // background job whose share is due (wakeNext lets that one in, then this one if there is room).
+      while (this.running < this.bound && this.wakeNext()) {}
       await waited;
     } else {
       this.running++;
-      if (lane === 'normal') this.runningNormal++;
+      if (lane === 'normal') this.enterNormal();
+      else this.passedBackground = 0;
     }
     try {
       return await job();
@@ -120,11 +148,19 @@ export class Limiter {
     });
   }
 
-  /** Lets the next waiting job in (normal ones first, background ones after the grace); false when none goes in. */
+  /**
+   * Lets the next waiting job in (normal ones first, background ones after the grace, or first when
+   * their share is due); false when none goes in.
+   */
   private wakeNext(): boolean {
-    let next = this.waiting.shift();
-    if (next) this.runningNormal++;
-    else if (this.background.length > 0) {
+    let next: (() => void) | undefined;
+    if (this.backgroundDue()) {
+      next = this.background.shift();
+      this.passedBackground = 0;
+    } else if (this.waiting.length > 0) {
+      next = this.waiting.shift();
+      this.enterNormal();
+    } else if (this.background.length > 0) {
       if (this.runningNormal > 0) return false; // looked at again when that job ends
       const wait = this.inGrace();
       if (wait > 0) {
@@ -139,6 +175,7 @@ export class Limiter {
         return false;
       }
       next = this.background.shift();
+      this.passedBackground = 0;
     }
     if (!next) return false;
     this.running++;

@@ -15,8 +15,10 @@ export interface TestServerOptions {
   plan?: PlanName;
   /** Exact credits left in the current cycle (default: the plan's allowance). */
   credits?: number;
-  /** Requests admitted at once (default 16). */
+  /** Requests whose body has arrived, admitted at once (default 16). */
   queueLimit?: number;
+  /** Requests whose body is arriving, admitted at once (default: the server's, 64). */
+  uploadLimit?: number;
   /** Per-plan rate limits (default: 100 000 per minute for every plan, so that limits never interfere). */
   rateLimits?: RateLimits;
   /** The store's clock (cycles, sessions, rate-limit windows). */
@@ -66,6 +68,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     const { key, info } = await store.keys.create(account.id);
     const { server, close } = await serveStore(store, dir, {
       queueLimit: options.queueLimit ?? 16,
+      uploadLimit: options.uploadLimit,
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
       drainTimeout: options.drainTimeout ?? 30,
     });

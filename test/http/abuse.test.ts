@@ -328,6 +328,137 @@ describe('the per-account in-flight cap (BGONE_ACCOUNT_IN_FLIGHT)', () => {
   });
 });
 
+// --- 2b. Uploads and jobs are separate budgets; uploads must keep a minimum rate (issue 17) -------
+
+/** Starts uploads that send their head and 1000 bytes, then one byte every 100 ms (never complete in time). */
+async function tricklingUploads(port: number, key: string, count: number, clients: Array<ReturnType<typeof rawClient>>): Promise<void> {
+  const { body, type } = imageForm('TrickleBoundary', { size: 'preview' });
+  for (let i = 0; i < count; i++) {
+    const client = rawClient(port);
+    clients.push(client);
+    await client.ready;
+    client.write(head('POST', REMOVE, { Authorization: `Bearer ${key}`, 'Content-Type': type }, body.length));
+    client.write(body.subarray(0, 1000));
+    client.trickle(body.subarray(1000), 100);
+  }
+}
+
+describe('uploads in progress and jobs in progress are separate budgets (BGONE_UPLOAD_LIMIT)', () => {
+  it("with the default limits, 4 accounts × 4 trickling uploads take 16 places, and a fifth account's /remove is still served", async () => {
+    // The defaults: BGONE_QUEUE_LIMIT 16, BGONE_ACCOUNT_IN_FLIGHT 4, BGONE_UPLOAD_LIMIT 64. The
+    // minimum upload rate is off here: the two budgets alone must keep the fifth account served.
+    const s = await serve({ queueLimit: 16, accountInFlight: 4, bodyMinRate: { bytesPerSecond: 0 }, credits: 5 });
+    const slow: Array<ReturnType<typeof rawClient>> = [];
+    try {
+      const accounts = [s.key, s.other.key];
+      for (let i = 3; i <= 4; i++) {
+        const account = await s.store.accounts.create({ email: `trickle${i}@example.com` });
+        accounts.push((await s.store.keys.create(account.id)).key);
+      }
+      for (const key of accounts) await tricklingUploads(s.port, key, 4, slow);
+      await waitFor(() => s.server.inFlight() === 16, 'the 16 trickling uploads to be admitted');
+      const fifth = await s.store.accounts.create({ email: 'fifth@example.com' });
+      const served = await postImage(s.url, (await s.store.keys.create(fifth.id)).key, { size: 'preview' }, teddy);
+      expect(served.status).toBe(200);
+      expect(served.headers.get('x-credits-charged')).toBe('1');
+      // The trickling clients still hold their places (their accounts are at their own cap).
+      expect(s.server.inFlight()).toBe(16);
+      expectError(await postImage(s.url, s.key, { size: 'preview' }, teddy), 429, 'rate_limit_exceeded');
+    } finally {
+      for (const client of slow) client.destroy();
+      await waitFor(() => s.server.inFlight() === 0, 'the slow uploads to give their places back');
+      await s.close();
+    }
+  });
+
+  it('past BGONE_UPLOAD_LIMIT uploads, a new upload is 503 overloaded with Retry-After before its body is read, uncharged', async () => {
+    const s = await serve({ queueLimit: 16, uploadLimit: 2, overloadRetryAfter: 4, bodyMinRate: { bytesPerSecond: 0 }, credits: 5 });
+    const slow: Array<ReturnType<typeof rawClient>> = [];
+    try {
+      await tricklingUploads(s.port, s.key, 2, slow);
+      await waitFor(() => s.server.inFlight() === 2, 'the 2 trickling uploads to be admitted');
+      const refused = await expectBalanceUnchanged(s, () => postImage(s.url, s.other.key, { size: 'preview' }, teddy));
+      expect(expectError(refused, 503, 'overloaded').message).toMatch(/uploads in progress/);
+      expect(refused.headers.get('retry-after')).toBe('4');
+      // A request without a body needs no upload place.
+      expect((await get(s.url, '/api/v1/batches', { headers: { Authorization: `Bearer ${s.other.key}` } })).status).toBe(200);
+    } finally {
+      for (const client of slow) client.destroy();
+      await waitFor(() => s.server.inFlight() === 0, 'the slow uploads to give their places back');
+      await s.close();
+    }
+  });
+});
+
+describe('the minimum upload rate (BGONE_BODY_MIN_RATE), and no upload cut without an answer', () => {
+  it('an upload that brings less than the minimum in a window gets 408 at that window, long before the body deadline; one above it is served', async () => {
+    const s = await serve({ bodyTimeout: 60, bodyMinRate: { bytesPerSecond: 2000, windowMs: 1000 }, credits: 5 });
+    try {
+      const { body, type } = imageForm('SlowRate', { size: 'preview' });
+      await expectBalanceUnchanged(s, async () => {
+        const client = await stalledRequest(s.port, 'POST', REMOVE, { Authorization: `Bearer ${s.key}`, 'Content-Type': type }, body);
+        await expectTimedOut(client, 1000);
+        const answer = await client.answer;
+        expect(answer.json.details).toEqual({ min_bytes: 2000, window_seconds: 1 });
+        expect(answer.answeredMs!).toBeLessThan(4000);
+      });
+      await waitFor(() => s.server.inFlight() === 0, 'the admission place to be free');
+      // 2500 bytes every 500 ms (5000 a second, over several windows): served.
+      const client = rawClient(s.port);
+      await client.ready;
+      client.write(head('POST', REMOVE, { Authorization: `Bearer ${s.key}`, 'Content-Type': type }, body.length));
+      for (let at = 0; at < body.length; at += 2500) {
+        client.write(body.subarray(at, at + 2500));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      expect(body.length).toBeGreaterThan(5 * 2500); // it took several windows
+      expect((await client.answer).status).toBe(200);
+      client.destroy();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('with no minimum rate, an upload slower than 16 KB/s is answered 408 at the body deadline on both backends (uWS no longer cuts it at ~10 s)', {
+    timeout: 40_000,
+  }, async () => {
+    const s = await serve({ bodyTimeout: 14, bodyMinRate: { bytesPerSecond: 0 }, credits: 5 });
+    try {
+      const { body, type } = imageForm('SlowUws', { size: 'preview' });
+      const client = await stalledRequest(s.port, 'POST', REMOVE, { Authorization: `Bearer ${s.key}`, 'Content-Type': type }, body);
+      await expectTimedOut(client, 14_000);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('with the defaults (16 KiB a second over 10 s), a 5 KB/s upload is answered 408 after its first window, on both backends', {
+    timeout: 40_000,
+  }, async () => {
+    const s = await serve({ credits: 5 });
+    try {
+      const { body, type } = imageForm('FiveKbps', { size: 'preview' }, bigSwan);
+      expect(body.length).toBeGreaterThan(150_000); // it cannot finish within the first window at this rate
+      const client = rawClient(s.port);
+      await client.ready;
+      client.write(head('POST', REMOVE, { Authorization: `Bearer ${s.key}`, 'Content-Type': type }, body.length));
+      let at = 0;
+      const sender = setInterval(() => {
+        client.write(body.subarray(at, at + 500));
+        at += 500;
+      }, 100);
+      try {
+        await expectTimedOut(client, 10_000);
+        expect((await client.answer).json.details).toEqual({ min_bytes: 163_840, window_seconds: 10 });
+      } finally {
+        clearInterval(sender);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 // --- 3. Rate limits per account; keys per account ------------------------------------------------
 
 describe('rate limits per account as well as per key', () => {

@@ -9,21 +9,23 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type BatchServiceOptions, type RunningServer, startServer } from '../../src/api/server.js';
+import { type BatchServiceOptions, type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, expectError, openApi } from '../helpers/http-assert.js';
 import { imageInfo } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
-import { readPhoto } from '../helpers/paths.js';
-import { blob, get, type HttpResult, setBalance, testBackend, toResult, waitFor } from '../helpers/server.js';
+import { readFixture, readPhoto } from '../helpers/paths.js';
+import { blob, get, type HttpResult, postImage, setBalance, testBackend, toResult, waitFor } from '../helpers/server.js';
 import { type FakeClock, fakeClock } from '../helpers/store.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
 const llama = readPhoto(PHOTOS.llama); // 513x371
 const book = readPhoto(PHOTOS.book); // 640x480
+/** 2989x1680: a /remove at size=full keeps the native core busy for a few seconds. */
+const bigSwan = readFixture('swan-big.jpg');
 const BATCHES = '/api/v1/batches';
 const HOUR = 3600_000;
 
@@ -48,7 +50,15 @@ afterEach(async () => {
 });
 
 async function startService(
-  options: { credits?: number; batches?: Partial<BatchServiceOptions>; dbPath?: string; clock?: FakeClock; key?: string; accountId?: number } = {},
+  options: {
+    credits?: number;
+    batches?: Partial<BatchServiceOptions>;
+    dbPath?: string;
+    clock?: FakeClock;
+    key?: string;
+    accountId?: number;
+    server?: Partial<ServerOptions>;
+  } = {},
 ): Promise<Service> {
   let dbPath = options.dbPath;
   if (!dbPath) {
@@ -80,6 +90,7 @@ async function startService(
     logger: createLogger('silent'),
     http: testBackend(),
     batches: { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: true, webhookPollMs: 50, ...options.batches },
+    ...options.server,
   });
   let stopped = false;
   const service: Service = {
@@ -392,6 +403,171 @@ describe('batch refusals and cancellation', () => {
     expect(JSON.parse(res.body).code).toBe('overloaded');
     expect(res.retryAfter).toBe('5');
     expect((await s.store.credits.balance(s.accountId)).remaining).toBe(5);
+  });
+});
+
+/** Another account of the service, with its own key and balance. */
+async function otherAccount(s: Service, email: string, balance = 10): Promise<{ accountId: number; key: string }> {
+  const account = await s.store.accounts.create({ email });
+  await setBalance(s.store, account.id, balance);
+  return { accountId: account.id, key: (await s.store.keys.create(account.id)).key };
+}
+
+/**
+ * A batch upload that declares `length` bytes and sends its headers only (an idle client), and
+ * its answer when one comes (null: the connection ended without one).
+ */
+function idleBatchUpload(s: Service, key: string, length: number): Promise<{ status: number; json: any } | null> {
+  return new Promise((resolve) => {
+    const req = request(`${s.url}${BATCHES}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'multipart/form-data; boundary=idle', 'content-length': String(length) },
+    });
+    req.on('response', (r) => {
+      let body = '';
+      r.on('data', (c) => {
+        body += c;
+      });
+      r.on('end', () => resolve({ status: r.statusCode ?? 0, json: JSON.parse(body || 'null') }));
+    });
+    req.on('error', () => resolve(null));
+    req.flushHeaders();
+  });
+}
+
+describe('fair to every account (issue 17)', () => {
+  it("idle uploads hold at most their account's share of the batch memory, and only until the minimum upload rate ends them; another account's batch is accepted meanwhile", async () => {
+    // The default budget (1 GiB) and share (25 %): 256 MiB an account.
+    const s = await startService({ credits: 10, server: { bodyMinRate: { bytesPerSecond: 1024, windowMs: 1500 } } });
+    const idleAccounts = [{ accountId: s.accountId, key: s.key }, await otherAccount(s, 'idle2@example.com'), await otherAccount(s, 'idle3@example.com')];
+    const third = await otherAccount(s, 'third@example.com');
+    const declared = 200 * 1024 * 1024;
+    // Each idle account's first upload is admitted (it holds 200 MiB); its second does not fit its share: 429, at once.
+    const idle = idleAccounts.map((a) => idleBatchUpload(s, a.key, declared));
+    await waitFor(() => s.server.inFlight() === idleAccounts.length, 'the idle uploads to be admitted');
+    for (const a of idleAccounts) {
+      const second = await idleBatchUpload(s, a.key, declared);
+      expect(second?.status).toBe(429);
+      expect(second?.json).toMatchObject({ code: 'rate_limit_exceeded', details: { batch_memory_limit_bytes: 256 * 1024 * 1024 } });
+    }
+    // Three accounts hold 600 MiB of 1 GiB: another account's 1-image batch still fits.
+    const res = await submit({ ...s, key: third.key }, [{ data: teddy, name: 'teddy.jpg' }], { size: 'preview' });
+    expect(res.status).toBe(202);
+    // The idle uploads end at the first window that brought nothing: 408, nothing created or charged.
+    for (const answer of await Promise.all(idle)) expect(answer).toMatchObject({ status: 408, json: { code: 'request_timeout' } });
+    for (const a of idleAccounts) {
+      expect(await s.store.batches.list(a.accountId, 10)).toEqual([]);
+      expect((await s.store.credits.balance(a.accountId)).remaining).toBe(10);
+    }
+    // Their memory is given back: the same account's next upload of that size is admitted again.
+    await waitFor(() => s.server.inFlight() === 0, 'the places to be free');
+    const again = idleBatchUpload(s, s.key, declared);
+    expect(await again).toMatchObject({ status: 408 });
+    await waitCompleted({ ...s, key: third.key }, res.json.id);
+  });
+
+  it("kept results count in their account's share: past it its next batch is 429 until it deletes a batch, while another account's is accepted", async () => {
+    // 16 MiB at 2 %: 335 544 bytes an account.
+    const s = await startService({ credits: 10, batches: { memoryMb: 16, accountSharePercent: 2 } });
+    const other = await otherAccount(s, 'other@example.com');
+    const first = await submit(s, [{ data: book, name: 'book.png' }], { format: 'png' });
+    expect(first.status).toBe(202);
+    const done = await waitCompleted(s, first.json.id);
+    const result = await get(s.url, `${BATCHES}/${first.json.id}/images/${done.images[0].id}`, { headers: auth(s) });
+    expect(result.status).toBe(200);
+    // The kept result and this upload together pass the share (checked, so the test cannot pass by accident).
+    expect(result.body.length + book.length).toBeGreaterThan(335_544);
+    expect(book.length).toBeLessThan(335_544 - 64 * 1024);
+    const refused = await submit(s, [{ data: book, name: 'book.jpg' }]);
+    expectError(refused, 429, 'rate_limit_exceeded');
+    expect(refused.json.details).toEqual({ batch_memory_limit_bytes: 335_544 });
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect((await s.store.credits.balance(s.accountId)).reserved).toBe(0);
+    expect((await submit({ ...s, key: other.key }, [{ data: book, name: 'book.jpg' }])).status).toBe(202);
+    // DELETE gives the result's memory back.
+    expect((await toResult(await fetch(`${s.url}${BATCHES}/${first.json.id}`, { method: 'DELETE', headers: auth(s) }))).status).toBe(204);
+    expect((await submit(s, [{ data: book, name: 'book.jpg' }])).status).toBe(202);
+  });
+});
+
+describe('a result is kept for the TTL from the moment its image ends (issue 17)', () => {
+  it('images that queued past the submission time plus the TTL are charged with a fetchable result and an expires_at in the future', async () => {
+    const s = await startService({ credits: 20, batches: { resultTtlSeconds: 3 } });
+    const r = await receiver();
+    await createEndpoint(s, r);
+    // Synchronous work keeps the native core busy: the batch's images wait in the background lane.
+    const busy = [postImage(s.url, s.key, { size: 'full' }, bigSwan), postImage(s.url, s.key, { size: 'full' }, bigSwan)];
+    await waitFor(() => s.server.inFlight() === 2, 'the synchronous jobs to be admitted');
+    const res = await submit(s, [
+      { data: teddy, name: 'teddy.jpg' },
+      { data: llama, name: 'llama.jpg' },
+    ]);
+    expect(res.status).toBe(202);
+    const submittedExpiry = Date.parse(res.json.expires_at);
+    // Nothing has ended yet; then more than the TTL passes before any image runs.
+    expect((await batchOf(s, res.json.id)).json.images.every((i: any) => i.status === 'queued' || i.status === 'processing')).toBe(true);
+    s.clock.advance(10_000);
+    expect(s.clock().getTime()).toBeGreaterThan(submittedExpiry);
+    for (const b of await Promise.all(busy)) expect(b.status).toBe(200);
+    const batch = await waitCompleted(s, res.json.id);
+    const now = s.clock().getTime();
+    expect(batch.images.map((i: any) => i.status)).toEqual(['succeeded', 'succeeded']);
+    for (const image of batch.images) {
+      expect(Date.parse(image.expires_at)).toBeGreaterThan(now);
+      const result = await get(s.url, `${BATCHES}/${res.json.id}/images/${image.id}`, { headers: auth(s) });
+      expect(result.status).toBe(200);
+    }
+    expect(Date.parse(batch.expires_at)).toBeGreaterThan(now);
+    expectConforms(doc, 'GET', `${BATCHES}/{batch_id}`, await batchOf(s, res.json.id));
+    await waitFor(() => r.delivered('image.processed').length === 2, 'the image events', 30_000);
+    for (const e of r.delivered('image.processed')) {
+      expect(e.event.data).toMatchObject({ status: 'succeeded', credits_charged: 1 });
+      expect(Date.parse(e.event.data.expires_at)).toBeGreaterThan(now);
+    }
+    // Then each result is kept the TTL from its own end, and no longer.
+    s.clock.advance(3_000 + 1000);
+    const after = (await batchOf(s, res.json.id)).json;
+    expect(after.images.map((i: any) => i.status)).toEqual(['expired', 'expired']);
+    expectError(await get(s.url, `${BATCHES}/${res.json.id}/images/${after.images[0].id}`, { headers: auth(s) }), 410, 'result_expired');
+  });
+});
+
+describe('batch images have a minimum share of the native core (issue 17)', () => {
+  it('under continuous /remove traffic (always one running), a batch image still ends while the traffic goes on', { timeout: 240_000 }, async () => {
+    const s = await startService({ credits: 200 });
+    // Its share is one place after every 4 /remove jobs: it ends after about a dozen requests sent.
+    const cap = 30;
+    let sent = 0;
+    let stop = false;
+    const statuses: number[] = [];
+    // Three clients, each sending its next request as soon as it has its answer: with two places in
+    // the core, a /remove job always runs, so a batch image waiting for a quiet moment would wait until the end.
+    const client = async () => {
+      while (!stop && sent < cap) {
+        sent++;
+        statuses.push((await postImage(s.url, s.key, { size: 'preview' }, teddy)).status);
+      }
+    };
+    const clients = [client(), client(), client()];
+    await waitFor(() => statuses.length >= 3, 'the synchronous traffic to flow');
+    const res = await submit(s, [{ data: llama, name: 'llama.jpg' }], { size: 'preview' });
+    expect(res.status).toBe(202);
+    let status = '';
+    await waitFor(
+      async () => {
+        status = (await batchOf(s, res.json.id)).json.status;
+        return status === 'completed' || sent >= cap;
+      },
+      'the batch to complete or the traffic to end',
+      200_000,
+    );
+    const sentWhenDone = sent;
+    stop = true;
+    await Promise.all(clients);
+    expect(status).toBe('completed');
+    expect(sentWhenDone, 'requests sent when the batch completed').toBeLessThan(cap);
+    expect(statuses.every((st) => st === 200)).toBe(true);
+    expect((await batchOf(s, res.json.id)).json.images[0].status).toBe('succeeded');
   });
 });
 

@@ -247,6 +247,7 @@ describe('try-it requests in the service admission', () => {
     try {
       ({ server: running, close } = await serveStore(store, dir, {
         queueLimit: 1,
+        uploadLimit: 1, // the slow try-it upload below holds the one upload place
         drainTimeout: 30,
         mount: (context) => mountDashboard(context, { store, logger: createLogger('silent') }),
       }));

@@ -389,8 +389,8 @@ describe('429 rate_limit_exceeded', () => {
 });
 
 describe('503 overloaded', () => {
-  it('queue limit 1: while one request is in flight a second is refused at once, with Retry-After; the first still succeeds', async () => {
-    const busy = await serve({ queueLimit: 1, overloadRetryAfter: 7 });
+  it('upload limit 1: while one upload is in flight a second is refused at once, with Retry-After; the first still succeeds', async () => {
+    const busy = await serve({ queueLimit: 1, uploadLimit: 1, overloadRetryAfter: 7 });
     try {
       // The first request holds the only place: its body is only half sent.
       const body = multipartBody('HoldBoundary', [

@@ -26,15 +26,21 @@ const principal = (over: Partial<Principal> = {}): Principal => ({
   ...over,
 });
 
-function setup(options: { queueLimit?: number; maxBodyBytes?: number } = {}) {
+function setup(options: { queueLimit?: number; uploadLimit?: number; maxBodyBytes?: number } = {}) {
   const records: Array<{ route: string; status: number; code: string }> = [];
   const admission = new Admission(
-    { queueLimit: options.queueLimit ?? 2, overloadRetryAfter: 7, maxBodyBytes: options.maxBodyBytes ?? 1000, rateLimits: rateLimitsAt(T0) },
+    {
+      queueLimit: options.queueLimit ?? 2,
+      uploadLimit: options.uploadLimit,
+      overloadRetryAfter: 7,
+      maxBodyBytes: options.maxBodyBytes ?? 1000,
+      rateLimits: rateLimitsAt(T0),
+    },
     () => new HttpError('image_too_large', 'too large'),
   );
-  const exchange = (headers: Record<string, string> = {}) => {
+  const exchange = (headers: Record<string, string> = {}, body: Uint8Array[] = []) => {
     const res = new RecordedResponse();
-    const ex = new Exchange(memoryRequest('POST', '/api/v1/remove', headers), res, '/api/v1/remove', (route, status, code) =>
+    const ex = new Exchange(memoryRequest('POST', '/api/v1/remove', headers, body), res, '/api/v1/remove', (route, status, code) =>
       records.push({ route, status, code }),
     );
     return { ex, res };
@@ -260,5 +266,52 @@ describe('Admission: the abuse limits', () => {
 
     const rich = abuseSetup({ remaining: 1 });
     expect(await rich.admission.admit(rich.exchange().ex, async () => principal(), unauthenticated, { metered: true })).not.toBeNull();
+  });
+
+  it('counts uploads and jobs in two budgets: uploads that never finish fill the upload places only, and a request whose body is here is still admitted', async () => {
+    const { admission, exchange, unauthenticated } = setup({ queueLimit: 2, uploadLimit: 3 });
+    const withBody = { 'content-length': '100' };
+    const uploads = [];
+    for (let account = 1; account <= 3; account++)
+      uploads.push(await admission.admit(exchange(withBody).ex, async () => principal({ accountId: account, rateKey: `key:${account}` }), unauthenticated));
+    expect(uploads.every((t) => t !== null)).toBe(true);
+    expect({ uploading: admission.uploading, working: admission.working, inFlight: admission.inFlight }).toEqual({ uploading: 3, working: 0, inFlight: 3 });
+
+    // A fourth upload finds the upload places taken: 503, with the reason.
+    const refused = exchange(withBody);
+    expect(await admission.admit(refused.ex, async () => principal({ accountId: 4, rateKey: 'key:4' }), unauthenticated)).toBeNull();
+    expect(refused.res.status).toBe(503);
+    expect(refused.res.json.code).toBe('overloaded');
+    expect(refused.res.json.message).toMatch(/uploads in progress/);
+    expect(refused.res.answers[0]!.headers['Retry-After']).toBe('7');
+
+    // A request without a body takes a job place, not an upload place.
+    const bodiless = await admission.admit(exchange().ex, async () => principal({ accountId: 5, rateKey: 'key:5' }), unauthenticated);
+    expect(bodiless).not.toBeNull();
+    expect({ uploading: admission.uploading, working: admission.working }).toEqual({ uploading: 3, working: 1 });
+
+    // An upload whose last chunk arrives moves from the upload places to the job places.
+    const done = exchange(withBody, [new Uint8Array(100)]);
+    const ticket = await admission.admit(done.ex, async () => principal({ accountId: 6, rateKey: 'key:6' }), unauthenticated);
+    expect(ticket).toBeNull(); // the upload places are still all taken
+    uploads[0]!.release();
+    const arriving = exchange(withBody, [new Uint8Array(100)]);
+    const moved = await admission.admit(arriving.ex, async () => principal({ accountId: 6, rateKey: 'key:6' }), unauthenticated);
+    expect({ uploading: admission.uploading, working: admission.working }).toEqual({ uploading: 3, working: 1 });
+    arriving.ex.onBody(
+      () => {},
+      () => {},
+    );
+    expect({ uploading: admission.uploading, working: admission.working }).toEqual({ uploading: 2, working: 2 });
+
+    // The job places are full now: a new request is refused before its body, whatever it is.
+    const shed = exchange(withBody);
+    expect(await admission.admit(shed.ex, async () => principal({ accountId: 7, rateKey: 'key:7' }), unauthenticated)).toBeNull();
+    expect(shed.res.status).toBe(503);
+    moved!.release();
+    moved!.release();
+    bodiless!.release();
+    for (const t of uploads) t!.release();
+    expect({ uploading: admission.uploading, working: admission.working, inFlight: admission.inFlight }).toEqual({ uploading: 0, working: 0, inFlight: 0 });
   });
 });

@@ -108,6 +108,25 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads the upload limits and the batch memory share (issue 17): defaults, set values, bad values refused naming them', () => {
+    expect(loadConfig({})).toMatchObject({ uploadLimit: 64, bodyMinRate: 16384, batches: { accountSharePercent: 25 } });
+    expect(loadConfig({ BGONE_UPLOAD_LIMIT: '8', BGONE_BODY_MIN_RATE: '0', BGONE_BATCH_ACCOUNT_SHARE: '100' })).toMatchObject({
+      uploadLimit: 8,
+      bodyMinRate: 0,
+      batches: { accountSharePercent: 100 },
+    });
+    for (const [name, value] of [
+      ['BGONE_UPLOAD_LIMIT', '0'],
+      ['BGONE_BODY_MIN_RATE', '-1'],
+      ['BGONE_BODY_MIN_RATE', '1k'],
+      ['BGONE_BATCH_ACCOUNT_SHARE', '0'],
+      ['BGONE_BATCH_ACCOUNT_SHARE', '101'],
+    ] as const) {
+      expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+    }
+  });
+
   it('has a library-only part for commands that run no service', () => {
     expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({
       modelsDir: undefined,

@@ -266,4 +266,65 @@ describe('Limiter', () => {
     bg.release();
     await background;
   });
+
+  it('under continuous normal traffic a background job goes in after `backgroundEvery` normal jobs passed it (its minimum share)', async () => {
+    const limiter = new Limiter(1, 0, 3);
+    const started: string[] = [];
+    const first = gate(started, 'n0');
+    const jobs = [limiter.run(first.job)];
+    await tick();
+    const bg = gate(started, 'bg');
+    const background = limiter.run(bg.job, 'background');
+    // Normal jobs keep arriving, always one waiting: without the share the background job never starts.
+    const normals = [first];
+    for (let i = 1; i <= 5; i++) {
+      const g = gate(started, `n${i}`);
+      normals.push(g);
+      jobs.push(limiter.run(g.job));
+      normals[i - 1]!.release();
+      await tick();
+      if (started.includes('bg')) break;
+    }
+    // n0 was inside before the background job came; n1, n2, n3 passed it; then it goes first,
+    // though n4 waits.
+    expect(started).toEqual(['n0', 'n1', 'n2', 'n3', 'bg']);
+    expect(limiter.pendingNormal).toBe(1);
+    bg.release();
+    await tick();
+    expect(started).toEqual(['n0', 'n1', 'n2', 'n3', 'bg', 'n4']); // a normal job waited behind one background job only
+    for (const g of normals) g.release();
+    await Promise.all([...jobs, background]);
+    expect(limiter.size).toBe(0);
+  });
+
+  it('a background job whose share is due takes the next free place beside a running normal job; the normal job behind it waits for that one only', async () => {
+    const limiter = new Limiter(2, 0, 2);
+    const started: string[] = [];
+    const long = gate(started, 'long');
+    const jobs = [limiter.run(long.job)];
+    await tick();
+    const bg = gate(started, 'bg');
+    const background = limiter.run(bg.job, 'background');
+    const short = [gate(started, 's1'), gate(started, 's2'), gate(started, 's3')];
+    jobs.push(limiter.run(short[0]!.job));
+    await tick();
+    jobs.push(limiter.run(short[1]!.job));
+    short[0]!.release();
+    await tick();
+    expect(started).toEqual(['long', 's1', 's2']); // two normal jobs passed it: its share is due
+    jobs.push(limiter.run(short[2]!.job));
+    await tick();
+    expect(started).toEqual(['long', 's1', 's2']);
+    short[1]!.release();
+    await tick();
+    expect(started).toEqual(['long', 's1', 's2', 'bg']); // beside 'long', before s3
+    bg.release();
+    await tick();
+    expect(started).toEqual(['long', 's1', 's2', 'bg', 's3']);
+    long.release();
+    short[2]!.release();
+    await Promise.all([...jobs, background]);
+    expect(limiter.size).toBe(0);
+    expect(() => new Limiter(1, 0, 0)).toThrow(RangeError);
+  });
 });

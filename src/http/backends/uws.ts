@@ -40,7 +40,9 @@ const CLOSE_WITH_END_MAX_BYTES = 64 * 1024;
 /**
  * uWS's resume() re-arms its 10 s idle timeout, and nothing public disarms it again once the body
  * has arrived: a response still being computed (a queued image) would be cut after 10 s. While such
- * a response is pending, pause()+resume() re-arms it well before it fires.
+ * a response is pending, pause()+resume() re-arms it well before it fires. The same is done while a
+ * subscribed body arrives: uWS re-arms that timeout only after each 160 KB received, so it would
+ * close, without an answer, an upload slower than 16 KB/s after about 10 s.
  */
 const REARM_IDLE_TIMEOUT_MS = 4_000;
 
@@ -88,11 +90,16 @@ class UwsResponse implements HttpResponse {
       if (this.sent || this.aborted) return; // the route answered (or the client left) mid-body
       handler(queued[i]!, this.queuedLast && i === queued.length - 1);
     }
-    if (this.paused && !this.sent && !this.aborted) {
+    if (this.sent || this.aborted) return;
+    const wasPaused = this.paused;
+    if (wasPaused) {
       this.paused = false;
       this.res.resume();
-      if (this.bodyDone) this.keepIdleTimeoutOff();
     }
+    // A body still arriving is held to the route's own rules (the body deadline, the minimum rate),
+    // answered with 408 on both backends: uWS's idle timeout, which cuts an upload that brings less
+    // than 16 KB a second with no answer at all, is kept off meanwhile.
+    if (!this.bodyDone || wasPaused) this.keepIdleTimeoutOff();
   }
 
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
@@ -165,6 +172,7 @@ class UwsResponse implements HttpResponse {
   }
 
   private keepIdleTimeoutOff(): void {
+    if (this.rearmTimer) return;
     this.rearmTimer = setInterval(() => {
       if (this.sent || this.aborted) return this.stopRearming();
       this.res.pause();
