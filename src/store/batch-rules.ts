@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { StoreError } from './errors.js';
 import { checkId } from './rules.js';
-import type { BatchImageError, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
+import type { BatchImageError, ClaimCaps, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
 
 /**
  * The error of an image that a lost process left unended (failOrphans): the API, the SQLite start
@@ -155,6 +155,8 @@ export interface AttemptUpdate {
   status: 'pending' | 'delivered' | 'failed';
   nextAttemptAt: number | null;
   deliveredAt: number | null;
+  /** When it was delivered or failed (what the retention period counts from); null while pending. */
+  endedAt: number | null;
 }
 
 /**
@@ -163,15 +165,59 @@ export interface AttemptUpdate {
  * caller planned, since its endpoint gets nothing more.
  */
 export function afterAttempt(
-  before: { status: string; delivered_at: number | null; next_attempt_at: number | null },
+  before: { status: string; delivered_at: number | null; next_attempt_at: number | null; ended_at: number | null },
   outcome: DeliveryOutcome,
   nowMs: number,
 ): AttemptUpdate {
-  if (before.status === 'delivered') return { status: 'delivered', nextAttemptAt: null, deliveredAt: before.delivered_at };
-  if (outcome.delivered) return { status: 'delivered', nextAttemptAt: null, deliveredAt: nowMs };
-  if (outcome.nextAttemptAt === null || outcome.disableEndpoint) return { status: 'failed', nextAttemptAt: null, deliveredAt: null };
-  return { status: 'pending', nextAttemptAt: outcome.nextAttemptAt.getTime(), deliveredAt: null };
+  if (before.status === 'delivered')
+    return { status: 'delivered', nextAttemptAt: null, deliveredAt: before.delivered_at, endedAt: before.ended_at ?? before.delivered_at };
+  if (outcome.delivered) return { status: 'delivered', nextAttemptAt: null, deliveredAt: nowMs, endedAt: nowMs };
+  if (outcome.nextAttemptAt === null || outcome.disableEndpoint) return { status: 'failed', nextAttemptAt: null, deliveredAt: null, endedAt: nowMs };
+  return { status: 'pending', nextAttemptAt: outcome.nextAttemptAt.getTime(), deliveredAt: null, endedAt: null };
 }
+
+/** Live claims per endpoint and per account when claimDue is given no caps: in effect none. */
+export const NO_CLAIM_CAPS: ClaimCaps = { perEndpoint: 1_000_000, perAccount: 1_000_000 };
+
+export function checkClaimCaps(caps: ClaimCaps): void {
+  checkPositiveInteger('caps.perEndpoint', caps.perEndpoint);
+  checkPositiveInteger('caps.perAccount', caps.perAccount);
+}
+
+/**
+ * The rows claimDue takes, in SQL both databases run (named parameters: SQLite's @name, rewritten
+ * to $n for PostgreSQL): a CTE `picked` of (seq, account_slot, endpoint_slot). A due row's
+ * endpoint_slot is its rank among its endpoint's due rows (oldest first) after the endpoint's live
+ * claims; its account_slot, its rank among its account's rows after the account's live claims,
+ * ranked by endpoint_slot so that each endpoint gets one before any gets two. Rows past either cap
+ * wait; the rest are taken by account_slot, then endpoint_slot: round-robin across accounts, then
+ * across endpoints. An endpoint with a thousand due rows costs others no more than one with one.
+ */
+export const FAIR_DUE_SQL = `
+  WITH live AS (
+    SELECT endpoint_id, account_id FROM webhook_deliveries WHERE status = 'pending' AND claimed_until > @now
+  ),
+  live_endpoint AS (SELECT endpoint_id, count(*) AS n FROM live GROUP BY endpoint_id),
+  live_account AS (SELECT account_id, count(*) AS n FROM live GROUP BY account_id),
+  due AS (
+    SELECT d.seq, d.account_id, d.next_attempt_at,
+      row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.seq) + coalesce(le.n, 0) AS endpoint_slot
+    FROM webhook_deliveries d
+    JOIN webhook_endpoints e ON e.id = d.endpoint_id
+    LEFT JOIN live_endpoint le ON le.endpoint_id = d.endpoint_id
+    WHERE d.status = 'pending' AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
+      AND e.disabled_at IS NULL
+  ),
+  ranked AS (
+    SELECT due.seq, due.next_attempt_at, due.endpoint_slot,
+      row_number() OVER (PARTITION BY due.account_id ORDER BY due.endpoint_slot, due.next_attempt_at, due.seq) + coalesce(la.n, 0) AS account_slot
+    FROM due LEFT JOIN live_account la ON la.account_id = due.account_id
+    WHERE due.endpoint_slot <= @perEndpoint
+  ),
+  picked AS (
+    SELECT seq, account_slot, endpoint_slot FROM ranked WHERE account_slot <= @perAccount
+    ORDER BY account_slot, endpoint_slot, next_attempt_at, seq LIMIT @limit
+  )`;
 
 /** An error text as stored: a few words, bounded so a hostile endpoint cannot grow the outbox. */
 export function clipError(error: string | null): string | null {
