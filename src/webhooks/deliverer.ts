@@ -76,8 +76,8 @@ export class WebhookDeliverer {
   #stopped = false;
   /** When pruning last ran, on the store's clock. */
   #prunedAt = Number.NEGATIVE_INFINITY;
-  /** The attempts in progress (each ends within the timeout). */
-  readonly #sending = new Set<Promise<void>>();
+  /** The attempts in progress (each ends within the timeout), by delivery id. */
+  readonly #sending = new Map<string, Promise<void>>();
   readonly #inFlight = new Set<http.ClientRequest>();
 
   constructor(options: DelivererOptions) {
@@ -122,7 +122,7 @@ export class WebhookDeliverer {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#filling;
-    await Promise.all(this.#sending);
+    await Promise.all(this.#sending.values());
   }
 
   /** Gives every free sender a due row, as long as the store has some to give. */
@@ -140,11 +140,14 @@ export class WebhookDeliverer {
         return;
       }
       for (const delivery of claimed) {
-        const sending: Promise<void> = this.#deliver(delivery).finally(() => {
-          this.#sending.delete(sending);
+        // Claimed again while this node still sends it (its lease lapsed: a clock that jumped, an
+        // attempt slower than the lease): the attempt in progress records it, once.
+        if (this.#sending.has(delivery.id)) continue;
+        const sending = this.#deliver(delivery).finally(() => {
+          this.#sending.delete(delivery.id);
           this.poke(); // a sender came free, and an endpoint's place with it
         });
-        this.#sending.add(sending);
+        this.#sending.set(delivery.id, sending);
       }
       if (claimed.length < free) return;
     }
