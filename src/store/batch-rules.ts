@@ -186,27 +186,52 @@ export function checkClaimCaps(caps: ClaimCaps): void {
 
 /**
  * The rows claimDue takes, in SQL both databases run (named parameters: SQLite's @name, rewritten
- * to $n for PostgreSQL): a CTE `picked` of (seq, account_slot, endpoint_slot). A due row's
- * endpoint_slot is its rank among its endpoint's due rows (oldest first) after the endpoint's live
- * claims; its account_slot, its rank among its account's rows after the account's live claims,
- * ranked by endpoint_slot so that each endpoint gets one before any gets two. Rows past either cap
- * wait; the rest are taken by account_slot, then endpoint_slot: round-robin across accounts, then
- * across endpoints. An endpoint with a thousand due rows costs others no more than one with one.
+ * to $n for PostgreSQL): a CTE `picked` of (seq, account_slot, endpoint_slot).
+ *
+ * Each enabled endpoint offers its oldest due, unclaimed rows, at most min(perEndpoint, limit) of
+ * them, each found by an index probe after the one before it (webhook_deliveries_pending_by_endpoint,
+ * a recursive CTE: SQLite takes no correlated OFFSET): the cost grows with
+ * the number of endpoints, never with the rows an endpoint has piled up, so an endpoint with a
+ * hundred thousand due rows costs a claim what one with one row does. A row's endpoint_slot is its
+ * rank among its endpoint's offered rows after the endpoint's live claims; its account_slot, its
+ * rank among its account's rows after the account's live claims, ranked by endpoint_slot so that
+ * each endpoint gets one before any gets two. Rows past either cap wait; the rest are taken by
+ * account_slot, then endpoint_slot: round-robin across accounts, then across endpoints.
  */
 export const FAIR_DUE_SQL = `
-  WITH live AS (
+  WITH RECURSIVE
+  offered (endpoint_id, account_id, seq, next_attempt_at, n) AS (
+    SELECT e.id, d.account_id, d.seq, d.next_attempt_at, 1
+    FROM webhook_endpoints e
+    JOIN webhook_deliveries d ON d.seq = (
+      SELECT x.seq FROM webhook_deliveries x
+      WHERE x.endpoint_id = e.id AND x.status = 'pending' AND x.next_attempt_at <= @now
+        AND (x.claimed_until IS NULL OR x.claimed_until <= @now)
+      ORDER BY x.next_attempt_at, x.seq LIMIT 1
+    )
+    WHERE e.disabled_at IS NULL
+    UNION ALL
+    SELECT o.endpoint_id, d.account_id, d.seq, d.next_attempt_at, o.n + 1
+    FROM offered o
+    JOIN webhook_deliveries d ON d.seq = (
+      SELECT x.seq FROM webhook_deliveries x
+      WHERE x.endpoint_id = o.endpoint_id AND x.status = 'pending' AND x.next_attempt_at <= @now
+        AND (x.claimed_until IS NULL OR x.claimed_until <= @now)
+        AND (x.next_attempt_at, x.seq) > (o.next_attempt_at, o.seq)
+      ORDER BY x.next_attempt_at, x.seq LIMIT 1
+    )
+    WHERE o.n < CASE WHEN CAST(@perEndpoint AS integer) < CAST(@limit AS integer) THEN CAST(@perEndpoint AS integer) ELSE CAST(@limit AS integer) END
+  ),
+  live AS MATERIALIZED (
     SELECT endpoint_id, account_id FROM webhook_deliveries WHERE status = 'pending' AND claimed_until > @now
   ),
   live_endpoint AS (SELECT endpoint_id, count(*) AS n FROM live GROUP BY endpoint_id),
   live_account AS (SELECT account_id, count(*) AS n FROM live GROUP BY account_id),
   due AS (
-    SELECT d.seq, d.account_id, d.next_attempt_at,
-      row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.seq) + coalesce(le.n, 0) AS endpoint_slot
-    FROM webhook_deliveries d
-    JOIN webhook_endpoints e ON e.id = d.endpoint_id
-    LEFT JOIN live_endpoint le ON le.endpoint_id = d.endpoint_id
-    WHERE d.status = 'pending' AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
-      AND e.disabled_at IS NULL
+    SELECT o.seq, o.account_id, o.next_attempt_at,
+      row_number() OVER (PARTITION BY o.endpoint_id ORDER BY o.next_attempt_at, o.seq) + coalesce(le.n, 0) AS endpoint_slot
+    FROM offered o
+    LEFT JOIN live_endpoint le ON le.endpoint_id = o.endpoint_id
   ),
   ranked AS (
     SELECT due.seq, due.next_attempt_at, due.endpoint_slot,

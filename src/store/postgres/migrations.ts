@@ -223,6 +223,8 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE status <> 'pending';
   -- The live claims, counted by every claim against the per-endpoint and per-account caps.
   CREATE INDEX webhook_deliveries_claimed ON webhook_deliveries (claimed_until) WHERE status = 'pending';
+  -- Each endpoint's oldest due rows, probed by every claim (batch-rules.ts FAIR_DUE_SQL).
+  CREATE INDEX webhook_deliveries_pending_by_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, seq) WHERE status = 'pending';
   `,
 ];
 

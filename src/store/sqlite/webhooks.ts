@@ -77,9 +77,11 @@ export class Webhooks {
       `INSERT INTO webhook_deliveries (id, endpoint_id, account_id, type, body, created_at, status, next_attempt_at)
        VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`,
     );
+    // CROSS JOIN keeps SQLite's planner on the picked rows first (a few), not on every delivery.
     this.dueStmt = db.prepare<[{ now: number; perEndpoint: number; perAccount: number; limit: number }], DeliveryRow & { url: string; secret: string }>(
       `${FAIR_DUE_SQL}
-       SELECT ${D_COLUMNS}, e.url, e.secret FROM picked p JOIN webhook_deliveries d ON d.seq = p.seq JOIN webhook_endpoints e ON e.id = d.endpoint_id
+       SELECT ${D_COLUMNS}, e.url, e.secret
+       FROM picked p CROSS JOIN webhook_deliveries d ON d.seq = p.seq CROSS JOIN webhook_endpoints e ON e.id = d.endpoint_id
        ORDER BY p.account_slot, p.endpoint_slot, d.next_attempt_at, d.seq`,
     );
     this.claimStmt = db.prepare<[number, string]>('UPDATE webhook_deliveries SET claimed_until = ? WHERE id = ?');
