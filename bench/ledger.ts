@@ -26,7 +26,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { openStore, type RateLimits, type StoreOptions } from '../src/store/index.js';
-import { type RunningPostgres, startPostgres } from './helpers/embedded-postgres.js';
+import { type RunningPostgres, startPostgres } from '../tools/embedded-postgres.js';
 import { fmt, gitCommit, log, machineInfo, printTable, round } from './helpers/report.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
@@ -38,7 +38,7 @@ const CONCURRENCY = 8;
 const ACCOUNTS = 32;
 const POSTGRES_NODES = [1, 2, 4];
 const RATE_LIMITS: RateLimits = { mega: 1_000_000 };
-/** Images per second of one inference node: measured for CPU (README, Performance); a GPU node is assumed. */
+/** Images per second of one inference node: measured for CPU (docs/performance.md); a GPU node is assumed. */
 const CPU_NODE_IMAGES_PER_S = 0.75;
 const GPU_NODE_IMAGES_PER_S = 25;
 

@@ -42,7 +42,7 @@ MaskStats analyse_mask(const Plane& mask) {
   return s;
 }
 
-// The crop box in image pixels (may reach past the image), per api-contract.md: the subject's
+// The crop box in image pixels (may reach past the image), per docs/contract.md: the subject's
 // bounding box plus padding (a fraction of the subject width) on every side; for W:H, the smallest
 // W:H box holding the padded subject, centred on it.
 Box crop_box(const JobOptions& o, const MaskStats& s, int image_w, int image_h, int mask_w, int mask_h) {

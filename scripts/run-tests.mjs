@@ -9,7 +9,8 @@
  * (e.g. `npm test -- test/lib/options.test.ts` or `npm test -- --project unit`).
  *
  * Without arguments (the whole suite), the linters run first, each counted as one test in the
- * totals: Biome over the TypeScript, JavaScript and JSON, clang-format over native/. Their
+ * totals: Biome over the TypeScript, JavaScript and JSON, clang-format over native/, and tsc over
+ * the tests, benches and tools with the sources (tsconfig.test.json). Their
  * findings are printed; a finding fails the run like a failing test.
  *
  * "failed" is the JSON's numFailedTests, plus one for each test file that failed without a failing
@@ -77,6 +78,9 @@ async function lint() {
         .filter((f) => /\.(cc|h)$/.test(f))
         .map((f) => join('native', f)),
     ]),
+    // The tests, benches and tools are type-checked with the sources (tsconfig.test.json, no output):
+    // vitest only strips types, so a test calling an API wrongly would otherwise still run.
+    await runLinter('tsc (src, bench, tools, test)', 'tsc', ['-p', 'tsconfig.test.json']),
   ];
   return { passed: results.filter(Boolean).length, failed: results.filter((r) => !r).length };
 }

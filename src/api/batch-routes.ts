@@ -1,5 +1,5 @@
 /**
- * Async batches (api-contract.md, "Async batches and webhooks"):
+ * Async batches (docs/contract.md, "Async batches and webhooks"):
  *
  *   POST   /api/v1/batches                            1-50 images + the /remove options → 202
  *   GET    /api/v1/batches                            the account's recent batches

@@ -1,4 +1,4 @@
-/** The JSON of a batch and its images, as the batch endpoints answer them (api-contract.md). */
+/** The JSON of a batch and its images, as the batch endpoints answer them (docs/contract.md). */
 import { resultPath } from '../batches/batch-runner.js';
 import type { Batch, BatchImage } from '../store/index.js';
 

@@ -25,7 +25,7 @@ import {
   removeBackground,
 } from '../lib/index.js';
 import { MAX_FILE_BYTES, type NativeOptions } from '../lib/options.js';
-import { isDatabaseUnavailable, type ReserveResult, type Store } from '../store/index.js';
+import { isDatabaseUnavailable, type ReserveResult, releaseUntilDone, type Store } from '../store/index.js';
 
 export type Headers = Record<string, string>;
 
@@ -294,13 +294,19 @@ export class MeteredRemoval {
     this.ticket.release();
   }
 
-  /** Gives the reserved credit back; a failing store is logged, never thrown into the failure path. */
+  /**
+   * Gives the reserved credit back, in the background: a failing store is logged and the release
+   * tried again until it succeeds (release-retry.ts), never thrown into the failure path.
+   */
   private releaseCredit(): void {
     const id = this.reservationId;
     if (id === null) return;
     this.reservationId = null;
-    this.deps.store.credits.release(id).catch((err: unknown) => {
-      this.deps.logger?.error({ requestId: this.ex.requestId, reservationId: id, err }, 'releasing a reservation failed; the next start releases it');
+    const requestId = this.ex.requestId;
+    void releaseUntilDone(this.deps.store, id, (err, attempt) => {
+      // The first failure, then one line in ten: an outage must not flood the log.
+      if (attempt === 1 || attempt % 10 === 0)
+        this.deps.logger?.error({ requestId, reservationId: id, attempt, err }, 'releasing a reservation failed; retrying');
     });
   }
 }

@@ -1,7 +1,7 @@
 /** The OpenAPI 3.1 description of the service, served at GET /api/v1/openapi.json. */
 
 import { HTTP_STATUS, type HttpErrorCode } from '../http/errors.js';
-import { CHANNELS, FORMATS, SIZES } from '../lib/options.js';
+import { CHANNELS, FORMATS, PADDING_PATTERN, SIZES } from '../lib/options.js';
 
 const ERROR_CODES = Object.keys(HTTP_STATUS) as HttpErrorCode[];
 
@@ -71,7 +71,11 @@ export function openApiDocument(): Record<string, unknown> {
             bg_color: { type: 'string', description: '#RGB, #RRGGBB, #RRGGBBAA (with or without #), rgb(r, g, b) or a CSS colour name.' },
             size: { type: 'string', enum: [...SIZES], default: 'full' },
             crop: { type: 'string', pattern: '^(true|false|[0-9]+:[0-9]+)$', default: 'false' },
-            padding: { type: 'string', pattern: '^([0-9]+(\\.[0-9]+)?%|0?\\.[0-9]+|0|1)$', description: 'Default 10% when crop is set.' },
+            padding: {
+              type: 'string',
+              pattern: PADDING_PATTERN.source,
+              description: 'From 0% to 100%, or a fraction from 0 to 1. Default 10% when crop is set.',
+            },
           },
         },
         BatchImage: {

@@ -9,7 +9,7 @@ import { BatchRunner } from '../batches/batch-runner.js';
 import { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
-import { loadBackend } from '../http/backend-select.js';
+import { type BackendChoice, loadBackend } from '../http/backend-select.js';
 import { MemoryGate } from '../http/memory-gate.js';
 import { Metrics } from '../http/metrics.js';
 import { Router } from '../http/router.js';
@@ -64,7 +64,7 @@ export interface ServerOptions {
   host: string;
   port: number;
   /** 'auto' (default): uWebSockets.js where its binary loads, node:http elsewhere. */
-  http?: 'auto' | BackendName | Backend;
+  http?: BackendChoice | Backend;
   model?: string | undefined;
   queueLimit: number;
   overloadRetryAfter: number;

@@ -1,5 +1,5 @@
 /**
- * Webhook endpoints of an account (api-contract.md):
+ * Webhook endpoints of an account (docs/contract.md):
  *
  *   POST   /api/v1/webhooks            {"url": "https://...", "description": "..."} → 201, the secret shown once
  *   GET    /api/v1/webhooks            {"data": [...]} without secrets

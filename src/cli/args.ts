@@ -60,6 +60,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   'webhooks list': { options: { ...STORE_OPTIONS, ...ACCOUNT }, positionals: NONE },
   'webhooks deliveries': { options: { ...STORE_OPTIONS, ...ACCOUNT, limit: { type: 'string' } }, positionals: NONE },
   'webhooks retry': { options: STORE_OPTIONS, positionals: { max: 1, name: 'delivery id' } },
+  'models list': { options: { ...HELP_OPTIONS, json: { type: 'boolean' } }, positionals: NONE },
+  'models add': { options: HELP_OPTIONS, positionals: { max: Infinity, name: 'model names' } },
 };
 
 /** The commands that take an action word (`accounts list`), with their actions. */

@@ -7,6 +7,7 @@ import { configure } from '../lib/index.js';
 import { StoreError } from '../store/index.js';
 import { adminCommand } from './admin.js';
 import { parseCommandLine, UsageError } from './args.js';
+import { modelsCommand } from './models.js';
 import { removeCommand } from './remove.js';
 import { serveCommand } from './serve.js';
 
@@ -26,6 +27,9 @@ const USAGE = `usage: bgone <command>
   webhooks list --account A                 an account's webhook endpoints
   webhooks deliveries [--account A] [--limit N]   recent webhook deliveries (all accounts without A)
   webhooks retry <delivery id>              send a failed or pending delivery again now
+  models list                               the manifest's models, and which are installed
+  models add <name...>                      install more models (npm install puts only the default;
+                                            BGONE_MODELS=a,b at install time asks for others)
   remove <files or folders> --out DIR       run the library locally over many images
         [--format png|jpg|webp] [--channels rgba|alpha] [--bg-color C] [--size S]
         [--crop true|W:H] [--padding 10%] [--model M]
@@ -46,6 +50,8 @@ async function main(argv: string[]): Promise<number> {
     case 'remove':
       configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY
       return removeCommand(parsed);
+    case 'models':
+      return modelsCommand(parsed);
     case 'accounts':
     case 'keys':
     case 'plans':

@@ -5,9 +5,8 @@
  * `npm start` needs none.
  */
 import { statSync } from 'node:fs';
+import type { BackendChoice } from '../http/backend-select.js';
 import { MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
-
-export type HttpChoice = 'auto' | 'uws' | 'node';
 
 /** The library's settings (applied with the library's configure()). */
 export interface LibraryConfig {
@@ -36,7 +35,7 @@ export interface PostgresConfig {
   heartbeatLapseMs: number;
 }
 
-/** Async batches and their webhooks (api-contract.md, "Async batches and webhooks"). */
+/** Async batches and their webhooks (docs/contract.md, "Async batches and webhooks"). */
 export interface BatchConfig {
   /** BGONE_PUBLIC_URL: the base of result_url in events (default: the address the service listens on). */
   publicUrl: string | undefined;
@@ -86,14 +85,14 @@ export interface Config {
   /** Create a local Free account and print its key when the database has no account. */
   bootstrapAccount: boolean;
   /** BGONE_HTTP: the HTTP backend ('auto': uWebSockets.js where its binary loads, node:http elsewhere). */
-  http: HttpChoice;
+  http: BackendChoice;
   /**
    * BGONE_TRUST_PROXY=true: the service runs behind a TLS-terminating proxy, whose
    * X-Forwarded-Proto (cookies become Secure) and X-Forwarded-For (the client address for login
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
-  /** The dashboard's sign-up (api-contract.md, "Abuse limits"). */
+  /** The dashboard's sign-up (docs/contract.md, "Abuse limits"). */
   signup: SignupConfig;
   batches: BatchConfig;
   library: LibraryConfig;
@@ -160,7 +159,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-function httpChoice(env: NodeJS.ProcessEnv): HttpChoice {
+function httpChoice(env: NodeJS.ProcessEnv): BackendChoice {
   const raw = env.BGONE_HTTP ?? '';
   if (raw === '' || raw === 'auto') return 'auto';
   if (raw === 'uws' || raw === 'node') return raw;

@@ -7,13 +7,15 @@
  * password rules are checked first and do not depend on any account. Failed attempts are throttled
  * per email and per IP by the store's login throttle (shared by every node on one database).
  *
- * Sign-ups are also counted per IP for an hour, successful ones included (each account comes with
- * free credits), in the same throttle under a key of their own ("signup:" + the address) with a
- * one-hour window: shared by every node like the failures. The scrypt work goes through the
+ * Sign-ups are also counted per address block for an hour (an IPv4 address, an IPv6 /64:
+ * address-block.ts), successful ones included (each account comes with free credits), in the same
+ * throttle under a key of their own ("signup:" + the block) with a one-hour window: shared by every
+ * node like the failures. The scrypt work goes through the
  * PasswordHasher, which bounds it; a refusal there takes the attempt back (no work was done).
  */
 import type { Account, LimitDecision, LoginLimits, Store } from '../store/index.js';
 import { normalizeEmail, StoreError } from '../store/index.js';
+import { addressBlock } from './address-block.js';
 import { type PasswordHasher, PasswordWorkOverloaded, passwordProblem } from './passwords.js';
 
 export const LOGIN_FAILED = 'Wrong email or password.';
@@ -30,9 +32,12 @@ export type AuthFailure = { ok: false; status: 400 | 401 | 403 | 429 | 503; mess
 export type SignUpResult = { ok: true; account: Account; key: string } | AuthFailure;
 export type LoginResult = { ok: true; account: Account } | AuthFailure;
 
-/** The sign-up counter's key in the login throttle: apart from the address's login failures. */
+/**
+ * The sign-up counter's key in the login throttle: apart from the address's login failures, and
+ * per block, since one IPv6 client holds a whole /64 of addresses.
+ */
 function signupKey(ip: string): string {
-  return `signup:${ip}`;
+  return `signup:${addressBlock(ip)}`;
 }
 
 function tooMany(decision: LimitDecision & { allowed: false }, message: string): AuthFailure {

@@ -1,5 +1,5 @@
 /**
- * What each plan offers, for the plan page (service-spec.md). Credits and rate limits come from the
+ * What each plan offers, for the plan page (docs/contract.md). Credits and rate limits come from the
  * store's plan table (with the configured limits); prices and extras are display text.
  */
 import type { PlanName } from '../store/index.js';

@@ -1,13 +1,12 @@
 /**
  * Picks the HTTP backend at start: uWebSockets.js where a native build for this Node ABI loads,
- * node:http everywhere else. Two packages carry uWS binaries, each for some ABIs only:
- * - `uWebSockets.js` (= @trufflesuite/uws-js-unofficial 20.30): ABIs 93/108/115 (Node 16-20),
- *   glibc >= 2.27. Its entry file silently swaps in a partial node:http shim when its binary does
- *   not load, and prints about it: we never run that file, we load the binary itself by path.
- * - @btc-vision/uwebsockets.js 20.57: ABIs 115/127/137/141 (Node 20-25), but glibc >= 2.38.
- * Where both could serve (ABI 115) the trufflesuite build comes first: Node 20 then runs the same
- * uWS build on every glibc, the one the test suite exercises on the reference machine (glibc 2.36,
- * where the 20.57 build cannot load and so cannot be tested); 20.57 is the fallback there.
+ * node:http everywhere else. One package carries the uWS binaries: `uWebSockets.js`, which is
+ * @trufflesuite/uws-js-unofficial 20.30 from the npm registry (upstream publishes only on GitHub),
+ * with binaries for ABIs 93/108/115 (Node 16-20) needing glibc >= 2.27; newer Nodes serve on
+ * node:http. A project that reaches GitHub can put upstream's own release under the same name (an
+ * npm override, see docs): its binaries sit at the package root instead of binaries/, and every
+ * ABI it ships is found the same way. The package's entry file silently swaps in a partial
+ * node:http shim when its binary does not load: we never run that file, we load the binary by path.
  * Nothing is read from the environment here: the caller passes the configured choice.
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -15,9 +14,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type NodeBackendOptions, nodeBackend } from './backends/node.js';
 import { type UwsModule, uwsBackend } from './backends/uws.js';
-import type { Backend } from './types.js';
+import type { Backend, BackendName } from './types.js';
 
-export type BackendChoice = 'auto' | 'uws' | 'node';
+/** What BGONE_HTTP and the server's options ask for: a backend by name, or the best that loads. */
+export type BackendChoice = 'auto' | BackendName;
 
 /** What is probed instead of this process (tests). */
 export interface BackendProbe {
@@ -31,27 +31,13 @@ export interface ChosenBackend {
   reason: string;
 }
 
-interface UwsBuild {
-  /** The package name as installed (the dependency's key in package.json). */
-  packageName: string;
-  /** Node ABIs it ships binaries for. */
-  abis: readonly string[];
-  /** The binary's path inside the package. */
-  binary(platform: string, arch: string, abi: string): string;
-}
+const UWS_PACKAGE = 'uWebSockets.js';
 
-const UWS_BUILDS: readonly UwsBuild[] = [
-  {
-    packageName: 'uWebSockets.js',
-    abis: ['93', '108', '115'],
-    binary: (platform, arch, abi) => join('binaries', `uws_${platform}_${arch}_${abi}.node`),
-  },
-  {
-    packageName: '@btc-vision/uwebsockets.js',
-    abis: ['115', '127', '137', '141'],
-    binary: (platform, arch, abi) => `uws_${platform}_${arch}_${abi}.node`,
-  },
-];
+/** Where a binary for this platform and ABI may be, in the npm build's layout and in upstream's. */
+function binaryCandidates(platform: string, arch: string, abi: string): string[] {
+  const file = `uws_${platform}_${arch}_${abi}.node`;
+  return [join('binaries', file), file];
+}
 
 type UwsAttempt = { ok: true; module: UwsModule; label: string } | { ok: false; why: string };
 
@@ -61,7 +47,7 @@ const attempts = new Map<string, UwsAttempt>();
 /** The installed package's folder and version, or undefined when it is not installed. */
 function packageInfo(packageName: string): { dir: string; version: string } | undefined {
   try {
-    // The package's main file, not its package.json: @btc-vision's "exports" hides package.json.
+    // The package's main file, not its package.json: a package's "exports" may hide package.json.
     let dir = dirname(requireHere.resolve(packageName));
     while (!existsSync(join(dir, 'package.json'))) {
       const parent = dirname(dir);
@@ -89,34 +75,22 @@ function loadFailure(label: string, err: unknown): string {
 }
 
 function tryUws(abi: string): UwsAttempt {
-  const builds = UWS_BUILDS.filter((build) => build.abis.includes(abi));
-  if (builds.length === 0) return { ok: false, why: `no uWebSockets.js build ships a binary for Node ABI ${abi}` };
-  const failures: string[] = [];
-  for (const build of builds) {
-    const info = packageInfo(build.packageName);
-    const label = `${build.packageName}${info ? `@${info.version}` : ''}`;
-    if (!info) {
-      failures.push(`${label} is not installed`);
-      continue;
-    }
-    const file = join(info.dir, build.binary(process.platform, process.arch, abi));
-    if (!existsSync(file)) {
-      failures.push(`${label} has no binary for ${process.platform}-${process.arch}`);
-      continue;
-    }
-    try {
-      const mod = requireHere(file) as Partial<UwsModule>;
-      // The native module has App and getParts; anything else is not the real thing.
-      if (typeof mod.App !== 'function' || typeof mod.getParts !== 'function') {
-        failures.push(`${label}'s binary is not the native uWebSockets.js module`);
-        continue;
-      }
-      return { ok: true, module: mod as UwsModule, label };
-    } catch (err) {
-      failures.push(loadFailure(label, err));
-    }
+  const info = packageInfo(UWS_PACKAGE);
+  const label = `${UWS_PACKAGE}${info ? `@${info.version}` : ''}`;
+  if (!info) return { ok: false, why: `${label} is not installed` };
+  const file = binaryCandidates(process.platform, process.arch, abi)
+    .map((candidate) => join(info.dir, candidate))
+    .find((path) => existsSync(path));
+  if (!file) return { ok: false, why: `${label} ships no binary for ${process.platform}-${process.arch} and Node ABI ${abi}` };
+  try {
+    const mod = requireHere(file) as Partial<UwsModule>;
+    // The native module has App and getParts; anything else is not the real thing.
+    if (typeof mod.App !== 'function' || typeof mod.getParts !== 'function')
+      return { ok: false, why: `${label}'s binary is not the native uWebSockets.js module` };
+    return { ok: true, module: mod as UwsModule, label };
+  } catch (err) {
+    return { ok: false, why: loadFailure(label, err) };
   }
-  return { ok: false, why: `no uWebSockets.js binary for Node ABI ${abi} loads here: ${failures.join('; ')}` };
 }
 
 /** Each ABI is tried once per process: a loaded binary stays loaded, a failed dlopen fails again. */

@@ -1,5 +1,5 @@
 /**
- * The HTTP error contract (api-contract.md): a closed list of codes and the one table from code to
+ * The HTTP error contract (docs/contract.md): a closed list of codes and the one table from code to
  * status number. The JSON body { code, message, details?, request_id } is written by exchange.ts.
  */
 import type { ErrorCode } from '../lib/errors.js';

@@ -10,14 +10,13 @@
  * they describe the process, which every server in it shares anyway.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-
-export type HttpBackendName = 'uws' | 'node';
+import type { BackendName } from './types.js';
 
 export interface MetricsOptions {
   /** Jobs running or waiting in the native core, read at each scrape. */
   queueLength: () => number;
   /** The HTTP backend serving this process, shown as bgone_http_backend_info{backend}. */
-  backend: HttpBackendName;
+  backend: BackendName;
 }
 
 /** The only route whose latency is a histogram; every route is counted. */

@@ -1,5 +1,5 @@
 /**
- * The crop box caps of api-contract.md ("Abuse limits"): a crop box is at most 4x the image's area,
+ * The crop box caps of docs/contract.md ("Abuse limits"): a crop box is at most 4x the image's area,
  * and a WebP result at most 16383 px per side (libwebp's limit). Both are refused as
  * validation_error before any credit is reserved or any pixel decoded, so they are checked from
  * the header's size and the options alone. The real box depends on the subject the model finds;

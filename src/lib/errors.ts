@@ -72,7 +72,7 @@ export function manifestError(path: string, problem: string, cause?: unknown): B
 
 /** The manifest lists a model whose file is not there. */
 export function modelNotInstalledError(model: string, path: string): BgoneError {
-  return new BgoneError('internal_error', `Model ${model} is not installed: ${path} does not exist (npm install downloads it).`, {
+  return new BgoneError('internal_error', `Model ${model} is not installed: ${path} does not exist. Install it with "npx bgone models add ${model}".`, {
     component: 'models',
     model,
     path,

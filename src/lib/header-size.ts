@@ -1,6 +1,6 @@
 /**
  * The size an upload claims, read from its first header bytes in TypeScript, before libvips sees it
- * (api-contract.md, "Boundaries, exactly"). Decoders refuse sizes past their own integer limits
+ * (docs/contract.md, "Boundaries, exactly"). Decoders refuse sizes past their own integer limits
  * (libpng and libvips at 10,000,000 px, libjpeg at 65,500 px), and a header followed by garbage
  * never reaches their size check: both would come back as invalid_image, where the contract wants
  * image_too_large for any claimed side over 6000 px. So the claim is read here, and checked first.

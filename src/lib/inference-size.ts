@@ -2,7 +2,7 @@
  * Work proportional to the output: a size=preview or size=medium job whose output is small does not
  * need a 1024² inference. The side for each output size is the smallest whose dev-set quality, scored
  * at the output's resolution, stays within 0.005 IoU of 1024² (bench/quality.ts --size and
- * --inference-size; the sweep is in the README). hd and full jobs always use 1024². Only models whose
+ * --inference-size; the sweep is in docs/quality.md). hd and full jobs always use 1024². Only models whose
  * input size is dynamic (manifest input.dynamic) use this; the native core ignores it for the others.
  */
 import type { NativeOptions } from './options.js';

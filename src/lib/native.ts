@@ -1,9 +1,11 @@
 /**
  * Loads the addon (node-gyp-build: build/Release first, then prebuilds/) and starts it once, with
  * the path of the ONNX Runtime library, which the addon opens with dlopen: the onnxRuntimeLibrary
- * setting, else onnxruntime-node's copy. A failure to load or start it is a BgoneError
- * (internal_error), never a bare Error.
+ * setting, else the copy beside the addon (a prebuild ships one, a compile from source in another
+ * project fetches one), else onnxruntime-node's (a clone, where it is a development dependency).
+ * A failure to load or start it is a BgoneError (internal_error), never a bare Error.
  */
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
@@ -77,11 +79,26 @@ interface Addon {
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
 }
 
-/** onnxruntime-node's copy of the ONNX Runtime library: the default of the onnxRuntimeLibrary setting. */
+const ORT_LIBRARY_FILE = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
+
+/** The addon file node-gyp-build picks (build/Release first, then a matching prebuild). */
+function addonPath(): string {
+  return (require('node-gyp-build') as { path(dir: string): string }).path(PACKAGE_ROOT);
+}
+
+/** The default of the onnxRuntimeLibrary setting: beside the addon, else onnxruntime-node's copy. */
 export function defaultOnnxRuntimeLibrary(): string {
-  const pkg = dirname(require.resolve('onnxruntime-node/package.json'));
-  const file = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
-  return join(pkg, 'bin', 'napi-v6', process.platform, process.arch, file);
+  try {
+    const beside = join(dirname(addonPath()), ORT_LIBRARY_FILE);
+    if (existsSync(beside)) return beside;
+  } catch {
+    // no addon at all: native() reports that; the path below is only named in messages
+  }
+  try {
+    return join(dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch, ORT_LIBRARY_FILE);
+  } catch {
+    return join(PACKAGE_ROOT, 'prebuilds', `${process.platform}-${process.arch}`, ORT_LIBRARY_FILE);
+  }
 }
 
 let addon: Addon | undefined;
@@ -92,7 +109,7 @@ let startedWith: string | undefined;
 export function native(): Addon {
   if (!addon) {
     try {
-      const loaded = require('node-gyp-build')(PACKAGE_ROOT) as Addon;
+      const loaded = require(addonPath()) as Addon;
       const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
       versions = loaded.init({ onnxruntime: library });
       addon = loaded;

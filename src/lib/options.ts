@@ -17,7 +17,7 @@ export type OutputFormat = (typeof FORMATS)[number];
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 
-/** Pixel budget of each size preset (api-contract.md): the output is scaled down to fit, never up. */
+/** Pixel budget of each size preset (docs/contract.md): the output is scaled down to fit, never up. */
 export const SIZE_PIXELS: Record<SizePreset, number> = {
   preview: 250_000,
   medium: 1_500_000,
@@ -133,15 +133,20 @@ function parseCrop(value: unknown): Pick<NativeOptions, 'crop' | 'aspectWidth' |
   invalid('crop', 'crop must be true, false or an aspect ratio W:H of positive integers (at most 100:1).', ['true', 'false', 'W:H']);
 }
 
+/**
+ * Every padding text accepted: a percentage from 0% to 100% (up to 3 digits before the point), or a
+ * fraction from 0 to 1. The OpenAPI document publishes this very pattern.
+ */
+export const PADDING_PATTERN = /^(?:(\d{1,2}(?:\.\d+)?|0\d{2}(?:\.\d+)?|100(?:\.0+)?)%|0(?:\.\d+)?|1(?:\.0+)?|\.\d+)$/;
+
 function parsePadding(value: unknown): number | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   let fraction = NaN;
   if (typeof value === 'number') fraction = value;
   else if (typeof value === 'string') {
     const v = value.trim();
-    const percent = /^(\d{1,3}(?:\.\d+)?)%$/.exec(v);
-    if (percent) fraction = Number(percent[1]) / 100;
-    else if (/^(?:0(?:\.\d+)?|1(?:\.0+)?|\.\d+)$/.test(v)) fraction = Number(v);
+    const match = PADDING_PATTERN.exec(v);
+    if (match) fraction = match[1] === undefined ? Number(v) : Number(match[1]) / 100;
   }
   if (!Number.isFinite(fraction) || fraction < 0 || fraction > 1) {
     invalid('padding', 'padding must be a percentage between 0% and 100% (e.g. 10%) or a fraction between 0 and 1 (e.g. 0.1).', ['<n>%', '0.<n>']);

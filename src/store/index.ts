@@ -35,6 +35,7 @@ export { StoreError, type StoreErrorCode } from './errors.js';
 export { DEFAULT_LOGIN_LIMITS, type LimitDecision, type LimitRule, type LoginAttempt, type LoginLimits } from './login-throttle.js';
 export { isPlanName, PLAN_NAMES, PLANS, type Plan, type PlanName, type PlanTable, type RateLimits, resolvePlans } from './plans.js';
 export { RATE_WINDOW_MS, type RateDecision } from './rate-window.js';
+export { releaseUntilDone } from './release-retry.js';
 export { IDEMPOTENCY_TTL_MS, LAST_USED_RESOLUTION_MS, normalizeEmail, SESSION_TTL_MS } from './rules.js';
 export { API_KEY_PATTERN, API_KEY_PREFIX } from './secrets.js';
 export type * from './store.js';

@@ -1,6 +1,6 @@
 /**
- * The plans of service-spec.md: credits per monthly billing cycle, and the per-key rate limit per
- * minute of api-contract.md (defaults, overridable through the store's configuration).
+ * The plans of docs/contract.md ("Plans"): credits per monthly billing cycle, and the rate limit per
+ * minute (defaults, overridable through the store's configuration).
  */
 export const PLAN_NAMES = ['free', 'pro', 'ultra', 'mega'] as const;
 

@@ -154,7 +154,7 @@ export interface CreatedSession {
   readonly session: Session;
 }
 
-// --- Batches and webhooks (api-contract.md, "Async batches and webhooks") ---------------------------
+// --- Batches and webhooks (docs/contract.md, "Async batches and webhooks") ---------------------------
 
 /** A webhook endpoint of an account. Its secret is returned once, by create(). */
 export interface WebhookEndpoint {
@@ -408,7 +408,10 @@ export interface CreditStore {
   commit(reservationId: number): Promise<CommitResult | null>;
   /** Drops a reservation; false when it no longer exists. */
   release(reservationId: number): Promise<boolean>;
-  /** Releases reservations left by a process that stopped without releasing them; returns how many. */
+  /**
+   * Releases reservations left by a process that stopped without releasing them; returns how many.
+   * A credit held by an unended batch image goes back only with its image (BatchStore.failOrphans).
+   */
   recoverAfterCrash(): Promise<number>;
   balance(accountId: number): Promise<Balance>;
   grant(accountId: number, credits: number, note?: string): Promise<Balance>;

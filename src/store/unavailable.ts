@@ -18,7 +18,7 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (typeof code === 'string') {
     if (NETWORK_ERRORS.has(code) || SERVER_GOING_AWAY.has(code)) return true;
     if (code.startsWith('08')) return true; // SQLSTATE class 08: connection exception
-    if (code === 'SQLITE_BUSY') return true;
+    if (code.startsWith('SQLITE_BUSY')) return true; // and its extended codes (SQLITE_BUSY_RECOVERY, ...)
   }
   return typeof message === 'string' && DRIVER_MESSAGES.test(message);
 }

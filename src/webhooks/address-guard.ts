@@ -1,5 +1,5 @@
 /**
- * SSRF defence for webhook URLs (api-contract.md): `https://` only, and never an address on
+ * SSRF defence for webhook URLs (docs/contract.md): `https://` only, and never an address on
  * loopback, private, link-local, carrier-grade NAT, multicast or cloud-metadata ranges. A URL is
  * checked on its text when an endpoint is created, and again on the address its name resolves to
  * at each delivery (deliverer.ts connects to exactly the address checked here, so a name that

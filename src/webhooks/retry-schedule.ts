@@ -1,5 +1,5 @@
 /**
- * When a failed delivery is tried again (api-contract.md): 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
+ * When a failed delivery is tried again (docs/contract.md): 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
  * 10 h after the attempts before it; after the last one it is marked failed.
  */
 const SECOND = 1000;

@@ -1,6 +1,6 @@
 /** Names and sizes shared by the fixture generator and the tests (no imports: safe to load first). */
 
-/** The photos the fixtures and tests are built on (all from the DEV set, with ground truth). */
+/** The photos the fixtures and tests are built on (test/photos: copies of DEV-set photos, with ground truth). */
 export const PHOTOS = {
   /** 284x398, subject well inside the frame, background in all four corners. */
   teddy: 'gc_teddy.jpg',

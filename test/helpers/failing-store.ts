@@ -38,8 +38,9 @@ export function withFaults(real: Store): FaultyStore {
       },
     });
   const store = new Proxy(real, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver);
+    get(target, prop) {
+      // Read on the real store itself: its getters (isOpen) use private fields, which a proxy lacks.
+      const value = Reflect.get(target, prop);
       if (typeof value === 'object' && value !== null && typeof prop === 'string' && !(value instanceof Date)) {
         if (!groups.has(prop)) groups.set(prop, wrapGroup(prop, value));
         return groups.get(prop);

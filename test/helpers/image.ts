@@ -34,7 +34,7 @@ export function pixel(image: Raw, x: number, y: number): number[] {
   return [...image.data.subarray(i, i + image.channels)];
 }
 
-/** The ground-truth mask of a DEV photo, optionally resized (bilinear) to the given size. */
+/** The ground-truth mask of a test photo, optionally resized (bilinear) to the given size. */
 export async function gtMask(name: string, width?: number, height?: number): Promise<{ mask: Uint8Array; width: number; height: number }> {
   let pipeline = sharp(gtPath(name)).extractChannel(0);
   if (width !== undefined && height !== undefined) pipeline = pipeline.resize(width, height, { fit: 'fill', kernel: 'linear' });

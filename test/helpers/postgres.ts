@@ -1,12 +1,12 @@
 /**
  * The PostgreSQL server of the tests: BGONE_TEST_DATABASE_URL when given, else the throwaway server
- * test/postgres-setup.ts started for this run (bench/helpers/embedded-postgres.ts), and fresh
+ * test/postgres-setup.ts started for this run (tools/embedded-postgres.ts), and fresh
  * databases on it.
  */
 import pg from 'pg';
-import { startPostgres } from '../../bench/helpers/embedded-postgres.js';
+import { type RunningPostgres, startPostgres } from '../../tools/embedded-postgres.js';
 
-export { type RunningPostgres, startPostgres } from '../../bench/helpers/embedded-postgres.js';
+export { type RunningPostgres, startPostgres };
 
 /**
  * The server the tests use: set by the user to test against an existing server, else set by

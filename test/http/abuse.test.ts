@@ -1,5 +1,5 @@
 /**
- * The abuse limits of api-contract.md ("Abuse limits", and the boundary on request headers) through
+ * The abuse limits of docs/contract.md ("Abuse limits", and the boundary on request headers) through
  * real HTTP, on the backend of the vitest project (http-uws, http-node): startServer on 127.0.0.1:0
  * with the dashboard mounted, a SQLite file in a temp folder, the real model. Every refusal is
  * checked for its status and code, and for the account's balance staying as it was.

@@ -1,5 +1,5 @@
 /**
- * Async batches and signed webhooks through HTTP (api-contract.md, "Async batches and webhooks"),
+ * Async batches and signed webhooks through HTTP (docs/contract.md, "Async batches and webhooks"),
  * against a real server on 127.0.0.1 with the real model, a real SQLite file, and a real webhook
  * receiver whose signature checks are done by the `standardwebhooks` package. The store's clock is
  * a fake one (result expiry, retry times); webhook timestamps stay on the real clock.

@@ -1,5 +1,5 @@
 /**
- * api-contract.md, "Boundaries, exactly" and the crop caps of "Abuse limits", through real HTTP:
+ * docs/contract.md, "Boundaries, exactly" and the crop caps of "Abuse limits", through real HTTP:
  * a file of exactly 20 MiB is processed and one byte more is not; headers claiming sides past 6000
  * px are image_too_large whatever follows them (also past the decoders' own integer limits);
  * structurally broken files are invalid_image, never a 200 or foreground_not_found; crop boxes that

@@ -1,5 +1,5 @@
 /**
- * The dashboard's abuse limits (api-contract.md, "Abuse limits") against real servers
+ * The dashboard's abuse limits (docs/contract.md, "Abuse limits") against real servers
  * (startServer + mountDashboard on 127.0.0.1, port 0): sign-ups counted per address for an hour,
  * successful ones included (on one SQLite file, and across two nodes on one PostgreSQL database);
  * sign-up switched off; the bound on concurrent scrypt work under a burst; disabling an account
@@ -86,6 +86,26 @@ describe('sign-ups per address', () => {
     expect(await accounts(s.store)).toEqual(['a@example.com', 'b@example.com']);
     // Logging in is not a sign-up: the accounts made still log in from that address.
     expect((await new DashboardClient(s.url).logIn('a@example.com', PASSWORD)).status).toBe(303);
+  });
+
+  it('over IPv6 are counted per /64: new addresses of one /64 share its count, another /64 has its own', async () => {
+    const s = await server({ trustProxy: true, signupsPerIpPerHour: 3 });
+    // One client's /64 spelled three ways: each sign-up comes from a fresh address of it.
+    expect((await from(s, '2001:db8:a:b::1').signUp('one@example.com', PASSWORD)).status).toBe(200);
+    expect((await from(s, '2001:db8:a:b:dead:beef:0:2').signUp('two@example.com', PASSWORD)).status).toBe(200);
+    expect((await from(s, '2001:0db8:000a:000b:ffff:ffff:ffff:ffff').signUp('three@example.com', PASSWORD)).status).toBe(200);
+    const refused = await from(s, '2001:db8:a:b:1234::5').signUp('four@example.com', PASSWORD);
+    expect(refused.status).toBe(429);
+    expect(message(refused.html)).toContain('at most 3 an hour');
+    expect(await s.store.accounts.getByEmail('four@example.com')).toBeNull();
+    // The neighbouring /64 is another client.
+    expect((await from(s, '2001:db8:a:c::1').signUp('four@example.com', PASSWORD)).status).toBe(200);
+    // An IPv4 client is counted by its address, whether it arrives as IPv4 or IPv4-mapped IPv6.
+    expect((await from(s, '203.0.113.20').signUp('v4-1@example.com', PASSWORD)).status).toBe(200);
+    expect((await from(s, '::ffff:203.0.113.20').signUp('v4-2@example.com', PASSWORD)).status).toBe(200);
+    expect((await from(s, '203.0.113.20').signUp('v4-3@example.com', PASSWORD)).status).toBe(200);
+    expect((await from(s, '::ffff:203.0.113.20').signUp('v4-4@example.com', PASSWORD)).status).toBe(429);
+    expect((await from(s, '203.0.113.21').signUp('v4-4@example.com', PASSWORD)).status).toBe(200);
   });
 
   it('are counted together by every node on one PostgreSQL database', async () => {

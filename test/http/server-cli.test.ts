@@ -4,11 +4,12 @@
  * in-flight request on SIGTERM and exits 0, refuses a bad environment; the account, key, plan,
  * credit and usage commands; `remove` over a folder. Every process is a real child process.
  */
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
+import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
 import { CLI, killChildren, runCli, ServeProcess } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { imageInfo } from '../helpers/http-images.js';
@@ -40,6 +41,16 @@ const cli = (args: string[], extraEnv: Record<string, string> = {}) => runCli(di
 class Serve extends ServeProcess {
   constructor(extraEnv: Record<string, string>) {
     super(dir, extraEnv);
+  }
+}
+
+/** Every account's balance in the file, read by an operator store beside the service. */
+async function ledger(db: string): Promise<unknown[]> {
+  const store = await openStore({ path: db });
+  try {
+    return await Promise.all((await store.accounts.list()).map((a) => store.credits.balance(a.id)));
+  } finally {
+    await store.close();
   }
 }
 
@@ -142,6 +153,19 @@ describe('bgone serve', () => {
       expect((await get(url, '/readyz')).status).toBe(200);
     });
 
+    it('a service through a symlink to the same file refuses to start too, naming the real file, and takes nothing of the running one', async () => {
+      const link = join(dir, 'link-to-serve.sqlite');
+      symlinkSync(db, link);
+      const before = await ledger(db);
+      const second = await cli(['serve'], { BGONE_DB: link, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain(`${link} (the file ${realpathSync(db)}) is in use by another bgone service (pid ${serve.child.pid}`);
+      expect(second.stdout).not.toMatch(/released credit reservations|failed the batch images/);
+      expect(await ledger(db)).toEqual(before);
+      expect(serve.alive).toBe(true);
+      expect((await get(url, '/readyz')).status).toBe(200);
+    });
+
     it('survives a multipart body that ends inside the image part (answers 400, keeps serving)', async () => {
       const full = multipartBody('CutBoundary', [{ name: 'image_file', filename: 'photo.jpg', type: 'image/jpeg', data: teddy }]);
       const cut = full.subarray(0, full.length - 40); // no closing boundary
@@ -157,14 +181,13 @@ describe('bgone serve', () => {
     });
   });
 
-  it('after a service is killed with SIGKILL, its stale lock is taken over by the next start', async () => {
+  it('after a service is killed with SIGKILL, the next start takes the lock the kernel released', async () => {
     const lockDb = join(dir, 'killed', 'db.sqlite');
     const first = new Serve({ BGONE_DB: lockDb, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
     await first.port();
-    expect(existsSync(`${lockDb}.lock`)).toBe(true);
+    expect(existsSync(`${lockDb}${OWNER_LOCK_SUFFIX}`)).toBe(true);
     first.child.kill('SIGKILL');
     await first.exited;
-    expect(existsSync(`${lockDb}.lock`), 'a SIGKILL leaves the lock file behind').toBe(true);
     const next = new Serve({ BGONE_DB: lockDb, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
     try {
       const port = await next.port();
@@ -173,7 +196,14 @@ describe('bgone serve', () => {
       next.child.kill('SIGTERM');
       await next.exited;
     }
-    expect(existsSync(`${lockDb}.lock`), 'a clean stop removes the lock').toBe(false);
+    // Free again after a clean stop too: a third start gets it.
+    const third = new Serve({ BGONE_DB: lockDb, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
+    try {
+      await third.port();
+    } finally {
+      third.child.kill('SIGTERM');
+      await third.exited;
+    }
   });
 
   it('a bad environment value (BGONE_PORT=abc): exits non-zero with a clear message, before touching the database', async () => {

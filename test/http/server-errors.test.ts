@@ -1,5 +1,5 @@
 /**
- * The error table of api-contract.md through real HTTP: every code with its status, the JSON body
+ * The error table of docs/contract.md through real HTTP: every code with its status, the JSON body
  * { code, message, request_id = X-Request-ID, details? }, Content-Type application/json, conformance
  * to the service's own OpenAPI document, and not one credit charged. After each case the server
  * still answers /healthz.

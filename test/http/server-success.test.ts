@@ -1,5 +1,5 @@
 /**
- * Successful requests through real HTTP: every success header of api-contract.md is present and
+ * Successful requests through real HTTP: every success header of docs/contract.md is present and
  * true (the image size headers match the body's own header, the credit headers match the store),
  * every option round-trips, Idempotency-Key retries are not charged twice, every response conforms
  * to the service's OpenAPI document, and /healthz, /readyz and /metrics report what happened.

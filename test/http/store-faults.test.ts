@@ -82,14 +82,20 @@ describe('a failing store during /remove', () => {
     await stillServes();
   });
 
-  it('the release fails inside a failure path (an undecodable image): the answer is still the image error, nothing unhandled', async () => {
+  it('the release fails inside a failure path (an undecodable image): the answer is still the image error, nothing unhandled; the release is retried until it succeeds', async () => {
     const before = await balance();
     faulty.fail('credits.release');
     const truncated = teddy.subarray(0, 2000);
     const res = await postImage(url, key, {}, truncated);
     expectError(res, 422, 'invalid_image');
     expect((await balance()).used).toBe(before.used);
+    // Still held while the store keeps failing, retried meanwhile...
+    await waitFor(() => (faulty.calls.get('credits.release') ?? 0) >= 3, 'the release to be retried');
+    expect(await balance()).toEqual({ ...before, reserved: before.reserved + 1, remaining: before.remaining - 1 });
+    // ...and given back once it answers: the account is not left paying for a failed request.
     faulty.clear();
+    await waitFor(async () => (await balance()).reserved === before.reserved, 'the retried release', 15_000);
+    expect(await balance()).toEqual(before);
     await stillServes();
   });
 

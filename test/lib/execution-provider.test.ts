@@ -4,7 +4,7 @@
  * ONNX Runtime comes from the npm registry). So the CPU path works, and CUDA fails at model load with
  * an internal_error that names CUDA, the runtime in use and what a GPU deployment needs, every time
  * (a failed load is not cached), without harming the process: back on the CPU, the same process
- * serves. The GPU path itself cannot run here (README, "GPU deployment").
+ * serves. The GPU path itself cannot run here (docs/operations.md, "GPU deployment").
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 
 describe('accuracy against the ground truth', () => {
-  it('mean IoU of the refined alpha (threshold 128) over 4 DEV photos is at least 0.85', () => {
+  it('mean IoU of the refined alpha (threshold 128) over 4 photos of the DEV set is at least 0.85', () => {
     const mean = PHOTOS.reduce((s, p) => s + scores[p]!, 0) / PHOTOS.length;
     expect(mean, JSON.stringify(scores)).toBeGreaterThanOrEqual(0.85);
   });

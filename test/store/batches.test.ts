@@ -8,8 +8,9 @@
  * The killed node is a child process loading the compiled store from dist/, which
  * test/global-setup.ts rebuilds from src/ before every run.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -435,6 +436,59 @@ describe.each(STORE_KINDS)('%s store: batches', (kind) => {
       const types = (await outbox(judge, a.id)).map((e) => e.type);
       expect(types).toEqual(['image.processed', 'image.processed', 'image.processed', 'batch.completed']);
     });
+
+    it.runIf(kind === 'postgres')(
+      'a node paused past its lapse between another node’s sweep and recovery keeps its images’ credits and charges them',
+      async () => {
+        // The node is a child process, paused with SIGSTOP (a long GC pause, a frozen VM): its
+        // heartbeat really stops, then it carries on with the queued images it holds in memory.
+        const lapseMs = 1000;
+        const judge = await t.open({ heartbeatLapseMs: lapseMs });
+        const a = await judge.accounts.create({ email: 'a@example.com' });
+        const code = `
+        const { createInterface } = await import('node:readline');
+        const { openPostgresStore } = await import(${JSON.stringify(DIST_POSTGRES_STORE_URL)});
+        const store = await openPostgresStore({ url: ${JSON.stringify(t.dbUrl)}, heartbeatLapseMs: ${lapseMs}, autoRecover: false, clock: () => new Date(${t.clock().getTime()}) });
+        const images = [0, 1].map((i) => ({ filename: 'p' + i + '.jpg', requestId: 'req_paused' + i }));
+        const r = await store.batches.create(${a.id}, { requestId: 'req_b', options: {}, images, expiresAt: new Date(${t.clock().getTime() + HOUR}) });
+        console.log(JSON.stringify(r.batch.images.map((i) => i.id)));
+        const lines = createInterface({ input: process.stdin });
+        for await (const line of lines) {
+          let last;
+          for (const id of r.batch.images.map((i) => i.id)) {
+            await store.batches.start(id);
+            last = await store.batches.finish(id, { status: 'succeeded', width: 4, height: 3, format: 'png', eventData: {} });
+          }
+          console.log(JSON.stringify(last.images.map((i) => [i.status, i.creditsCharged])));
+          break;
+        }
+        await store.close();
+      `;
+        const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['pipe', 'pipe', 'inherit'] });
+        t.closeAfter({ close: () => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL') });
+        const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+        const nextLine = async () => JSON.parse(((await lines.next()).value as string | undefined) ?? 'null');
+        expect(await nextLine()).toHaveLength(2);
+        expect(await judge.credits.balance(a.id)).toMatchObject({ used: 0, reserved: 2 });
+
+        // The other node's tick: its orphan sweep finds the node alive...
+        expect(await judge.batches.failOrphans(ORPHAN_ERROR)).toBe(0);
+        // ...then the node's heartbeat lapses before the same tick's recovery runs.
+        child.kill('SIGSTOP');
+        await sleep(lapseMs * 2.5);
+        expect(await judge.credits.recoverAfterCrash()).toBe(0);
+        expect(await judge.credits.balance(a.id)).toMatchObject({ used: 0, reserved: 2 });
+
+        // The node resumes and processes its queued images: each is charged its credit.
+        child.kill('SIGCONT');
+        child.stdin!.write('go\n');
+        expect(await nextLine()).toEqual([
+          ['succeeded', 1],
+          ['succeeded', 1],
+        ]);
+        expect(await judge.credits.balance(a.id)).toMatchObject({ used: 2, reserved: 0, remaining: 98 });
+      },
+    );
 
     it.runIf(kind === 'postgres')('a running node fails a dead node’s images by itself (heartbeat tick)', async () => {
       const dead = await t.open({ heartbeatLapseMs: 600 });

@@ -1,58 +1,143 @@
 /**
  * One service process per SQLite file (src/store/sqlite/owner-lock.ts through openStore's
- * serviceOwner): a second owner is refused while the first lives, operator stores are not, a clean
- * close gives the lock back, and a lock left by a dead process is taken over.
+ * serviceOwner): a second owner is refused while the first lives, in this process or another, and
+ * through a symlink to the same file; operator stores are not; a clean close gives the lock back;
+ * and a lock whose process died (kill -9) is free again, even when the new owner has the dead one's
+ * pid (a container's PID 1 restarted). Owners in other processes are real child processes loading
+ * the compiled store from dist/ (rebuilt by test/global-setup.ts).
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, StoreError } from '../../src/store/index.js';
+import { sqliteDriver } from '../../src/store/sqlite/driver.js';
+import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
+import { REPO_ROOT } from '../helpers/paths.js';
+
+const DIST_STORE_URL = pathToFileURL(join(REPO_ROOT, 'dist', 'src', 'store', 'index.js')).href;
 
 let dir: string;
 let db: string;
+const children: ChildProcess[] = [];
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'bgone-lock-'));
+  dir = realpathSync(mkdtempSync(join(tmpdir(), 'bgone-lock-'))); // the paths the messages name are real ones
   db = join(dir, 'data', 'bgone.db');
 });
-afterEach(() => rmSync(dir, { recursive: true, force: true }));
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Why opening a service owner on `path` fails (null: it did not). */
+async function refusal(path: string): Promise<unknown> {
+  return openStore({ path, serviceOwner: true }).then(
+    async (store) => {
+      await store.close();
+      return null;
+    },
+    (err: unknown) => err,
+  );
+}
+
+/** Whether a service owner of `path` in another process is refused ('locked') or not ('owner'). */
+function tryInChild(path: string): string {
+  const code = `
+    const { openStore } = await import(${JSON.stringify(DIST_STORE_URL)});
+    try {
+      await (await openStore({ path: ${JSON.stringify(path)}, serviceOwner: true })).close();
+      console.log('owner');
+    } catch (err) {
+      console.log(err.code);
+    }
+  `;
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
+  return `${child.stdout.trim()}${child.stderr}`;
+}
+
+/** A service owner of `path` in a child process, holding the store open until killed. */
+async function ownerProcess(path: string): Promise<ChildProcess> {
+  const code = `
+    const { openStore } = await import(${JSON.stringify(DIST_STORE_URL)});
+    await openStore({ path: ${JSON.stringify(path)}, serviceOwner: true });
+    console.log('owner');
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const first = await createInterface({ input: child.stdout! })[Symbol.asyncIterator]().next();
+  expect(first.value, `the child took the lock (stderr: ${stderr})`).toBe('owner');
+  return child;
+}
+
+async function kill9(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
 
 describe('the SQLite owner lock', () => {
   it('refuses a second service owner while the first is open, naming its pid; allows operator stores beside it', async () => {
     const first = await openStore({ path: db, serviceOwner: true });
     try {
-      const refusal = await openStore({ path: db, serviceOwner: true }).then(
-        () => null,
-        (err: unknown) => err,
-      );
-      expect(refusal).toBeInstanceOf(StoreError);
-      expect((refusal as StoreError).code).toBe('locked');
-      expect((refusal as StoreError).message).toContain(`pid ${process.pid}`);
+      const refused = await refusal(db);
+      expect(refused).toBeInstanceOf(StoreError);
+      expect((refused as StoreError).code).toBe('locked');
+      expect((refused as StoreError).message).toContain(`is in use by another bgone service (pid ${process.pid}`);
+      // The refused connection, closed in this process, left the owner's kernel lock in place.
+      expect(tryInChild(db)).toBe('locked');
       const operator = await openStore({ path: db });
       expect((await operator.accounts.list()).length).toBe(0);
       await operator.close();
     } finally {
       await first.close();
     }
-    expect(existsSync(`${db}.lock`)).toBe(false);
-    const again = await openStore({ path: db, serviceOwner: true });
-    await again.close();
+    // The lock file stays (deleting it could split the lock); the lock itself is free again.
+    expect(existsSync(`${db}${OWNER_LOCK_SUFFIX}`)).toBe(true);
+    expect(await refusal(db)).toBeNull();
+    expect(tryInChild(db)).toBe('owner');
   });
 
-  it('takes over a lock whose process is gone', async () => {
-    const dead = spawnSync(process.execPath, ['-e', '']).pid!; // a pid that has exited
-    await openStore({ path: db }).then((s) => s.close()); // creates the folder and the file
-    writeFileSync(`${db}.lock`, JSON.stringify({ pid: dead, host: hostname(), startedAt: '2026-01-01T00:00:00.000Z' }));
+  it('refuses a second service through a symlink to the same file, from another process too, naming both paths', async () => {
+    const link = join(dir, 'link.db');
+    mkdirSync(join(dir, 'data'));
+    symlinkSync(db, link); // the link is made before the file exists: the lock still finds it
+    const owner = await ownerProcess(link);
+    for (const path of [db, link]) {
+      const refused = await refusal(path);
+      expect(refused, path).toBeInstanceOf(StoreError);
+      expect((refused as StoreError).message).toContain(`in use by another bgone service (pid ${owner.pid}`);
+    }
+    expect(((await refusal(link)) as StoreError).message).toContain(`${link} (the file ${db}) is in use`);
+    const parent = join(dir, 'parent-link');
+    symlinkSync(join(dir, 'data'), parent); // a symlinked folder is the same file as well
+    expect(await refusal(join(parent, 'bgone.db'))).toBeInstanceOf(StoreError);
+    await kill9(owner);
+    expect(await refusal(link)).toBeNull();
+  });
+
+  it('is free once its owner is killed (kill -9), even for a new owner with the dead one’s pid', async () => {
+    const owner = await ownerProcess(db);
+    expect(await refusal(db)).toBeInstanceOf(StoreError);
+    await kill9(owner);
+    expect(existsSync(`${db}${OWNER_LOCK_SUFFIX}`), 'a kill -9 leaves the lock file behind').toBe(true);
+    // A container restarted: the dead owner's pid is the new starter's own (PID 1 both times).
+    const Database = sqliteDriver();
+    const lockDb = new Database(`${db}${OWNER_LOCK_SUFFIX}`);
+    lockDb.prepare('UPDATE owner SET pid = ?, host = ?').run(process.pid, hostname());
+    lockDb.close();
     const store = await openStore({ path: db, serviceOwner: true });
-    expect(existsSync(`${db}.lock`)).toBe(true);
     await store.close();
-    expect(existsSync(`${db}.lock`)).toBe(false);
   });
 
-  it('treats an unreadable lock file as stale', async () => {
-    await openStore({ path: db }).then((s) => s.close());
-    writeFileSync(`${db}.lock`, 'not json');
+  it('ignores the pid file an older build left (`<db>.lock`)', async () => {
+    mkdirSync(join(dir, 'data'));
+    writeFileSync(`${db}.lock`, JSON.stringify({ pid: process.pid, host: hostname(), startedAt: '2026-01-01T00:00:00.000Z' }));
     const store = await openStore({ path: db, serviceOwner: true });
     await store.close();
   });

@@ -4,14 +4,19 @@
  * refused key), the ledger and audit rows, lazy purges, and the atomicity of sign-up. What any
  * implementation must do is in store.test.ts, through the interface only.
  */
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { IDEMPOTENCY_TTL_MS, type Store } from '../../src/store/index.js';
+import { IDEMPOTENCY_TTL_MS, isDatabaseUnavailable, type Store } from '../../src/store/index.js';
+import { BUSY_WAIT_MS } from '../../src/store/sqlite/busy.js';
 import { type Db, sqliteDriver } from '../../src/store/sqlite/driver.js';
 import { SCHEMA_VERSION } from '../../src/store/sqlite/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { REPO_ROOT } from '../helpers/paths.js';
 import { expectStoreError, spend, useTempStores } from '../helpers/store.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -37,14 +42,15 @@ function fileContents(): Buffer {
 }
 
 describe('database file', () => {
-  it('has WAL, synchronous FULL, foreign keys and busy timeout on the store connection', async () => {
+  it('has WAL, synchronous FULL, foreign keys and no busy timeout on the store connection', async () => {
     const store = await t.open();
     expect(existsSync(t.dbPath)).toBe(true);
     const db = SqliteStore.databaseOf(store);
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
     expect(db.pragma('foreign_keys', { simple: true })).toBe(1);
-    expect(db.pragma('busy_timeout', { simple: true })).toBe(5000);
+    // No wait inside a call once open: a busy file is waited for between attempts (busy.ts).
+    expect(db.pragma('busy_timeout', { simple: true })).toBe(0);
     // WAL is a property of the file: a plain connection sees it too.
     expect(rawConnection().pragma('journal_mode', { simple: true })).toBe('wal');
   });
@@ -251,5 +257,66 @@ describe('sign-up', () => {
     await expect(store.accounts.createWithPassword({ email: 'second@example.com', passwordHash: 'h' })).rejects.toThrow(/no keys today/);
     expect(await store.accounts.getByEmail('second@example.com')).toBeNull();
     expect(rawConnection().prepare('SELECT email FROM accounts ORDER BY id').pluck().all()).toEqual(['first@example.com']);
+  });
+});
+
+describe('a file another process holds (busy.ts)', () => {
+  const DIST_DRIVER_URL = pathToFileURL(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'driver.js')).href;
+
+  /** A child process that holds the file's write lock for `holdMs`, once it says so. */
+  async function holdWriteLock(holdMs: number): Promise<{ exited: Promise<unknown> }> {
+    const code = `
+      const { sqliteDriver } = await import(${JSON.stringify(DIST_DRIVER_URL)});
+      const db = new (sqliteDriver())(${JSON.stringify(t.dbPath)});
+      db.exec('BEGIN IMMEDIATE');
+      console.log('locked');
+      setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, ${holdMs});
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    t.closeAfter({ close: () => child.exitCode === null && child.kill('SIGKILL') });
+    const first = await createInterface({ input: child.stdout! })[Symbol.asyncIterator]().next();
+    expect(first.value).toBe('locked');
+    return { exited: new Promise((resolve) => child.once('exit', resolve)) };
+  }
+
+  /** The longest gap between ticks of a 10 ms timer while `work` runs: how long the event loop was blocked. */
+  async function longestStall<T>(work: Promise<T>): Promise<{ result: PromiseSettledResult<T>; stallMs: number }> {
+    let last = performance.now();
+    let stallMs = 0;
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      stallMs = Math.max(stallMs, now - last);
+      last = now;
+    }, 10);
+    const [result] = await Promise.allSettled([work]);
+    clearInterval(ticker);
+    return { result, stallMs };
+  }
+
+  it('a write waits for a short lock between attempts, with the event loop free, then succeeds', async () => {
+    const store = await t.open();
+    const lock = await holdWriteLock(1500);
+    const { result, stallMs } = await longestStall(store.accounts.create({ email: 'waited@example.com' }));
+    expect(result.status, JSON.stringify(result)).toBe('fulfilled');
+    expect(stallMs).toBeLessThan(500); // ~10 ms; a busy timeout inside the call stalled it for the whole lock
+    await lock.exited;
+    expect((await store.accounts.list()).map((a) => a.email)).toEqual(['waited@example.com']);
+  });
+
+  it('a lock longer than the wait fails the call with SQLITE_BUSY (database unavailable: a 503), never stalling the loop', async () => {
+    const store = await t.open();
+    const lock = await holdWriteLock(BUSY_WAIT_MS + 1500);
+    const started = performance.now();
+    const { result, stallMs } = await longestStall(store.accounts.create({ email: 'late@example.com' }));
+    expect(result.status).toBe('rejected');
+    const err = (result as PromiseRejectedResult).reason;
+    expect((err as { code?: string }).code).toBe('SQLITE_BUSY');
+    expect(isDatabaseUnavailable(err)).toBe(true);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(BUSY_WAIT_MS - 50); // it did wait
+    expect(stallMs).toBeLessThan(500);
+    // Reads need no write lock (WAL): they answer meanwhile.
+    expect(await store.accounts.list()).toEqual([]);
+    await lock.exited;
+    await store.accounts.create({ email: 'late@example.com' });
   });
 });

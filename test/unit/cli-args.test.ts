@@ -43,7 +43,7 @@ describe('help', () => {
 });
 
 describe('commands', () => {
-  it('knows serve, remove and the operator commands with their actions', () => {
+  it('knows serve, remove, the operator commands with their actions and models', () => {
     expect(Object.keys(COMMANDS)).toEqual([
       'serve',
       'remove',
@@ -63,7 +63,15 @@ describe('commands', () => {
       'webhooks list',
       'webhooks deliveries',
       'webhooks retry',
+      'models list',
+      'models add',
     ]);
+  });
+
+  it('parses `models add` with model names and `models list --json`', () => {
+    expect(run(['models', 'add', 'small', 'medium-fp32'])).toMatchObject({ group: 'models', action: 'add', positionals: ['small', 'medium-fp32'] });
+    expect(run(['models', 'list', '--json'])).toMatchObject({ group: 'models', action: 'list', values: { json: true } });
+    expect(usageError(['models', 'remove'])).toBe('unknown command: models remove');
   });
 
   it('parses `serve` with no options', () => {

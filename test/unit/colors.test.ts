@@ -1,5 +1,5 @@
 /**
- * parseColor (src/lib/colors.ts): every bg_color form the README lists (#RGB, #RRGGBB, #RRGGBBAA with
+ * parseColor (src/lib/colors.ts): every bg_color form docs/contract.md lists (#RGB, #RRGGBB, #RRGGBBAA with
  * or without '#', rgb(r, g, b), CSS colour names) and what is refused. Pure TypeScript, no model.
  */
 import { describe, expect, it } from 'vitest';

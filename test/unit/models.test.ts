@@ -60,7 +60,7 @@ describe('a listed model whose file is missing: internal_error naming the model 
     const path = join(dir, shipped.models.medium!.file);
     for (const attempt of [preloadModel(), removeBackground(Buffer.from([0xff, 0xd8, 0xff]))]) {
       const error = await expectBgoneError(attempt, 'internal_error');
-      expect(error.message).toBe(`Model medium is not installed: ${path} does not exist (npm install downloads it).`);
+      expect(error.message).toBe(`Model medium is not installed: ${path} does not exist. Install it with "npx bgone models add medium".`);
       expect(error.details).toEqual({ component: 'models', model: 'medium', path });
     }
   });

@@ -4,6 +4,7 @@
  * nothing is silently ignored. The colour forms themselves are in colors.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { openApiDocument } from '../../src/api/openapi.js';
 import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
 import { type BgoneError, ERROR_CODES, MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, removeBackground, SIZE_PIXELS } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -193,6 +194,9 @@ describe('padding', () => {
     ['0', 0],
     ['1', 1],
     ['.5', 0.5],
+    ['1.0', 1],
+    ['100.00%', 1],
+    ['050%', 0.5],
     [0.3, 0.3],
     [0, 0],
     [1, 1],
@@ -208,6 +212,9 @@ describe('padding', () => {
   it.each([
     '150%',
     '101%',
+    '100.5%',
+    '1000%',
+    '1.01',
     '-1',
     '-10%',
     '1.5',
@@ -226,6 +233,13 @@ describe('padding', () => {
     [0.1],
   ])('rejects %j', (padding) => {
     rejects({ crop: true, padding }, 'padding');
+  });
+
+  it("the OpenAPI document's pattern is the one the parser applies: it accepts and refuses the same texts", () => {
+    const doc = openApiDocument() as { components: { schemas: { RemoveRequest: { properties: { padding: { pattern: string } } } } } };
+    const pattern = new RegExp(doc.components.schemas.RemoveRequest.properties.padding.pattern);
+    for (const text of ['10%', '0%', '100%', '12.5%', '050%', '100.00%', '0.25', '0', '1', '1.0', '.5']) expect(pattern.test(text), text).toBe(true);
+    for (const text of ['150%', '101%', '100.5%', '1000%', '1.01', '1.5', '-1', '10 %', '%', '1e-1']) expect(pattern.test(text), text).toBe(false);
   });
 });
 

