@@ -17,6 +17,7 @@
  * (per-account in-flight cap, body deadline, queue): what a deployment would run.
  */
 import { spawn } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
@@ -230,6 +231,7 @@ export async function runFairnessPhase(settings: FairnessSettings, photo: Buffer
 
     // The abusers, until the well-behaved run beside them ends.
     const stop = new AbortController();
+    setMaxListeners(0, stop.signal); // every abuser's request listens to it
     const abusers: Array<Promise<void>> = [];
     const loop = (body: () => Promise<void>) =>
       abusers.push(
