@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { BatchServiceOptions } from '../../src/api/server.js';
 import { openStore, type Store, type WebhookDelivery } from '../../src/store/index.js';
 import { type DnsServer, startDnsServer } from '../helpers/dns-server.js';
+import { type FaultyStore, withFaults } from '../helpers/failing-store.js';
 import { expectError } from '../helpers/http-assert.js';
 import { serveStore, toResult, waitFor } from '../helpers/server.js';
 import { type FakeClock, fakeClock } from '../helpers/store.js';
@@ -27,8 +28,10 @@ const FAIRNESS_BOUND_MS = 2_000;
 
 interface Service {
   url: string;
+  /** The store the server uses (with faults injected, when asked for). */
   store: Store;
   clock: FakeClock;
+  faulty: FaultyStore;
 }
 
 interface Account {
@@ -46,12 +49,12 @@ afterEach(async () => {
 async function service(batches: Partial<BatchServiceOptions> = {}): Promise<Service> {
   const dir = mkdtempSync(join(tmpdir(), 'bgone-webhook-fairness-'));
   const clock = fakeClock('2026-01-10T08:00:00.000Z');
-  const store = await openStore({ path: join(dir, 'db.sqlite'), clock, rateLimits: UNLIMITED });
-  const { server, close } = await serveStore(store, dir, {
+  const faulty = withFaults(await openStore({ path: join(dir, 'db.sqlite'), clock, rateLimits: UNLIMITED }));
+  const { server, close } = await serveStore(faulty.store, dir, {
     batches: { resultTtlSeconds: 3600, memoryMb: 64, webhookAllowPrivate: true, webhookPollMs: 50, ...batches },
   });
   cleanups.push(close);
-  return { url: `http://127.0.0.1:${server.port}`, store, clock };
+  return { url: `http://127.0.0.1:${server.port}`, store: faulty.store, clock, faulty };
 }
 
 async function receiver(): Promise<WebhookReceiver> {
@@ -137,17 +140,22 @@ describe('fair delivery', () => {
   });
 
   it("a name whose DNS server never answers fails at the attempt's deadline, resolution included, and holds no one else", async () => {
-    const dns = await dnsServer({ 'hang.bgone.test': { hang: true } });
+    const hanging = ['hang1', 'hang2', 'hang3'].map((n) => `${n}.bgone.test`);
+    const dns = await dnsServer({ 'y.bgone.test': { a: ['127.0.0.1'] }, ...Object.fromEntries(hanging.map((name) => [name, { hang: true }])) });
     const s = await service({ webhookTimeoutMs: 1_000, webhookDnsServers: [dns.address] });
     const yReceiver = await receiver();
     const x = await account(s, 'x@example.com');
     const y = await account(s, 'y@example.com');
-    const hangId = await endpoint(s, x, 'http://hang.bgone.test:9/hook');
-    const yId = await endpoint(s, y, yReceiver.url, yReceiver);
-    for (let i = 0; i < 10; i++) expect(await sendTest(s, x, hangId)).toBe(202);
-    await waitFor(() => dns.queries.some((q) => q.startsWith('hang.bgone.test')), 'the name asked');
+    const hangIds = [];
+    for (const name of hanging) hangIds.push(await endpoint(s, x, `http://${name}:9/hook`));
+    const hangId = hangIds[0]!;
+    // Y's endpoint is a name too: its lookup must not queue behind X's, which never end.
+    const yId = await endpoint(s, y, yReceiver.url.replace('127.0.0.1', 'y.bgone.test'), yReceiver);
+    for (const id of hangIds) for (let i = 0; i < 4; i++) expect(await sendTest(s, x, id)).toBe(202);
+    await waitFor(() => hanging.every((name) => dns.queries.some((q) => q.startsWith(name))), 'the names asked');
     expect(await sendTest(s, y, yId)).toBe(202);
-    await waitFor(() => yReceiver.delivered('webhook.test').length === 1, "Y's event beside the unresolvable name", FAIRNESS_BOUND_MS);
+    await waitFor(() => yReceiver.delivered('webhook.test').length === 1, "Y's event beside the unresolvable names", FAIRNESS_BOUND_MS);
+    expect(dns.queries).toContain('y.bgone.test A');
 
     await waitFor(async () => (await deliveries(s, x, hangId)).some((d) => d.attempts === 1), 'an attempt at the unresolvable name recorded', 10_000);
     const tried = (await deliveries(s, x, hangId)).filter((d) => d.attempts === 1);
@@ -219,5 +227,23 @@ describe('outbox retention', () => {
     await waitFor(async () => (await deliveries(s, a, okId)).length === 0 && (await deliveries(s, a, goneId)).length === 0, 'the ended rows pruned');
     expect(await deliveries(s, a, flakyId)).toHaveLength(1);
     expect(await state(flakyId)).toBe('pending');
+  });
+
+  it('a pruning that fails leaves deliveries going, and is tried again at the next poll', async () => {
+    const s = await service({ webhookRetentionSeconds: 3600 });
+    const ok = await receiver();
+    const a = await account(s, 'a@example.com');
+    const okId = await endpoint(s, a, ok.url, ok);
+    expect(await sendTest(s, a, okId)).toBe(202);
+    await waitFor(async () => (await deliveries(s, a, okId))[0]?.status === 'delivered', 'the first event delivered');
+    s.faulty.fail('webhooks.prune');
+    s.clock.advance(2 * 3600_000);
+    await waitFor(() => (s.faulty.calls.get('webhooks.prune') ?? 0) >= 2, 'pruning failed, then tried again');
+    expect(await sendTest(s, a, okId)).toBe(202);
+    await waitFor(() => ok.delivered('webhook.test').length === 2, 'the next event delivered all the same');
+    expect(await deliveries(s, a, okId)).toHaveLength(2);
+    s.faulty.clear();
+    await waitFor(async () => (await deliveries(s, a, okId)).length === 1, 'the old row pruned once the store answers');
+    expect((await deliveries(s, a, okId))[0]?.status).toBe('delivered');
   });
 });
