@@ -14,11 +14,19 @@
  * Reported: RSS at the start and the end and its slope per 1,000 requests (from a least-squares
  * fit of the RSS sampled after every 100 requests), the status counts, the 5xx count (must be 0), and
  * the ledger: credits charged = 200 answers, nothing left reserved.
- * SOAK_REQUESTS (default 2000) and SOAK_CONCURRENCY (default 8) change the run. Loopback only; the
- * run is bounded by its request count.
+ * SOAK_REQUESTS (default 2000; 0 skips this mix) and SOAK_CONCURRENCY (default 8) change the run.
+ *
+ * Then the fairness phase (helpers/soak-abuse.ts, issue 17): a well-behaved account's `/remove`
+ * requests one at a time, alone and then beside abusers (a stuck webhook endpoint flooded with test
+ * events, idle uploads declaring a big Content-Length, slow trickling uploads from several accounts,
+ * the SQLite file locked by another process for a while), with its p99 and 5xx against the target
+ * (p99 beside ≤ 1.5× alone, 0 5xx) and every account's ledger. SOAK_FAIR_REQUESTS (default 200;
+ * 0 skips it), SOAK_IDLE_UPLOADS, SOAK_TRICKLE_ACCOUNTS, SOAK_TRICKLES_PER_ACCOUNT, SOAK_LOCK_SECONDS
+ * and SOAK_WEBHOOK_FLOOD_PER_SECOND size it. A short smoke run:
+ *   SOAK_REQUESTS=40 SOAK_FAIR_REQUESTS=10 SOAK_LOCK_SECONDS=2 npm run bench:soak
+ * Loopback only; each phase is bounded by its request count. The exit code is 1 when a target is missed.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +36,8 @@ import { createLogger } from '../src/config/logger.js';
 import { configure, preloadModel } from '../src/lib/index.js';
 import { openStore } from '../src/store/index.js';
 import { fmt, log, printTable } from './helpers/report.js';
+import { fairnessSettingsFromEnv, runFairnessPhase } from './helpers/soak-abuse.js';
+import { multipart, send } from './helpers/soak-client.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url)); // dist/bench
 const REPO_ROOT = path.resolve(HERE, '..', '..');
@@ -66,66 +76,6 @@ interface Outcome {
   status: number; // 0: no answer (the aborted ones)
 }
 
-function multipart(fields: Record<string, string>, image: Buffer | null): { body: Buffer; type: string } {
-  const boundary = `----bgone-soak-${Math.random().toString(16).slice(2)}`;
-  const parts: Buffer[] = [];
-  for (const [k, v] of Object.entries(fields)) parts.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`));
-  if (image)
-    parts.push(
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image_file"; filename="p.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
-      image,
-      Buffer.from('\r\n'),
-    );
-  parts.push(Buffer.from(`--${boundary}--\r\n`));
-  return { body: Buffer.concat(parts), type: `multipart/form-data; boundary=${boundary}` };
-}
-
-/** One HTTP/1.1 request on its own socket: writes the head and the body (in pieces with pauses when slow, half of it when aborting). */
-function send(port: number, pathName: string, key: string | null, body: Buffer, type: string, mode: 'whole' | 'slow' | 'abort'): Promise<number> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    let answer = '';
-    let done = false;
-    const finish = (status: number) => {
-      if (done) return;
-      done = true;
-      socket.destroy();
-      resolve(status);
-    };
-    socket.setTimeout(120_000, () => finish(-1));
-    socket.on('data', (c) => {
-      answer += c.toString('latin1');
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(answer);
-      if (m && answer.includes('\r\n\r\n')) {
-        const length = /content-length: (\d+)/i.exec(answer);
-        const headEnd = answer.indexOf('\r\n\r\n') + 4;
-        if (!length || answer.length - headEnd >= Number(length[1])) finish(Number(m[1]));
-      }
-    });
-    socket.on('error', () => finish(answer ? Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1] ?? -1) : 0));
-    socket.on('close', () => finish(0));
-    const head =
-      `POST ${pathName} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n` +
-      `${key ? `Authorization: Bearer ${key}\r\n` : ''}\r\n`;
-    socket.write(head);
-    if (mode === 'whole') socket.write(body);
-    else if (mode === 'abort') {
-      socket.write(body.subarray(0, body.length >> 1), () => setTimeout(() => finish(0), 20));
-    } else {
-      // Slow: 16 pieces 100 ms apart (well inside any body deadline).
-      const piece = Math.ceil(body.length / 16);
-      let at = 0;
-      const next = () => {
-        if (done || at >= body.length) return;
-        socket.write(body.subarray(at, at + piece));
-        at += piece;
-        setTimeout(next, 100);
-      };
-      next();
-    }
-  });
-}
-
 function slope(xs: number[], ys: number[]): number {
   const n = xs.length;
   const mx = xs.reduce((a, b) => a + b, 0) / n;
@@ -142,13 +92,21 @@ function slope(xs: number[], ys: number[]): number {
 async function main(): Promise<void> {
   configure(loadLibraryConfig());
   const photo = readFileSync(PHOTO);
+  const fairness = fairnessSettingsFromEnv(process.env);
+  await preloadModel();
+  const mixOk = REQUESTS > 0 ? await runMix(photo) : true;
+  const fairOk = fairness.wellRequests > 0 ? await runFairnessPhase(fairness, photo) : true;
+  if (!mixOk || !fairOk) process.exitCode = 1;
+}
+
+/** The mixed requests of one account; resolves to whether nothing failed and the ledger is exact. */
+async function runMix(photo: Buffer): Promise<boolean> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bgone-soak-'));
   const store = await openStore({ path: path.join(dir, 'soak.db'), rateLimits: { free: 1_000_000, pro: 1_000_000, ultra: 1_000_000, mega: 1_000_000 } });
   let server: RunningServer | undefined;
   try {
     const account = await store.accounts.create({ email: 'soak@example.com', plan: 'mega' });
     const { key } = await store.keys.create(account.id);
-    await preloadModel();
     server = await startServer({
       host: '127.0.0.1',
       port: 0,
@@ -259,7 +217,7 @@ async function main(): Promise<void> {
         ],
       ],
     );
-    if (fivexx > 0 || charged !== ok || after.reserved !== 0) process.exitCode = 1;
+    return fivexx === 0 && charged === ok && after.reserved === 0;
   } finally {
     await server?.close();
     await store.close();

@@ -191,7 +191,15 @@ export function openApiDocument(): Record<string, unknown> {
           type: 'object',
           required: ['url'],
           additionalProperties: false,
-          properties: { url: { type: 'string', maxLength: 2048 }, description: { type: 'string', maxLength: 200 } },
+          properties: {
+            url: {
+              type: 'string',
+              maxLength: 2048,
+              description:
+                'https:// only; must not name or resolve to a loopback, private, link-local or metadata address, nor to an IPv6 address leading to one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo).',
+            },
+            description: { type: 'string', maxLength: 200 },
+          },
         },
       },
     },
@@ -319,6 +327,7 @@ export function openApiDocument(): Record<string, unknown> {
         parameters: [{ name: 'webhook_id', in: 'path', required: true, schema: { type: 'string' } }],
         post: {
           operationId: 'testWebhook',
+          description: "Counts in the account's per-minute rate limit, as the dashboard's test button does: past it 429.",
           responses: { '202': { description: 'A webhook.test event is queued.', headers: rateHeaders, content: { 'application/json': {} } }, ...keyedErrors },
         },
       },

@@ -49,8 +49,12 @@ export interface BatchServiceOptions {
   webhookAllowPrivate: boolean;
   /** How often the webhook outbox is polled when idle (default 1000 ms). */
   webhookPollMs?: number | undefined;
-  /** A delivery not answered within this fails (default 15 000 ms). */
+  /** A delivery not answered within this, its name's resolution included, fails (default 15 000 ms). */
   webhookTimeoutMs?: number | undefined;
+  /** Delivered and failed deliveries are deleted this long after they ended (default 7 days). */
+  webhookRetentionSeconds?: number | undefined;
+  /** DNS servers that resolve webhook endpoints' names instead of the system's (tests). */
+  webhookDnsServers?: readonly string[] | undefined;
 }
 
 /** The defaults of BGONE_BODY_TIMEOUT, BGONE_ACCOUNT_IN_FLIGHT, BGONE_UPLOAD_LIMIT and BGONE_BODY_MIN_RATE (config.ts). */
@@ -146,6 +150,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     allowPrivate: batchOptions.webhookAllowPrivate,
     pollIntervalMs: batchOptions.webhookPollMs,
     timeoutMs: batchOptions.webhookTimeoutMs,
+    retentionMs: batchOptions.webhookRetentionSeconds === undefined ? undefined : batchOptions.webhookRetentionSeconds * 1000,
+    dnsServers: batchOptions.webhookDnsServers,
   });
   const webhookEventWritten = () => deliverer.poke();
   // Known once listening: the default base of result_url is this server's own address.

@@ -47,6 +47,8 @@ export interface BatchConfig {
   accountSharePercent: number;
   /** BGONE_WEBHOOK_ALLOW_PRIVATE=true: http:// and private, loopback or link-local addresses allowed (local setups, tests). */
   webhookAllowPrivate: boolean;
+  /** BGONE_WEBHOOK_RETENTION (seconds): delivered and failed webhook deliveries are deleted this long after they ended. */
+  webhookRetentionSeconds: number;
 }
 
 /** The dashboard's sign-up form. */
@@ -188,6 +190,7 @@ function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
     memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', 1024, 16, 1_048_576),
     accountSharePercent: int(env, 'BGONE_BATCH_ACCOUNT_SHARE', 25, 1, 100),
     webhookAllowPrivate: bool(env, 'BGONE_WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetentionSeconds: int(env, 'BGONE_WEBHOOK_RETENTION', 7 * 24 * 3600, 60, 365 * 24 * 3600),
   };
 }
 

@@ -19,8 +19,10 @@
  */
 import type { ServiceContext } from '../api/server.js';
 import type { Logger } from '../config/logger.js';
+import { accountRateKey } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
+import { rateLimitHeaders } from '../http/rate-limit.js';
 import type { FallbackAnswers } from '../http/router.js';
 import { DEFAULT_LOGIN_LIMITS, isPlanName, type LoginLimits, type Store, StoreError } from '../store/index.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/address-guard.js';
@@ -363,6 +365,15 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
       return renderWebhooks(400, signedIn, {
         message: { kind: 'error', text: 'This endpoint is disabled (it answered 410 Gone): delete it and add it again to receive events.' },
       });
+    }
+    // Counted in the account's per-minute bucket, the one the API's test endpoint (and every other
+    // request of the account) counts in: a page cannot flood the outbox faster than a key could.
+    const rate = await store.rateLimits.take(accountRateKey(signedIn.account.id), store.plans[signedIn.account.plan].rateLimitPerMinute);
+    if (!rate.allowed) {
+      const reply = await renderWebhooks(429, signedIn, {
+        message: { kind: 'error', text: `Too many requests for this account this minute: try again in ${rate.retryAfter} s.` },
+      });
+      return { ...reply, code: 'rate_limit_exceeded', headers: { ...reply.headers, ...rateLimitHeaders(rate), 'Retry-After': String(rate.retryAfter) } };
     }
     // Deleted between the two calls: the same answer as a missing one.
     if (!(await store.webhooks.sendTest(signedIn.account.id, endpoint.id))) return renderWebhooks(404, signedIn, { message: NO_SUCH_ENDPOINT });

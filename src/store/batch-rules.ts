@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { StoreError } from './errors.js';
 import { checkId } from './rules.js';
-import type { BatchImageError, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
+import type { BatchImageError, ClaimCaps, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
 
 /**
  * The error of an image that a lost process left unended (failOrphans): the API, the SQLite start
@@ -155,6 +155,8 @@ export interface AttemptUpdate {
   status: 'pending' | 'delivered' | 'failed';
   nextAttemptAt: number | null;
   deliveredAt: number | null;
+  /** When it was delivered or failed (what the retention period counts from); null while pending. */
+  endedAt: number | null;
 }
 
 /**
@@ -163,15 +165,84 @@ export interface AttemptUpdate {
  * caller planned, since its endpoint gets nothing more.
  */
 export function afterAttempt(
-  before: { status: string; delivered_at: number | null; next_attempt_at: number | null },
+  before: { status: string; delivered_at: number | null; next_attempt_at: number | null; ended_at: number | null },
   outcome: DeliveryOutcome,
   nowMs: number,
 ): AttemptUpdate {
-  if (before.status === 'delivered') return { status: 'delivered', nextAttemptAt: null, deliveredAt: before.delivered_at };
-  if (outcome.delivered) return { status: 'delivered', nextAttemptAt: null, deliveredAt: nowMs };
-  if (outcome.nextAttemptAt === null || outcome.disableEndpoint) return { status: 'failed', nextAttemptAt: null, deliveredAt: null };
-  return { status: 'pending', nextAttemptAt: outcome.nextAttemptAt.getTime(), deliveredAt: null };
+  if (before.status === 'delivered')
+    return { status: 'delivered', nextAttemptAt: null, deliveredAt: before.delivered_at, endedAt: before.ended_at ?? before.delivered_at };
+  if (outcome.delivered) return { status: 'delivered', nextAttemptAt: null, deliveredAt: nowMs, endedAt: nowMs };
+  if (outcome.nextAttemptAt === null || outcome.disableEndpoint) return { status: 'failed', nextAttemptAt: null, deliveredAt: null, endedAt: nowMs };
+  return { status: 'pending', nextAttemptAt: outcome.nextAttemptAt.getTime(), deliveredAt: null, endedAt: null };
 }
+
+/** Live claims per endpoint and per account when claimDue is given no caps: in effect none. */
+export const NO_CLAIM_CAPS: ClaimCaps = { perEndpoint: 1_000_000, perAccount: 1_000_000 };
+
+export function checkClaimCaps(caps: ClaimCaps): void {
+  checkPositiveInteger('caps.perEndpoint', caps.perEndpoint);
+  checkPositiveInteger('caps.perAccount', caps.perAccount);
+}
+
+/**
+ * The rows claimDue takes, in SQL both databases run (named parameters: SQLite's @name, rewritten
+ * to $n for PostgreSQL): a CTE `picked` of (seq, account_slot, endpoint_slot).
+ *
+ * Each enabled endpoint offers its oldest due, unclaimed rows, at most min(perEndpoint, limit) of
+ * them, each found by an index probe after the one before it (webhook_deliveries_pending_by_endpoint,
+ * a recursive CTE: SQLite takes no correlated OFFSET): the cost grows with
+ * the number of endpoints, never with the rows an endpoint has piled up, so an endpoint with a
+ * hundred thousand due rows costs a claim what one with one row does. A row's endpoint_slot is its
+ * rank among its endpoint's offered rows after the endpoint's live claims; its account_slot, its
+ * rank among its account's rows after the account's live claims, ranked by endpoint_slot so that
+ * each endpoint gets one before any gets two. Rows past either cap wait; the rest are taken by
+ * account_slot, then endpoint_slot: round-robin across accounts, then across endpoints.
+ */
+export const FAIR_DUE_SQL = `
+  WITH RECURSIVE
+  offered (endpoint_id, account_id, seq, next_attempt_at, n) AS (
+    SELECT e.id, d.account_id, d.seq, d.next_attempt_at, 1
+    FROM webhook_endpoints e
+    JOIN webhook_deliveries d ON d.seq = (
+      SELECT x.seq FROM webhook_deliveries x
+      WHERE x.endpoint_id = e.id AND x.status = 'pending' AND x.next_attempt_at <= @now
+        AND (x.claimed_until IS NULL OR x.claimed_until <= @now)
+      ORDER BY x.next_attempt_at, x.seq LIMIT 1
+    )
+    WHERE e.disabled_at IS NULL
+    UNION ALL
+    SELECT o.endpoint_id, d.account_id, d.seq, d.next_attempt_at, o.n + 1
+    FROM offered o
+    JOIN webhook_deliveries d ON d.seq = (
+      SELECT x.seq FROM webhook_deliveries x
+      WHERE x.endpoint_id = o.endpoint_id AND x.status = 'pending' AND x.next_attempt_at <= @now
+        AND (x.claimed_until IS NULL OR x.claimed_until <= @now)
+        AND (x.next_attempt_at, x.seq) > (o.next_attempt_at, o.seq)
+      ORDER BY x.next_attempt_at, x.seq LIMIT 1
+    )
+    WHERE o.n < CASE WHEN CAST(@perEndpoint AS integer) < CAST(@limit AS integer) THEN CAST(@perEndpoint AS integer) ELSE CAST(@limit AS integer) END
+  ),
+  live AS MATERIALIZED (
+    SELECT endpoint_id, account_id FROM webhook_deliveries WHERE status = 'pending' AND claimed_until > @now
+  ),
+  live_endpoint AS (SELECT endpoint_id, count(*) AS n FROM live GROUP BY endpoint_id),
+  live_account AS (SELECT account_id, count(*) AS n FROM live GROUP BY account_id),
+  due AS (
+    SELECT o.seq, o.account_id, o.next_attempt_at,
+      row_number() OVER (PARTITION BY o.endpoint_id ORDER BY o.next_attempt_at, o.seq) + coalesce(le.n, 0) AS endpoint_slot
+    FROM offered o
+    LEFT JOIN live_endpoint le ON le.endpoint_id = o.endpoint_id
+  ),
+  ranked AS (
+    SELECT due.seq, due.next_attempt_at, due.endpoint_slot,
+      row_number() OVER (PARTITION BY due.account_id ORDER BY due.endpoint_slot, due.next_attempt_at, due.seq) + coalesce(la.n, 0) AS account_slot
+    FROM due LEFT JOIN live_account la ON la.account_id = due.account_id
+    WHERE due.endpoint_slot <= @perEndpoint
+  ),
+  picked AS (
+    SELECT seq, account_slot, endpoint_slot FROM ranked WHERE account_slot <= @perAccount
+    ORDER BY account_slot, endpoint_slot, next_attempt_at, seq LIMIT @limit
+  )`;
 
 /** An error text as stored: a few words, bounded so a hostile endpoint cannot grow the outbox. */
 export function clipError(error: string | null): string | null {

@@ -220,6 +220,12 @@ export interface DeliveryOutcome {
   disableEndpoint: boolean;
 }
 
+/** At most this many live claims at once (claimDue). */
+export interface ClaimCaps {
+  perEndpoint: number;
+  perAccount: number;
+}
+
 export interface WebhookStore {
   /** null when the account already has `maxEndpoints` endpoints (disabled ones count too). */
   create(accountId: number, input: { url: string; description: string; maxEndpoints: number }): Promise<CreatedWebhookEndpoint | null>;
@@ -231,10 +237,21 @@ export interface WebhookStore {
   sendTest(accountId: number, endpointId: string): Promise<boolean>;
   /**
    * Claims up to `limit` deliveries that are due (pending, next attempt in the past, not claimed
-   * by a live claim), each for `leaseMs`: no other node or worker gets a row while its claim holds
-   * (PostgreSQL: FOR UPDATE SKIP LOCKED). A claim that lapses (a dead node) makes the row due again.
+   * by a live claim), each for `leaseMs`: no other node or worker gets a row while its claim holds.
+   * A claim that lapses (a dead node) makes the row due again.
+   *
+   * Fair, not first in first out: rows are taken round-robin, across accounts first, then across
+   * each account's endpoints, oldest due first within one endpoint. With `caps`, live claims count
+   * against them on every node: an endpoint never has more than `perEndpoint` rows claimed at once,
+   * an account never more than `perAccount`, so an endpoint that never answers holds a few senders,
+   * never all of them.
    */
-  claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  claimDue(limit: number, leaseMs: number, caps?: ClaimCaps): Promise<ClaimedDelivery[]>;
+  /**
+   * Deletes up to `limit` delivered or failed rows that ended before `endedBefore` (the retention
+   * period); pending rows are kept whatever their age. Returns how many it deleted.
+   */
+  prune(endedBefore: Date, limit: number): Promise<number>;
   /** Records one attempt (attempts + 1) and ends the claim. */
   recordAttempt(deliveryId: string, outcome: DeliveryOutcome): Promise<void>;
   /** The endpoint's most recent deliveries, newest first (the dashboard's list). */

@@ -6,7 +6,7 @@
  * changes its answer in between cannot slip through). `allowPrivate` (BGONE_WEBHOOK_ALLOW_PRIVATE)
  * lifts both rules for local setups and tests.
  */
-import { lookup } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 
 /** At most this long, so a URL always fits the outbox and the logs. */
@@ -33,17 +33,63 @@ for (const [net, prefix] of [
   ['fc00::', 7], // unique local (AWS's IPv6 metadata address fd00:ec2::254 among them)
   ['fe80::', 10], // link-local
   ['ff00::', 8], // multicast
-  ['64:ff9b::', 96], // NAT64 of any IPv4 address, private ones included
 ] as const)
   FORBIDDEN.addSubnet(net, prefix, 'ipv6');
 
-/** An address a webhook must never reach (IPv4-mapped IPv6 addresses are judged as their IPv4). */
+/** The 16-bit groups of an IPv6 address (a trailing dotted IPv4 part becomes the last two), or null. */
+function ipv6Groups(address: string): number[] | null {
+  let text = address;
+  const dotted = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(2).map(Number) as [number, number, number, number];
+    text = `${dotted[1]}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const part = (h: string | undefined) => (h ? h.split(':').map((g) => Number.parseInt(g, 16)) : []);
+  const head = part(halves[0]);
+  const tail = part(halves[1]);
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 1) return null;
+  const groups = [...head, ...new Array<number>(halves.length === 2 ? missing : 0).fill(0), ...tail];
+  return groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+const ipv4Of = (high: number, low: number) => `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
+
+/**
+ * The IPv4 addresses an IPv6 address carries to, for the forms that reach an IPv4 host through it:
+ * IPv4-compatible `::a.b.c.d`, IPv4-mapped `::ffff:a.b.c.d`, SIIT's `::ffff:0:a.b.c.d`, NAT64's
+ * well-known `64:ff9b::/96`, 6to4 `2002::/16` and Teredo `2001::/32` (its server and its client,
+ * the latter stored inverted). null: not such a form; 'refuse': local-use NAT64 (64:ff9b:1::/48),
+ * whose embedding depends on a prefix length only its operator knows, so it is refused outright.
+ */
+function embeddedIpv4(g: number[]): string[] | 'refuse' | null {
+  const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 6)) return [ipv4Of(g[6]!, g[7]!)];
+  if (zero(0, 5) && g[5] === 0xffff) return [ipv4Of(g[6]!, g[7]!)];
+  if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6]!, g[7]!)];
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(2, 6)) return [ipv4Of(g[6]!, g[7]!)];
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'refuse';
+  if (g[0] === 0x2002) return [ipv4Of(g[1]!, g[2]!)];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2]!, g[3]!), ipv4Of(g[6]! ^ 0xffff, g[7]! ^ 0xffff)];
+  return null;
+}
+
+/**
+ * An address a webhook must never reach. An IPv6 address that carries an IPv4 one (mapped,
+ * compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address it leads to.
+ */
 export function isForbiddenAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return FORBIDDEN.check(mapped[1]!, 'ipv4');
   const family = isIP(address);
   if (family === 0) return true; // not an address at all: refuse rather than guess
-  return FORBIDDEN.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (family === 4) return FORBIDDEN.check(address, 'ipv4');
+  const groups = ipv6Groups(address.replace(/%.*$/, '')); // a zone index (fe80::1%eth0) names no other host
+  if (!groups) return true;
+  const embedded = embeddedIpv4(groups);
+  if (embedded === 'refuse') return true;
+  if (embedded) return embedded.some((ipv4) => FORBIDDEN.check(ipv4, 'ipv4'));
+  return FORBIDDEN.check(address, 'ipv6');
 }
 
 /** The host part of a URL as an address or a name (IPv6 brackets removed). */
@@ -73,20 +119,68 @@ export function webhookUrlProblem(raw: string, allowPrivate: boolean): string | 
   return null;
 }
 
+export interface ResolveOptions {
+  /** Aborts the resolution (the attempt's deadline): it then rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+  /** DNS servers to ask instead of the system's (`host` or `host:port`; tests run their own). */
+  dnsServers?: readonly string[] | undefined;
+}
+
+/** DNS answers that mean "no such name or no address of that family", not a failure to ask. */
+const NO_ANSWER = new Set(['ENOTFOUND', 'ENODATA']);
+
+/** Rejects with the signal's reason once it aborts (never, without a signal). */
+function aborted(signal: AbortSignal | undefined): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    if (!signal) return;
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
+
+/**
+ * A name's addresses, IPv4 first. Asked with c-ares (dns.Resolver), which runs on the event loop:
+ * dns.lookup() takes a thread of libuv's small pool for each name (at most 2 at once), so a few
+ * names whose servers never answer would hold every other lookup behind them. An abort cancels
+ * the queries. With `allowPrivate` (local setups), a name DNS does not know is looked up by the
+ * system as well, so that /etc/hosts names keep working there.
+ */
+async function addressesOf(host: string, allowPrivate: boolean, options: ResolveOptions): Promise<Array<{ address: string; family: 4 | 6 }>> {
+  const { signal } = options;
+  const resolver = new Resolver();
+  if (options.dnsServers?.length) resolver.setServers([...options.dnsServers]);
+  const cancel = () => resolver.cancel();
+  signal?.addEventListener('abort', cancel, { once: true });
+  try {
+    const [v4, v6] = await Promise.race([Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]), aborted(signal)]);
+    const found = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 as const })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 as const })) : []),
+    ];
+    if (found.length > 0) return found;
+    const failure = [v4, v6].find((r): r is PromiseRejectedResult => r.status === 'rejected' && !NO_ANSWER.has((r.reason as NodeJS.ErrnoException).code ?? ''));
+    if (failure) throw new Error(`${host}: DNS ${(failure.reason as NodeJS.ErrnoException).code ?? (failure.reason as Error).message}`);
+    if (!allowPrivate) return [];
+    const system = await Promise.race([lookup(host, { all: true, verbatim: true }).catch(() => []), aborted(signal)]);
+    return system.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+  } finally {
+    signal?.removeEventListener('abort', cancel);
+  }
+}
+
 /**
  * Resolves the URL's host to the one address a delivery connects to, refusing (with an Error whose
  * message says why) a forbidden URL or a name with any forbidden address among its answers.
  */
-export async function resolveWebhookAddress(raw: string, allowPrivate: boolean): Promise<{ address: string; family: 4 | 6 }> {
+export async function resolveWebhookAddress(raw: string, allowPrivate: boolean, options: ResolveOptions = {}): Promise<{ address: string; family: 4 | 6 }> {
   const problem = webhookUrlProblem(raw, allowPrivate);
   if (problem) throw new Error(problem);
   const host = hostOf(new URL(raw));
   const literal = isIP(host);
   if (literal !== 0) return { address: host, family: literal as 4 | 6 };
-  const answers = await lookup(host, { all: true, verbatim: true });
+  const answers = await addressesOf(host, allowPrivate, options);
   if (answers.length === 0) throw new Error(`${host} does not resolve`);
   if (!allowPrivate && answers.some((a) => isForbiddenAddress(a.address)))
     throw new Error(`${host} resolves to a loopback, private, link-local or metadata address`);
-  const first = answers[0]!;
-  return { address: first.address, family: first.family as 4 | 6 };
+  return answers[0]!;
 }

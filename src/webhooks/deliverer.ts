@@ -8,6 +8,13 @@
  *
  * At least once: a node that dies while sending leaves its claim to lapse, and the event is sent
  * again, under the same webhook-id, by whichever node claims it next.
+ *
+ * Fair to every account: the store hands rows out round-robin across accounts and endpoints, with
+ * at most PER_ENDPOINT attempts in flight per endpoint and PER_ACCOUNT per account (on all nodes
+ * together), and a free sender takes the next row as soon as it is free, not when its whole batch
+ * is done. An endpoint that never answers holds two senders for the attempt's deadline, in which
+ * its name's resolution counts too; everyone else's events go out beside it. Delivered and failed
+ * rows are pruned after the retention period.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -25,11 +32,24 @@ export interface DelivererOptions {
   allowPrivate: boolean;
   /** How often the outbox is polled when idle (default 1000 ms). */
   pollIntervalMs?: number | undefined;
-  /** A delivery not answered with a 2xx within this is a failure (default 15 000 ms). */
+  /** A delivery not answered with a 2xx within this, name resolution included, is a failure (default 15 000 ms). */
   timeoutMs?: number | undefined;
-  /** Deliveries sent at once (default 8). */
+  /** Deliveries sent at once by this node (default 32). */
   concurrency?: number | undefined;
+  /** Delivered and failed rows are deleted this long after they ended (BGONE_WEBHOOK_RETENTION; default 7 days). */
+  retentionMs?: number | undefined;
+  /** DNS servers to resolve endpoint names with instead of the system's (tests). */
+  dnsServers?: readonly string[] | undefined;
 }
+
+/** Attempts in flight at once to one endpoint, and to all of one account's endpoints, on all nodes. */
+export const PER_ENDPOINT = 2;
+export const PER_ACCOUNT = 4;
+export const DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+/** Pruning runs at most this often, on the store's clock. */
+const PRUNE_EVERY_MS = 10 * 60 * 1000;
+/** Rows deleted per statement, so that pruning a large backlog never holds the database for long. */
+const PRUNE_CHUNK = 1000;
 
 /** How long a claim keeps other workers off a row: longer than any attempt can take. */
 const CLAIM_LEASE_MS = 60_000;
@@ -48,10 +68,16 @@ export class WebhookDeliverer {
   readonly #pollIntervalMs: number;
   readonly #timeoutMs: number;
   readonly #concurrency: number;
+  readonly #retentionMs: number;
+  readonly #dnsServers: readonly string[] | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  #filling: Promise<void> | undefined;
   #again = false;
   #stopped = false;
+  /** When pruning last ran, on the store's clock. */
+  #prunedAt = Number.NEGATIVE_INFINITY;
+  /** The attempts in progress (each ends within the timeout), by delivery id. */
+  readonly #sending = new Map<string, Promise<void>>();
   readonly #inFlight = new Set<http.ClientRequest>();
 
   constructor(options: DelivererOptions) {
@@ -60,7 +86,9 @@ export class WebhookDeliverer {
     this.#allowPrivate = options.allowPrivate;
     this.#pollIntervalMs = options.pollIntervalMs ?? 1000;
     this.#timeoutMs = options.timeoutMs ?? 15_000;
-    this.#concurrency = options.concurrency ?? 8;
+    this.#concurrency = options.concurrency ?? 32;
+    this.#retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+    this.#dnsServers = options.dnsServers;
   }
 
   start(): void {
@@ -70,15 +98,18 @@ export class WebhookDeliverer {
     this.poke();
   }
 
-  /** Polls the outbox now (e.g. right after an event was written); a poll in progress polls once more after it. */
+  /**
+   * Looks at the outbox now (an event was written, or a sender came free); a look in progress
+   * looks once more after it.
+   */
   poke(): void {
     if (this.#stopped) return;
-    if (this.#running) {
+    if (this.#filling) {
       this.#again = true;
       return;
     }
-    this.#running = this.#drain().finally(() => {
-      this.#running = undefined;
+    this.#filling = this.#fill().finally(() => {
+      this.#filling = undefined;
       if (this.#again) {
         this.#again = false;
         this.poke();
@@ -90,24 +121,56 @@ export class WebhookDeliverer {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    await this.#running;
+    await this.#filling;
+    await Promise.all(this.#sending.values());
   }
 
-  /** Sends due deliveries, batch after batch, until none is due. */
-  async #drain(): Promise<void> {
+  /** Gives every free sender a due row, as long as the store has some to give. */
+  async #fill(): Promise<void> {
+    await this.#pruneWhenDue();
     for (;;) {
-      if (this.#stopped) return;
+      const free = this.#concurrency - this.#sending.size;
+      if (this.#stopped || free <= 0) return;
       let claimed: ClaimedDelivery[];
       try {
-        claimed = await this.#store.webhooks.claimDue(this.#concurrency, CLAIM_LEASE_MS);
+        claimed = await this.#store.webhooks.claimDue(free, CLAIM_LEASE_MS, { perEndpoint: PER_ENDPOINT, perAccount: PER_ACCOUNT });
       } catch (err) {
         // The outbox keeps every event: the next poll tries again once the database answers.
         if (!isDatabaseUnavailable(err)) this.#logger?.error({ err }, 'webhook outbox: claiming deliveries failed');
         return;
       }
-      if (claimed.length === 0) return;
-      await Promise.all(claimed.map((delivery) => this.#deliver(delivery)));
-      if (claimed.length < this.#concurrency) return;
+      for (const delivery of claimed) {
+        // Claimed again while this node still sends it (its lease lapsed: a clock that jumped, an
+        // attempt slower than the lease): the attempt in progress records it, once.
+        if (this.#sending.has(delivery.id)) continue;
+        const sending = this.#deliver(delivery).finally(() => {
+          this.#sending.delete(delivery.id);
+          this.poke(); // a sender came free, and an endpoint's place with it
+        });
+        this.#sending.set(delivery.id, sending);
+      }
+      if (claimed.length < free) return;
+    }
+  }
+
+  /** Deletes rows that ended more than the retention period ago, at most every PRUNE_EVERY_MS. */
+  async #pruneWhenDue(): Promise<void> {
+    const now = this.#store.clock().getTime();
+    if (now - this.#prunedAt < PRUNE_EVERY_MS) return;
+    this.#prunedAt = now;
+    const endedBefore = new Date(now - this.#retentionMs);
+    try {
+      let pruned = 0;
+      for (;;) {
+        const n = await this.#store.webhooks.prune(endedBefore, PRUNE_CHUNK);
+        pruned += n;
+        if (n < PRUNE_CHUNK || this.#stopped) break;
+      }
+      if (pruned > 0) this.#logger?.info({ pruned, endedBefore: endedBefore.toISOString() }, 'webhook outbox: ended deliveries pruned');
+    } catch (err) {
+      // Nothing lost: the rows are pruned at a later poll.
+      this.#prunedAt = Number.NEGATIVE_INFINITY;
+      if (!isDatabaseUnavailable(err)) this.#logger?.error({ err }, 'webhook outbox: pruning failed');
     }
   }
 
@@ -134,14 +197,27 @@ export class WebhookDeliverer {
     else this.#logger?.warn({ ...log, error: result.error, next: next?.toISOString() ?? null, disabled: gone }, 'webhook delivery failed');
   }
 
-  /** One POST; never throws. */
+  /** One POST; never throws. The deadline runs from before the name is resolved. */
   async #attempt(delivery: ClaimedDelivery): Promise<AttemptResult> {
-    let target: { address: string; family: 4 | 6 };
+    const deadline = new AbortController();
+    const timeoutError = `no answer within ${this.#timeoutMs / 1000} s`;
+    const timer = setTimeout(() => deadline.abort(new Error(timeoutError)), this.#timeoutMs);
     try {
-      target = await resolveWebhookAddress(delivery.url, this.#allowPrivate);
-    } catch (err) {
-      return { statusCode: null, error: `refused: ${(err as Error).message}` };
+      let target: { address: string; family: 4 | 6 };
+      try {
+        target = await resolveWebhookAddress(delivery.url, this.#allowPrivate, { signal: deadline.signal, dnsServers: this.#dnsServers });
+      } catch (err) {
+        if (deadline.signal.aborted) return { statusCode: null, error: `${timeoutError} (resolving the name)` };
+        return { statusCode: null, error: `refused: ${(err as Error).message}` };
+      }
+      return await this.#post(delivery, target, deadline.signal, timeoutError);
+    } finally {
+      clearTimeout(timer);
     }
+  }
+
+  /** The POST itself, to the address resolved; ends when the deadline aborts. */
+  #post(delivery: ClaimedDelivery, target: { address: string; family: 4 | 6 }, deadline: AbortSignal, timeoutError: string): Promise<AttemptResult> {
     const url = new URL(delivery.url);
     const timestamp = Math.floor(Date.now() / 1000); // real time: receivers check it against their own clock
     const body = Buffer.from(delivery.body, 'utf8');
@@ -156,7 +232,7 @@ export class WebhookDeliverer {
       const finish = (result: AttemptResult) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        deadline.removeEventListener('abort', onDeadline);
         this.#inFlight.delete(req);
         resolve(result);
       };
@@ -174,10 +250,12 @@ export class WebhookDeliverer {
         },
       });
       this.#inFlight.add(req);
-      const timer = setTimeout(() => {
+      const onDeadline = () => {
         req.destroy();
-        finish({ statusCode: null, error: `no answer within ${this.#timeoutMs / 1000} s` });
-      }, this.#timeoutMs);
+        finish({ statusCode: null, error: timeoutError });
+      };
+      if (deadline.aborted) onDeadline();
+      else deadline.addEventListener('abort', onDeadline, { once: true });
       req.on('response', (res) => {
         // The status decides; the answer's body is read (bounded) only so the socket ends cleanly.
         let read = 0;

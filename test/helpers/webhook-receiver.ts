@@ -2,10 +2,11 @@
  * A real webhook receiver on 127.0.0.1 for the batch and webhook tests: it records every delivery
  * (headers, body), verifies its signature with the `standardwebhooks` package (an implementation
  * of the specification independent of ours), and answers with the status codes a test scripts.
- * It can be stopped and started again on the same port, to play a receiver that is down.
+ * It can be stopped and started again on the same port, to play a receiver that is down. A stuck
+ * receiver accepts connections and never answers.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 
 export interface ReceivedEvent {
@@ -95,4 +96,49 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     });
   await listen(0);
   return receiver;
+}
+
+/** A receiver that accepts connections and never answers: an endpoint stuck for good. */
+export interface StuckReceiver {
+  readonly url: string;
+  /** Connections open now, and the most that were open at once. */
+  readonly open: number;
+  readonly maxOpen: number;
+  /** Connections accepted in all. */
+  readonly accepted: number;
+  /** Closes the listener and every connection it holds (the attempts end at once). */
+  stop(): Promise<void>;
+}
+
+export async function startStuckReceiver(): Promise<StuckReceiver> {
+  const sockets = new Set<import('node:net').Socket>();
+  let maxOpen = 0;
+  let accepted = 0;
+  const server = createNetServer((socket) => {
+    accepted++;
+    sockets.add(socket);
+    maxOpen = Math.max(maxOpen, sockets.size);
+    socket.on('data', () => {}); // reads the request, answers nothing
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/stuck`,
+    get open() {
+      return sockets.size;
+    },
+    get maxOpen() {
+      return maxOpen;
+    },
+    get accepted() {
+      return accepted;
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }

@@ -193,6 +193,33 @@ describe('test events and deliveries', () => {
     expect(rows[0]).toContain(`data-attempts="${delivery.attempts}"`);
   });
 
+  it('is rate-limited like the API: the account’s per-minute bucket, shared with its keys; past it 429 and nothing queued', async () => {
+    const s = await server({ rateLimits: { free: 3, pro: 3, ultra: 3, mega: 3 } });
+    const { client, account } = await signedUp(s);
+    await addEndpoint(client);
+    const [endpoint] = await s.store.webhooks.list(account.id);
+    const { key } = await s.store.keys.create(account.id);
+    const apiTest = () => fetch(`${s.url}/api/v1/webhooks/${endpoint!.id}/test`, { method: 'POST', headers: { authorization: `Bearer ${key}` } });
+    // A test from the API and two from the page use the account's 3 of this minute.
+    expect((await apiTest()).status).toBe(202);
+    for (let i = 0; i < 2; i++) expect((await client.submit(PAGE, '/dashboard/webhooks/test', { endpoint_id: endpoint!.id })).status).toBe(303);
+    const refused = await client.submit(PAGE, '/dashboard/webhooks/test', { endpoint_id: endpoint!.id });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    expect(refused.headers.get('x-ratelimit-limit')).toBe('3');
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(refused.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(message(refused.html)).toMatch(/Too many requests for this account/);
+    expect(card(refused.html, endpoint!.id)).toContain('action="/dashboard/webhooks/test"'); // the page itself, still usable
+    expect(await s.store.webhooks.deliveries(account.id, endpoint!.id, 10)).toHaveLength(3);
+    // The page's tests count against the API too.
+    expect((await apiTest()).status).toBe(429);
+    // Once the sliding minute has passed on the store's clock, the page may test again.
+    s.clock.advance(120_000);
+    expect((await client.submit(PAGE, '/dashboard/webhooks/test', { endpoint_id: endpoint!.id })).status).toBe(303);
+    expect(await s.store.webhooks.deliveries(account.id, endpoint!.id, 10)).toHaveLength(4);
+  });
+
   it('shows a failed attempt: its status code, the attempts and the next retry', async () => {
     const s = await server();
     const { client, account } = await signedUp(s);

@@ -195,6 +195,95 @@ describe.each(STORE_KINDS)('%s store: webhooks', (kind) => {
     });
   });
 
+  describe('fair claims (issue 17: one queue for everyone)', () => {
+    const CAPS = { perEndpoint: 2, perAccount: 4 };
+
+    it('an endpoint with many due rows gets at most perEndpoint claimed; the others are taken round-robin', async () => {
+      const store = await t.open();
+      const x = await store.accounts.create({ email: 'x@example.com' });
+      const y = await store.accounts.create({ email: 'y@example.com' });
+      const stuck = (await createEndpoint(store, x.id, 1))!.endpoint;
+      const xOther = (await createEndpoint(store, x.id, 2))!.endpoint;
+      const yHook = (await createEndpoint(store, y.id, 3))!.endpoint;
+      const flood = await testEvents(store, x.id, stuck.id, 64); // written first: FIFO would send only these
+      const [xLate] = await testEvents(store, x.id, xOther.id, 1);
+      const [yLate] = await testEvents(store, y.id, yHook.id, 1);
+
+      const first = await store.webhooks.claimDue(8, LEASE_MS, CAPS);
+      // One per account first (the oldest of each), then each account's next endpoint, then the flood's second.
+      expect(first.map((d) => d.id)).toEqual([flood[0]!.id, yLate!.id, xLate!.id, flood[1]!.id]);
+      // While those claims hold, the flood's endpoint has no free place: nothing more of it.
+      expect(await store.webhooks.claimDue(8, LEASE_MS, CAPS)).toEqual([]);
+      // One attempt ends: one more of it, the oldest.
+      await store.webhooks.recordAttempt(flood[0]!.id, failure(null, new Date(t.clock().getTime() + HOUR_MS)));
+      expect((await store.webhooks.claimDue(8, LEASE_MS, CAPS)).map((d) => d.id)).toEqual([flood[2]!.id]);
+    });
+
+    it('an account never has more than perAccount rows claimed, over all its endpoints', async () => {
+      const store = await t.open();
+      const x = await store.accounts.create({ email: 'x@example.com' });
+      const hooks = [];
+      for (let i = 0; i < 5; i++) hooks.push((await createEndpoint(store, x.id, i))!.endpoint);
+      for (const hook of hooks) await testEvents(store, x.id, hook.id, 3);
+      const claimed = await store.webhooks.claimDue(100, LEASE_MS, CAPS);
+      expect(claimed).toHaveLength(4);
+      expect(new Set(claimed.map((d) => d.endpointId)).size).toBe(4); // one per endpoint before a second anywhere
+      expect(await store.webhooks.claimDue(100, LEASE_MS, CAPS)).toEqual([]);
+      // Lapsed claims (a dead sender) free the places.
+      t.clock.advance(LEASE_MS);
+      expect(await store.webhooks.claimDue(100, LEASE_MS, CAPS)).toHaveLength(4);
+    });
+
+    it('the caps hold across concurrent claims (on PostgreSQL: two nodes at once)', async () => {
+      const n1 = await t.open();
+      const n2 = kind === 'postgres' ? await t.open() : n1;
+      const x = await n1.accounts.create({ email: 'x@example.com' });
+      const stuck = (await createEndpoint(n1, x.id, 1))!.endpoint;
+      await testEvents(n1, x.id, stuck.id, 40, 0);
+      const rounds = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? n1 : n2).webhooks.claimDue(4, LEASE_MS, CAPS)));
+      expect(rounds.flat()).toHaveLength(2);
+    });
+
+    it('refuses caps that are not positive integers', async () => {
+      const store = await t.open();
+      await expectStoreError(store.webhooks.claimDue(4, LEASE_MS, { perEndpoint: 0, perAccount: 4 }), 'invalid_argument');
+      await expectStoreError(store.webhooks.claimDue(4, LEASE_MS, { perEndpoint: 2, perAccount: 1.5 }), 'invalid_argument');
+    });
+  });
+
+  describe('pruning', () => {
+    it('deletes delivered and failed rows that ended before the cutoff, oldest first, a bounded number at a time; never a pending one', async () => {
+      const store = await t.open();
+      const a = await store.accounts.create({ email: 'a@example.com' });
+      const { endpoint } = (await createEndpoint(store, a.id, 1))!;
+      const gone = (await createEndpoint(store, a.id, 2))!.endpoint;
+      const [delivered, failed, retried, pending, late] = await testEvents(store, a.id, endpoint.id, 5);
+      const [disabledRow, ...failedByDisable] = await testEvents(store, a.id, gone.id, 3);
+      await store.webhooks.claimDue(100, LEASE_MS);
+      await store.webhooks.recordAttempt(delivered!.id, DELIVERED);
+      await store.webhooks.recordAttempt(failed!.id, failure(500, null));
+      await store.webhooks.recordAttempt(retried!.id, failure(500, null));
+      await store.webhooks.recordAttempt(pending!.id, failure(500, new Date(t.clock().getTime() + 100 * HOUR_MS)));
+      await store.webhooks.recordAttempt(disabledRow!.id, { delivered: false, statusCode: 410, error: 'HTTP 410', nextAttemptAt: null, disableEndpoint: true });
+      const endedAt = t.clock().getTime();
+      t.clock.advance(10 * HOUR_MS);
+      // The operator retries one failed row: pending again, so kept; the late one ends now, after the cutoff.
+      expect(await store.webhooks.retry(retried!.id)).toBe(true);
+      await store.webhooks.claimDue(100, LEASE_MS);
+      await store.webhooks.recordAttempt(late!.id, DELIVERED);
+
+      const cutoff = new Date(endedAt + 1);
+      expect(await store.webhooks.prune(new Date(endedAt), 100)).toBe(0); // "before": a row that ended at the cutoff stays
+      expect(await store.webhooks.prune(cutoff, 2)).toBe(2);
+      expect(await store.webhooks.prune(cutoff, 100)).toBe(3);
+      expect(await store.webhooks.prune(cutoff, 100)).toBe(0);
+      const left = (await store.webhooks.recentDeliveries(a.id, 100)).map((d) => d.id).sort();
+      expect(left).toEqual([retried!.id, pending!.id, late!.id].sort());
+      expect(failedByDisable.every((d) => !left.includes(d.id))).toBe(true);
+      await expectStoreError(store.webhooks.prune(cutoff, 0), 'invalid_argument');
+    });
+  });
+
   describe('attempts', () => {
     it('records each attempt: retry planned → pending; delivered; no retry left → failed; the claim ends', async () => {
       const store = await t.open();

@@ -127,6 +127,13 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads the webhook outbox retention (BGONE_WEBHOOK_RETENTION, seconds; default 7 days); refuses bad values', () => {
+    expect(loadConfig({}).batches.webhookRetentionSeconds).toBe(7 * 24 * 3600);
+    expect(loadConfig({ BGONE_WEBHOOK_RETENTION: '86400' }).batches.webhookRetentionSeconds).toBe(86_400);
+    for (const value of ['0', '59', 'a week', '-1', '31536001'])
+      expect(() => loadConfig({ BGONE_WEBHOOK_RETENTION: value }), value).toThrow(/BGONE_WEBHOOK_RETENTION/);
+  });
+
   it('has a library-only part for commands that run no service', () => {
     expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({
       modelsDir: undefined,

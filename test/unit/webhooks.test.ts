@@ -1,10 +1,12 @@
 /** The webhook building blocks alone: signatures, the address guard, the retry schedule. */
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isForbiddenAddress, resolveWebhookAddress, webhookUrlProblem } from '../../src/webhooks/address-guard.js';
 import { MAX_ATTEMPTS, nextAttemptAt, RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { signWebhook } from '../../src/webhooks/signature.js';
+import { startDnsServer } from '../helpers/dns-server.js';
+import { EMBEDDED_PRIVATE_IPV6 } from '../helpers/webhook-addresses.js';
 
 describe('signWebhook', () => {
   it('is verified by the standardwebhooks package, and only for the exact body, id and timestamp', () => {
@@ -66,6 +68,68 @@ describe('address guard', () => {
     await expect(resolveWebhookAddress('http://127.0.0.1:9/x', true)).resolves.toEqual({ address: '127.0.0.1', family: 4 });
     // `localhost.` (trailing dot) is not caught by the name rule: its resolved address is.
     await expect(resolveWebhookAddress('https://localhost./x', false)).rejects.toThrow(/resolves to|does not resolve|ENOTFOUND|EAI_AGAIN/);
+  });
+});
+
+describe('address guard: IPv6 forms that embed an IPv4 address', () => {
+  it('refuses each form that leads to a private IPv4 host, and lets the same forms of a public one through', () => {
+    for (const a of EMBEDDED_PRIVATE_IPV6) expect(isForbiddenAddress(a), a).toBe(true);
+    for (const a of ['::ffff:8.8.8.8', '::ffff:808:808', '64:ff9b::808:808', '2002:808:808::1', '2001:0:808:808::7f7f:fffe', '2001:db8::1'])
+      expect(isForbiddenAddress(a), a).toBe(false);
+    for (const a of ['1:2:3:4:5:6:7:8:9', '::1::2', 'fe80::1%eth0']) expect(isForbiddenAddress(a), a).toBe(true);
+  });
+
+  it('refuses them as URL hosts, in whatever notation the URL spells them', () => {
+    for (const a of EMBEDDED_PRIVATE_IPV6) {
+      expect(webhookUrlProblem(`https://[${a}]/hook`, false), a).toMatch(/loopback, private/);
+      expect(webhookUrlProblem(`https://[${a}]/hook`, true), a).toBeNull(); // the local-setup opt-in lifts it
+    }
+    expect(webhookUrlProblem('https://[64:ff9b::808:808]/hook', false)).toBeNull();
+  });
+});
+
+describe('address guard: resolution at delivery time (a real DNS server on 127.0.0.1)', () => {
+  let dns: Awaited<ReturnType<typeof startDnsServer>>;
+  beforeAll(async () => {
+    dns = await startDnsServer({
+      'public.bgone.test': { a: ['93.184.216.34'], aaaa: ['2606:4700::1111'] },
+      'v6only.bgone.test': { aaaa: ['2606:4700::1111'] },
+      'mixed.bgone.test': { a: ['93.184.216.34'], aaaa: ['64:ff9b::a9fe:a9fe'] },
+      'noaddress.bgone.test': {},
+      'hang.bgone.test': { hang: true },
+      ...Object.fromEntries(EMBEDDED_PRIVATE_IPV6.map((a, i) => [`embedded${i}.bgone.test`, { aaaa: [a] }])),
+    });
+  });
+  afterAll(() => dns.close());
+  const on = () => ({ dnsServers: [dns.address] });
+
+  it('connects to the first IPv4 answer, else the first IPv6 one', async () => {
+    await expect(resolveWebhookAddress('https://public.bgone.test/x', false, on())).resolves.toEqual({ address: '93.184.216.34', family: 4 });
+    await expect(resolveWebhookAddress('https://v6only.bgone.test/x', false, on())).resolves.toEqual({ address: '2606:4700::1111', family: 6 });
+  });
+
+  it('refuses a name with any IPv6 answer that embeds a private IPv4 address', async () => {
+    for (const [i, a] of EMBEDDED_PRIVATE_IPV6.entries())
+      await expect(resolveWebhookAddress(`https://embedded${i}.bgone.test/x`, false, on()), a).rejects.toThrow(/resolves to a loopback, private/);
+    await expect(resolveWebhookAddress('https://mixed.bgone.test/x', false, on())).rejects.toThrow(/resolves to a loopback, private/);
+  });
+
+  it('a name without addresses does not resolve; a DNS server that fails is named in the error', async () => {
+    await expect(resolveWebhookAddress('https://unknown.bgone.test/x', false, on())).rejects.toThrow(/does not resolve/);
+    await expect(resolveWebhookAddress('https://noaddress.bgone.test/x', false, on())).rejects.toThrow(/does not resolve/);
+    // Nothing listens on port 9 (discard) of 127.0.0.1: the query is refused.
+    await expect(resolveWebhookAddress('https://public.bgone.test/x', false, { dnsServers: ['127.0.0.1:9'] })).rejects.toThrow(/DNS E/);
+  });
+
+  it("a name whose server never answers gives up when the signal aborts (the attempt's deadline)", async () => {
+    const deadline = AbortSignal.timeout(200);
+    const started = performance.now();
+    await expect(resolveWebhookAddress('https://hang.bgone.test/x', false, { ...on(), signal: deadline })).rejects.toThrow(/timeout|aborted/i);
+    expect(performance.now() - started).toBeLessThan(5000); // well before c-ares's own retries end
+    expect(dns.queries.filter((q) => q.startsWith('hang.bgone.test'))).not.toHaveLength(0);
+    const gone = new AbortController();
+    gone.abort(new Error('already over'));
+    await expect(resolveWebhookAddress('https://public.bgone.test/x', false, { ...on(), signal: gone.signal })).rejects.toThrow(/already over/);
   });
 });
 

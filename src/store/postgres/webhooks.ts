@@ -3,8 +3,9 @@
  *
  * Events are written by enqueue() inside the transaction of the change they report (batches.ts),
  * so a node that dies after committing leaves its events in the outbox for the others to send.
- * Any node sends any row: claimDue() takes due rows with FOR UPDATE SKIP LOCKED and stamps a lease
- * in the same statement, so two nodes polling at once never get the same row, and a node that dies
+ * Any node sends any row: claimDue() picks due rows fairly (batch-rules.ts FAIR_DUE_SQL) and stamps
+ * a lease in the same statement, one node at a time (an advisory lock), so two nodes polling at
+ * once never get the same row nor pass the per-endpoint caps together, and a node that dies
  * mid-attempt leaves a claim that lapses and makes the row due again (at least once; receivers
  * dedupe on the id).
  */
@@ -12,21 +13,38 @@
 import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, qualified, toDelivery, toEndpoint } from '../batch-rows.js';
 import {
   afterAttempt,
+  checkClaimCaps,
   checkEndpointInput,
   checkPositiveInteger,
   clipError,
   ENDPOINT_DISABLED_ERROR,
   eventBody,
+  FAIR_DUE_SQL,
   generateWebhookSecret,
+  NO_CLAIM_CAPS,
   newId,
   WEBHOOK_TEST_MESSAGE,
 } from '../batch-rules.js';
 import { StoreError } from '../errors.js';
 import { checkId } from '../rules.js';
-import type { ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookDelivery, WebhookEndpoint, WebhookEventType, WebhookStore } from '../store.js';
+import type {
+  ClaimCaps,
+  ClaimedDelivery,
+  CreatedWebhookEndpoint,
+  DeliveryOutcome,
+  WebhookDelivery,
+  WebhookEndpoint,
+  WebhookEventType,
+  WebhookStore,
+} from '../store.js';
 import type { PostgresContext, Queryable } from './context.js';
 
 const D_COLUMNS = qualified('d', DELIVERY_COLUMNS);
+
+/** The fair pick of claimDue with PostgreSQL's numbered parameters. */
+const FAIR_DUE_PG = FAIR_DUE_SQL.replaceAll('@now', '$1').replaceAll('@perEndpoint', '$2').replaceAll('@perAccount', '$3').replaceAll('@limit', '$4');
+/** The advisory lock that makes claims take turns across nodes. */
+const CLAIM_LOCK = 'bgone:webhook-claims';
 
 export class PostgresWebhooks implements WebhookStore {
   constructor(private readonly ctx: PostgresContext) {}
@@ -106,37 +124,49 @@ export class PostgresWebhooks implements WebhookStore {
     return endpoints.length;
   }
 
-  async claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  async claimDue(limit: number, leaseMs: number, caps: ClaimCaps = NO_CLAIM_CAPS): Promise<ClaimedDelivery[]> {
     checkPositiveInteger('limit', limit);
     checkPositiveInteger('leaseMs', leaseMs);
-    const now = this.ctx.now();
-    // One statement, its own short transaction: the rows are locked (others skip them) until the
-    // lease is stamped; a row another node stamped meanwhile fails the re-check of claimed_until.
-    const { rows } = await this.ctx.pool.query<DeliveryRow & { url: string; secret: string; seq: number }>(
-      `WITH due AS (
-         SELECT d.seq FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-         WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND (d.claimed_until IS NULL OR d.claimed_until <= $1)
-           AND e.disabled_at IS NULL
-         ORDER BY d.next_attempt_at, d.seq LIMIT $2
-         FOR UPDATE OF d SKIP LOCKED
-       )
-       UPDATE webhook_deliveries d SET claimed_until = $3 FROM due, webhook_endpoints e
-       WHERE d.seq = due.seq AND e.id = d.endpoint_id
-       RETURNING ${D_COLUMNS}, e.url, e.secret, d.seq`,
-      [now, limit, now + leaseMs],
+    checkClaimCaps(caps);
+    return this.ctx.transaction(async (c) => {
+      // Claims are counted against the caps across nodes: one claim at a time, everywhere (a few
+      // milliseconds each), so two nodes cannot both see an endpoint's last free place.
+      await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [CLAIM_LOCK]);
+      const now = this.ctx.now();
+      // The re-checks of status and claimed_until see a row recordAttempt or retry changed since
+      // the CTE's snapshot (READ COMMITTED re-reads an updated row): such a row is left alone.
+      const { rows } = await c.query<DeliveryRow & { url: string; secret: string; seq: number; account_slot: number; endpoint_slot: number }>(
+        `${FAIR_DUE_PG}
+         UPDATE webhook_deliveries d SET claimed_until = $5 FROM picked p, webhook_endpoints e
+         WHERE d.seq = p.seq AND e.id = d.endpoint_id AND d.status = 'pending' AND (d.claimed_until IS NULL OR d.claimed_until <= $1)
+         RETURNING ${D_COLUMNS}, e.url, e.secret, d.seq, p.account_slot, p.endpoint_slot`,
+        [now, caps.perEndpoint, caps.perAccount, limit, now + leaseMs],
+      );
+      // UPDATE ... RETURNING has no order of its own: the order they were picked in.
+      return rows
+        .sort((a, b) => a.account_slot - b.account_slot || a.endpoint_slot - b.endpoint_slot || a.next_attempt_at! - b.next_attempt_at! || a.seq - b.seq)
+        .map(({ url, secret, seq: _seq, account_slot: _a, endpoint_slot: _e, ...row }) => ({ ...toDelivery(row), url, secret }));
+    });
+  }
+
+  async prune(endedBefore: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.ctx.pool.query(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries WHERE status <> 'pending' AND ended_at < $1 ORDER BY ended_at LIMIT $2)`,
+      [endedBefore.getTime(), checkPositiveInteger('limit', limit)],
     );
-    // UPDATE ... RETURNING has no order of its own: oldest due first, as they were picked.
-    return rows
-      .sort((a, b) => a.next_attempt_at! - b.next_attempt_at! || a.seq - b.seq)
-      .map(({ url, secret, seq: _seq, ...row }) => ({ ...toDelivery(row), url, secret }));
+    return rowCount ?? 0;
   }
 
   recordAttempt(deliveryId: string, outcome: DeliveryOutcome): Promise<void> {
     return this.ctx.transaction(async (c) => {
-      const { rows } = await c.query<{ endpoint_id: string; status: string; delivered_at: number | null; next_attempt_at: number | null }>(
-        'SELECT endpoint_id, status, delivered_at, next_attempt_at FROM webhook_deliveries WHERE id = $1 FOR UPDATE',
-        [deliveryId],
-      );
+      const { rows } = await c.query<{
+        endpoint_id: string;
+        status: string;
+        delivered_at: number | null;
+        next_attempt_at: number | null;
+        ended_at: number | null;
+      }>('SELECT endpoint_id, status, delivered_at, next_attempt_at, ended_at FROM webhook_deliveries WHERE id = $1 FOR UPDATE', [deliveryId]);
       const before = rows[0];
       if (!before) return; // its endpoint was deleted meanwhile: nothing left to record
       const now = this.ctx.now();
@@ -144,16 +174,16 @@ export class PostgresWebhooks implements WebhookStore {
       if (outcome.disableEndpoint) {
         await c.query('UPDATE webhook_endpoints SET disabled_at = coalesce(disabled_at, $2) WHERE id = $1', [before.endpoint_id, now]);
         await c.query(
-          `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, claimed_until = NULL, last_error = $2
+          `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, claimed_until = NULL, ended_at = $4, last_error = $2
            WHERE endpoint_id = $1 AND status = 'pending' AND id <> $3`,
-          [before.endpoint_id, ENDPOINT_DISABLED_ERROR, deliveryId],
+          [before.endpoint_id, ENDPOINT_DISABLED_ERROR, deliveryId, now],
         );
       }
       await c.query(
-        `UPDATE webhook_deliveries SET attempts = attempts + 1, status = $2, next_attempt_at = $3, delivered_at = $4,
+        `UPDATE webhook_deliveries SET attempts = attempts + 1, status = $2, next_attempt_at = $3, delivered_at = $4, ended_at = $7,
            last_status_code = $5, last_error = $6, claimed_until = NULL
          WHERE id = $1`,
-        [deliveryId, next.status, next.nextAttemptAt, next.deliveredAt, outcome.statusCode, clipError(outcome.error)],
+        [deliveryId, next.status, next.nextAttemptAt, next.deliveredAt, outcome.statusCode, clipError(outcome.error), next.endedAt],
       );
     });
   }
@@ -177,7 +207,7 @@ export class PostgresWebhooks implements WebhookStore {
   async retry(deliveryId: string): Promise<boolean> {
     checkId('deliveryId', deliveryId, true);
     const { rowCount } = await this.ctx.pool.query(
-      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, claimed_until = NULL
+      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $2, claimed_until = NULL, ended_at = NULL
        WHERE id = $1 AND status IN ('pending', 'failed')`,
       [deliveryId, this.ctx.now()],
     );

@@ -176,6 +176,18 @@ export const MIGRATIONS: readonly string[] = [
     UNIQUE (batch_id, position)
   ) STRICT;
   `,
+  // 4: when a delivery ended (delivered or failed), so that ended rows are pruned after the
+  // retention period (BGONE_WEBHOOK_RETENTION) and the outbox stays small. Rows that ended before
+  // this migration count from their delivery, or else from their creation.
+  `
+  ALTER TABLE webhook_deliveries ADD COLUMN ended_at INTEGER;
+  UPDATE webhook_deliveries SET ended_at = coalesce(delivered_at, created_at) WHERE status <> 'pending';
+  CREATE INDEX webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE status <> 'pending';
+  -- The live claims, counted by every claim against the per-endpoint and per-account caps.
+  CREATE INDEX webhook_deliveries_claimed ON webhook_deliveries (claimed_until) WHERE status = 'pending';
+  -- Each endpoint's oldest due rows, probed by every claim (batch-rules.ts FAIR_DUE_SQL).
+  CREATE INDEX webhook_deliveries_pending_by_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, seq) WHERE status = 'pending';
+  `,
 ];
 
 /** The schema version this build writes and understands. */

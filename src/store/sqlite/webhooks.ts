@@ -6,23 +6,28 @@
  * none; a restart loses none of them. Senders claim due rows for a lease (claimDue): one process
  * per file, but several workers in it must not send a row twice, and a sender that dies mid-attempt
  * leaves a claim that lapses and makes the row due again (at least once; receivers dedupe on the id).
+ * Rows are picked fairly, not first in first out (batch-rules.ts FAIR_DUE_SQL); rows that ended
+ * are pruned after the retention period (prune).
  */
 
 import { DELIVERY_COLUMNS, type DeliveryRow, ENDPOINT_COLUMNS, type EndpointRow, qualified, toDelivery, toEndpoint } from '../batch-rows.js';
 import {
   afterAttempt,
+  checkClaimCaps,
   checkEndpointInput,
   checkPositiveInteger,
   clipError,
   ENDPOINT_DISABLED_ERROR,
   eventBody,
+  FAIR_DUE_SQL,
   generateWebhookSecret,
+  NO_CLAIM_CAPS,
   newId,
   WEBHOOK_TEST_MESSAGE,
 } from '../batch-rules.js';
 import type { Clock } from '../clock.js';
 import { checkId } from '../rules.js';
-import type { ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookDelivery, WebhookEndpoint, WebhookEventType } from '../store.js';
+import type { ClaimCaps, ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookDelivery, WebhookEndpoint, WebhookEventType } from '../store.js';
 import type { Accounts } from './accounts.js';
 import type { Db } from './database.js';
 
@@ -47,6 +52,7 @@ export class Webhooks {
   private readonly byAccountStmt;
   private readonly allStmt;
   private readonly retryStmt;
+  private readonly pruneStmt;
   private readonly createTx;
   private readonly deleteTx;
   private readonly claimTx;
@@ -71,24 +77,26 @@ export class Webhooks {
       `INSERT INTO webhook_deliveries (id, endpoint_id, account_id, type, body, created_at, status, next_attempt_at)
        VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)`,
     );
-    this.dueStmt = db.prepare<[number, number, number], DeliveryRow & { url: string; secret: string }>(
-      `SELECT ${D_COLUMNS}, e.url, e.secret FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
-       WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND (d.claimed_until IS NULL OR d.claimed_until <= ?)
-         AND e.disabled_at IS NULL
-       ORDER BY d.next_attempt_at, d.seq LIMIT ?`,
+    // CROSS JOIN keeps SQLite's planner on the picked rows first (a few), not on every delivery.
+    this.dueStmt = db.prepare<[{ now: number; perEndpoint: number; perAccount: number; limit: number }], DeliveryRow & { url: string; secret: string }>(
+      `${FAIR_DUE_SQL}
+       SELECT ${D_COLUMNS}, e.url, e.secret
+       FROM picked p CROSS JOIN webhook_deliveries d ON d.seq = p.seq CROSS JOIN webhook_endpoints e ON e.id = d.endpoint_id
+       ORDER BY p.account_slot, p.endpoint_slot, d.next_attempt_at, d.seq`,
     );
     this.claimStmt = db.prepare<[number, string]>('UPDATE webhook_deliveries SET claimed_until = ? WHERE id = ?');
-    this.attemptRowStmt = db.prepare<[string], { endpoint_id: string; status: string; delivered_at: number | null; next_attempt_at: number | null }>(
-      'SELECT endpoint_id, status, delivered_at, next_attempt_at FROM webhook_deliveries WHERE id = ?',
-    );
-    this.updateAttemptStmt = db.prepare<[string, number | null, number | null, number | null, string | null, string]>(
-      `UPDATE webhook_deliveries SET attempts = attempts + 1, status = ?, next_attempt_at = ?, delivered_at = ?,
+    this.attemptRowStmt = db.prepare<
+      [string],
+      { endpoint_id: string; status: string; delivered_at: number | null; next_attempt_at: number | null; ended_at: number | null }
+    >('SELECT endpoint_id, status, delivered_at, next_attempt_at, ended_at FROM webhook_deliveries WHERE id = ?');
+    this.updateAttemptStmt = db.prepare<[string, number | null, number | null, number | null, number | null, string | null, string]>(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1, status = ?, next_attempt_at = ?, delivered_at = ?, ended_at = ?,
          last_status_code = ?, last_error = ?, claimed_until = NULL
        WHERE id = ?`,
     );
     this.disableEndpointStmt = db.prepare<[number, string]>('UPDATE webhook_endpoints SET disabled_at = coalesce(disabled_at, ?) WHERE id = ?');
-    this.failPendingStmt = db.prepare<[string, string]>(
-      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, claimed_until = NULL, last_error = ?
+    this.failPendingStmt = db.prepare<[number, string, string]>(
+      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, claimed_until = NULL, ended_at = ?, last_error = ?
        WHERE endpoint_id = ? AND status = 'pending'`,
     );
     this.byEndpointStmt = db.prepare<[number, string, number], DeliveryRow>(
@@ -99,8 +107,12 @@ export class Webhooks {
     );
     this.allStmt = db.prepare<[number], DeliveryRow>(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries ORDER BY seq DESC LIMIT ?`);
     this.retryStmt = db.prepare<[number, string]>(
-      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, claimed_until = NULL
+      `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, claimed_until = NULL, ended_at = NULL
        WHERE id = ? AND status IN ('pending', 'failed')`,
+    );
+    this.pruneStmt = db.prepare<[number, number]>(
+      `DELETE FROM webhook_deliveries WHERE seq IN (
+         SELECT seq FROM webhook_deliveries WHERE status <> 'pending' AND ended_at < ? ORDER BY ended_at LIMIT ?)`,
     );
 
     // The count and the insert in one write transaction: concurrent creates cannot pass the limit.
@@ -117,9 +129,9 @@ export class Webhooks {
       this.deleteEndpointStmt.run(endpointId);
       return true;
     });
-    this.claimTx = db.transaction((limit: number, leaseMs: number): ClaimedDelivery[] => {
+    this.claimTx = db.transaction((limit: number, leaseMs: number, caps: ClaimCaps): ClaimedDelivery[] => {
       const now = this.clock().getTime();
-      const rows = this.dueStmt.all(now, now, limit);
+      const rows = this.dueStmt.all({ now, perEndpoint: caps.perEndpoint, perAccount: caps.perAccount, limit });
       for (const row of rows) this.claimStmt.run(now + leaseMs, row.id);
       return rows.map(({ url, secret, ...row }) => ({ ...toDelivery(row), url, secret }));
     });
@@ -130,10 +142,10 @@ export class Webhooks {
       const next = afterAttempt(before, outcome, now);
       if (outcome.disableEndpoint) {
         this.disableEndpointStmt.run(now, before.endpoint_id);
-        this.failPendingStmt.run(ENDPOINT_DISABLED_ERROR, before.endpoint_id);
+        this.failPendingStmt.run(now, ENDPOINT_DISABLED_ERROR, before.endpoint_id);
       }
       // After failPending: this row's own outcome (its status code and error) is what it keeps.
-      this.updateAttemptStmt.run(next.status, next.nextAttemptAt, next.deliveredAt, outcome.statusCode, clipError(outcome.error), deliveryId);
+      this.updateAttemptStmt.run(next.status, next.nextAttemptAt, next.deliveredAt, next.endedAt, outcome.statusCode, clipError(outcome.error), deliveryId);
     });
   }
 
@@ -177,8 +189,13 @@ export class Webhooks {
     return endpoints.length;
   }
 
-  claimDue(limit: number, leaseMs: number): ClaimedDelivery[] {
-    return this.claimTx.immediate(checkPositiveInteger('limit', limit), checkPositiveInteger('leaseMs', leaseMs));
+  claimDue(limit: number, leaseMs: number, caps: ClaimCaps = NO_CLAIM_CAPS): ClaimedDelivery[] {
+    checkClaimCaps(caps);
+    return this.claimTx.immediate(checkPositiveInteger('limit', limit), checkPositiveInteger('leaseMs', leaseMs), caps);
+  }
+
+  prune(endedBefore: Date, limit: number): number {
+    return this.pruneStmt.run(endedBefore.getTime(), checkPositiveInteger('limit', limit)).changes;
   }
 
   recordAttempt(deliveryId: string, outcome: DeliveryOutcome): void {
