@@ -329,13 +329,15 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
   });
   f_hat.resize(n * 3);
   b_hat.resize(n * 3);
-  for (size_t i = 0; i < n; ++i) {
-    const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
-    for (int c = 0; c < 3; ++c) {
-      f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
-      b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+  parallel_rows(h, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
+      const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
+      for (int c = 0; c < 3; ++c) {
+        f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
+        b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+      }
     }
-  }
+  });
 }
 
 // Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
@@ -372,60 +374,65 @@ void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<f
 
 }  // namespace
 
-std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha) {
+void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  std::vector<uint8_t> out(rgb, rgb + n * 3);
-  std::vector<uint32_t> partial;  // only semi-transparent pixels get a new colour
-  for (size_t i = 0; i < n; ++i) {
-    if (alpha.v[i] > 0.f && alpha.v[i] < 1.f) partial.push_back(static_cast<uint32_t>(i));
-  }
-  if (partial.empty()) return out;
+  // Only semi-transparent pixels get a new colour; with none, the blurs below are not needed.
+  if (std::none_of(alpha.v.begin(), alpha.v.end(), [](float a) { return a > 0.f && a < 1.f; })) return;
   // The blurred estimates are smooth, so they are computed at a bounded working resolution and
   // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
   const int factor = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) / kForegroundWorkPixels))));
   std::vector<float> image;
   Plane work_alpha;
-  shrink_by(rgb, alpha, factor, image, work_alpha);
+  shrink_by(rgb.data(), alpha, factor, image, work_alpha);
   const size_t wn = work_alpha.v.size();
+  const int sw = work_alpha.width, sh = work_alpha.height;
   // Radii from the paper (90 then 6 px) are for images of about 1 MP; scale them with the image.
   const double scale = std::sqrt(static_cast<double>(wn) / 1e6);
   const int large = std::max(3, static_cast<int>(std::lround(90 * scale)));
   const int small = std::max(1, static_cast<int>(std::lround(6 * scale)));
   std::vector<float> fg = image, bg = image, f_hat, b_hat;
   weighted_means(fg, bg, work_alpha, large, f_hat, b_hat);
-  for (size_t i = 0; i < wn; ++i) {  // first blur-fusion step, at working resolution
-    const float a = work_alpha.v[i];
-    for (int c = 0; c < 3; ++c) {
-      const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
-      fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
-      bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+  parallel_rows(sh, [&](int first, int end) {  // first blur-fusion step, at working resolution
+    for (size_t i = static_cast<size_t>(first) * sw; i < static_cast<size_t>(end) * sw; ++i) {
+      const float a = work_alpha.v[i];
+      for (int c = 0; c < 3; ++c) {
+        const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
+        fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
+        bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+      }
     }
-  }
+  });
   weighted_means(fg, bg, work_alpha, small, f_hat, b_hat);  // second step's estimates
-  const int sw = work_alpha.width, sh = work_alpha.height;
-  for (uint32_t i : partial) {
-    const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
-    const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
-    const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
-    const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
-    const int x1 = std::min(x0 + 1, sw - 1), y1 = std::min(y0 + 1, sh - 1);
-    const float tx = fx - x0, ty = fy - y0;
-    const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
-    const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
-    const float a = alpha.v[i];
-    for (int c = 0; c < 3; ++c) {
-      auto sample = [&](const std::vector<float>& p) {
-        const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
-        const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
-        return top + (bottom - top) * ty;
-      };
-      const float f = sample(f_hat), b = sample(b_hat);
-      const float residual = rgb[static_cast<size_t>(i) * 3 + c] / 255.f - a * f - (1.f - a) * b;
-      out[static_cast<size_t>(i) * 3 + c] = unit_to_byte(f + a * residual);
+  // Each pixel reads only its own colour before writing it: the correction runs in place, by rows.
+  parallel_rows(h, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
+      const int y0 = static_cast<int>(fy), y1 = std::min(y0 + 1, sh - 1);
+      const float ty = fy - y0;
+      const float* alpha_row = alpha.row(y);
+      uint8_t* px = rgb.data() + static_cast<size_t>(y) * w * 3;
+      for (int x = 0; x < w; ++x) {
+        const float a = alpha_row[x];
+        if (!(a > 0.f && a < 1.f)) continue;
+        const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
+        const int x0 = static_cast<int>(fx), x1 = std::min(x0 + 1, sw - 1);
+        const float tx = fx - x0;
+        const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
+        const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
+        for (int c = 0; c < 3; ++c) {
+          auto sample = [&](const std::vector<float>& p) {
+            const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
+            const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
+            return top + (bottom - top) * ty;
+          };
+          const float f = sample(f_hat), b = sample(b_hat);
+          const float residual = px[x * 3 + c] / 255.f - a * f - (1.f - a) * b;
+          px[x * 3 + c] = unit_to_byte(f + a * residual);
+        }
+      }
     }
-  }
-  return out;
+  });
 }
 
 }  // namespace bgone

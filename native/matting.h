@@ -56,8 +56,8 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
 // Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h).
 Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my);
 
-// Foreground colours for the pixels with 0 < alpha < 1; others keep the image colour. rgb and the
-// result are interleaved 8-bit; alpha is 0..1.
-std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha);
+// Replaces the colours of the pixels with 0 < alpha < 1 by their foreground colours, in place; the
+// others keep the image colour. rgb is interleaved 8-bit, the size of alpha; alpha is 0..1.
+void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha);
 
 }  // namespace bgone

@@ -54,10 +54,12 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     if (spec.threads > 0) check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
     check(g_api->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
     check(g_api->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
-    // Without the arena and the memory patterns, peak RSS drops by about 1 GB and memory returns to
-    // the OS between jobs, at the same speed (measured, see notes/stack.md).
+    // Without the arena, memory returns to the OS between jobs (with the float models the arena and
+    // the memory patterns together cost about 1 GB of peak RSS; README "Performance"). The memory pattern
+    // stays on: it plans one block per run for the intermediate tensors instead of a malloc and free
+    // per op, and with the int8 model (many small quantize/dequantize tensors) turning it off made
+    // the run 15-20 % slower at a similar peak (issue 19, README "Performance").
     check(g_api->DisableCpuMemArena(options), "DisableCpuMemArena");
-    check(g_api->DisableMemPattern(options), "DisableMemPattern");
     // Idle intra-op threads must not spin after a run: on two cores they would steal time from the
     // decode and encode of the jobs around the inference.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");

@@ -176,8 +176,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   std::future<DecodedPtr> full;
   DecodedPtr decoded;
   double decode_ms = 0;
-  if (format == InputFormat::Png) {
-    // No shrink-on-load for PNG: decode once and derive the model's input from the full image.
+  if (!shrinks_on_load(format, header, in_w, in_h)) {
+    // PNG, or a JPEG under twice the model's side (2 MP and less): a small decode would decode every
+    // pixel too, so decode once, before the inference, and derive the model's input from it. It no
+    // longer runs beside the inference either, where it took cores from the model's threads.
     step = Clock::now();
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
@@ -278,7 +280,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     }
   });
   std::vector<uint8_t> fg;
-  if (!o.alpha_only) fg = o.refine ? estimate_foreground(rgb.data.data(), alpha) : std::move(rgb.data);
+  if (!o.alpha_only) {
+    if (o.refine) estimate_foreground(rgb.data, alpha);
+    fg = std::move(rgb.data);
+  }
   Pixels composed = compose(o, alpha, fg);
   t.matting = ms_since(step);
 
