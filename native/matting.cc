@@ -130,15 +130,27 @@ void box_mean(const float* in, float* out, int w, int h, int r) {
   std::vector<float> tmp(static_cast<size_t>(w) * h);
   std::vector<double> inv_x(w), acc(w);
   for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
-  for (int y = 0; y < h; ++y) {
-    const float* src = in + static_cast<size_t>(y) * w;
-    float* dst = tmp.data() + static_cast<size_t>(y) * w;
-    double sum = 0;
-    for (int x = 0; x <= std::min(r, w - 1); ++x) sum += src[x];
+  // A row's running sum is one chain of dependent additions: four rows advance side by side so
+  // that the processor overlaps their chains (the same arithmetic per row, about twice as fast).
+  constexpr int kRows = 4;
+  for (int y0 = 0; y0 < h; y0 += kRows) {
+    const int rows = std::min(kRows, h - y0);
+    const float* src[kRows];
+    float* dst[kRows];
+    double sum[kRows] = {};
+    for (int k = 0; k < kRows; ++k) {
+      const int y = y0 + std::min(k, rows - 1);  // a short last block repeats its last row
+      src[k] = in + static_cast<size_t>(y) * w;
+      dst[k] = tmp.data() + static_cast<size_t>(y) * w;
+      for (int x = 0; x <= std::min(r, w - 1); ++x) sum[k] += src[k][x];
+    }
     for (int x = 0; x < w; ++x) {
-      dst[x] = static_cast<float>(sum * inv_x[x]);
-      if (x + r + 1 < w) sum += src[x + r + 1];
-      if (x - r >= 0) sum -= src[x - r];
+      const bool add = x + r + 1 < w, sub = x - r >= 0;
+      for (int k = 0; k < kRows; ++k) {
+        dst[k][x] = static_cast<float>(sum[k] * inv_x[x]);
+        if (add) sum[k] += src[k][x + r + 1];
+        if (sub) sum[k] -= src[k][x - r];
+      }
     }
   }
   for (int y = 0; y <= std::min(r, h - 1); ++y) {
