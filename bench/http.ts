@@ -471,10 +471,11 @@ function issue19Figures(levels: LevelResult[], brackets: CoreBracket[], bareTime
         mark(cpuOutside <= 60),
       ],
       [
-        'RSS idle after warm-up / peak of the run (MB)',
+        // This process also holds the server, the store and autocannon: the core's own RSS targets are npm run bench's.
+        'RSS idle after warm-up / peak of the run, whole process (MB)',
         `${fmt(idleRssMB)} / ${fmt(figures.peakRssMB)}`,
-        '<= 200 / <= 500',
-        mark(idleRssMB <= 200 && figures.peakRssMB <= 500),
+        'see npm run bench',
+        '',
       ],
     ],
     1,
