@@ -10,8 +10,16 @@
 
 namespace bgone {
 
+namespace {
+std::atomic<int> g_cores_in_use{0};
+}
+
+CoresInUse::CoresInUse(int cores) : cores_(cores) { g_cores_in_use += cores_; }
+CoresInUse::~CoresInUse() { g_cores_in_use -= cores_; }
+
 void parallel_for(int count, const std::function<void(int)>& fn) {
-  const int workers = std::min<int>(count, std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = std::min(count, std::max(1, cores - g_cores_in_use.load()));
   if (workers <= 1) {
     for (int i = 0; i < count; ++i) fn(i);
     return;

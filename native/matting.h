@@ -33,7 +33,22 @@ struct AxisMap {
 // Resamples `src` to out_w x out_h; a linear (tent) filter widened when shrinking, edges clamped.
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my);
 
-// Runs fn(0..count-1) on up to one thread per core; rethrows the first exception.
+// One budget of threads for the process: while a model runs on the CPU, its threads hold the cores
+// (CoresInUse, model.cc), and another job's parallel loops below use only the cores left (at least
+// one, its own thread), instead of adding as many threads again. On two cores a second pair of
+// threads beside the model's made both slower: the model's steps wait for their slowest thread.
+class CoresInUse {
+ public:
+  explicit CoresInUse(int cores);
+  ~CoresInUse();
+  CoresInUse(const CoresInUse&) = delete;
+  CoresInUse& operator=(const CoresInUse&) = delete;
+
+ private:
+  int cores_;
+};
+
+// Runs fn(0..count-1) on up to one thread per free core (above); rethrows the first exception.
 void parallel_for(int count, const std::function<void(int)>& fn);
 // Splits rows [0, height) into contiguous blocks run in parallel: fn(first_row, end_row).
 void parallel_rows(int height, const std::function<void(int, int)>& fn);

@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "errors.h"
+#include "matting.h"
 #include "onnxruntime_c_api.h"
 #include "providers.h"
 
@@ -110,6 +112,9 @@ Model::RunCost Model::run(std::vector<float>& input, int width, int height, std:
     // The process's CPU, not the calling thread's: the run's work is on ONNX Runtime's pool too. It
     // also counts whatever else the process does meanwhile (another job's decode or encode), which
     // is why the benchmarks read it one job at a time.
+    // On the CPU the run takes its intra-op threads' cores; with a GPU, the calling thread's only.
+    const CoresInUse cores(
+        spec_.provider == "cpu" ? (spec_.threads > 0 ? spec_.threads : static_cast<int>(std::thread::hardware_concurrency())) : 1);
     const double cpu_start = process_cpu_ms();
     status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
     cost.cpu = process_cpu_ms() - cpu_start;
