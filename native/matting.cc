@@ -135,6 +135,8 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
 void box_mean(const float* in, float* out, int w, int h, int r) {
   // Horizontal running sums into tmp, then vertical running sums; both O(1) per pixel. Windows
   // are clipped at the borders, so each position divides by its own count (precomputed inverses).
+  // `in` is read only by the first pass and `out` written only by the second: they may be one
+  // buffer, which spares the callers a plane each (fresh pages the kernel must fault in and zero).
   std::vector<float> tmp(static_cast<size_t>(w) * h);
   std::vector<double> inv_x(w), acc(w);
   for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
@@ -222,11 +224,7 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
       ch[12][i] = b * b;
     }
   });
-  parallel_for(13, [&](int c) {
-    std::vector<float> mean(n);
-    box_mean(ch[c].data(), mean.data(), w, h, radius);
-    ch[c].swap(mean);
-  });
+  parallel_for(13, [&](int c) { box_mean(ch[c].data(), ch[c].data(), w, h, radius); });
   GuidedCoefficients k;
   for (auto& a : k.a) a = Plane(w, h);
   k.b = Plane(w, h);
@@ -251,11 +249,7 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
     }
   });
   Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
-  parallel_for(4, [&](int c) {
-    std::vector<float> mean(n);
-    box_mean(planes[c]->v.data(), mean.data(), w, h, radius);
-    planes[c]->v.swap(mean);
-  });
+  parallel_for(4, [&](int c) { box_mean(planes[c]->v.data(), planes[c]->v.data(), w, h, radius); });
   return k;
 }
 
@@ -334,7 +328,6 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
   const size_t n = static_cast<size_t>(w) * h;
   std::vector<float> blurred_a(n), fa[3], ba[3];
   parallel_for(7, [&](int job) {
-    std::vector<float> tmp(n);
     if (job == 6) {
       box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
       return;
@@ -344,8 +337,8 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
     std::vector<float>& out = is_fg ? fa[c] : ba[c];
     out.resize(n);
     const std::vector<float>& src = is_fg ? fg : bg;
-    for (size_t i = 0; i < n; ++i) tmp[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
-    box_mean(tmp.data(), out.data(), w, h, radius);
+    for (size_t i = 0; i < n; ++i) out[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
+    box_mean(out.data(), out.data(), w, h, radius);  // in place
   });
   f_hat.resize(n * 3);
   b_hat.resize(n * 3);

@@ -56,7 +56,7 @@ void parallel_rows(int height, const std::function<void(int, int)>& fn);
 // 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).
 inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0.f : v >= 1.f ? 1.f : v) * 255.f + 0.5f); }
 
-// Box mean over a (2r+1)^2 window, windows clipped at the borders.
+// Box mean over a (2r+1)^2 window, windows clipped at the borders. `in` and `out` may be the same.
 void box_mean(const float* in, float* out, int w, int h, int r);
 
 // 2x2 averages of an interleaved RGB image and of its mask (same size, even sides; an odd last
