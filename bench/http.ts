@@ -19,8 +19,15 @@
  * the machine is flagged as such.
  *
  * Results are printed and written to bench/results/http-<backend>.json. BENCH_HTTP=uws|node picks the
- * HTTP backend (default: the automatic choice, as `npm start`). BENCH_QUICK=1: concurrency 4 only,
+ * HTTP backend (default: the automatic choice, as `npm start`). BENCH_QUICK=1: concurrency 1 and 4 only,
  * 6 requests, fewer core calls (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
+ *
+ * Issue 19's figures: the bare inference of the default model's file at 1024² by onnxruntime-node with
+ * its defaults, in a separate process (helpers/ort-inference.ts, one-shot) before the first level
+ * and after the last, never beside the service; the p50 at concurrency 1 over it (target <= 1.15),
+ * the req/s at concurrency 4 over 1 / it (target >= 0.9), the per-stage times and the CPU outside
+ * inference (process CPU per call less the CPU while the model ran) of the core's sequential calls,
+ * and the idle and peak RSS.
  *
  * Then the batch case (helpers/http-batch-phase.ts): synchronous requests one at a time on the idle
  * server, then while a 50-image batch runs, against the target p99 <= idle p99 + one inference.
@@ -53,19 +60,26 @@ const HTTP_CHOICE = ((): 'auto' | 'uws' | 'node' => {
   throw new Error(`BENCH_HTTP must be uws, node or auto (got "${raw}")`);
 })();
 const INPUTS_CHILD = path.join(HERE, 'helpers', 'make-inputs.js');
+const ORT_CHILD = path.join(HERE, 'helpers', 'ort-inference.js');
 
 const QUICK = /^(1|true|yes)$/i.test(process.env.BENCH_QUICK ?? '');
 const PHOTO = process.env.BENCH_IMAGE ?? 'gc_person1.jpg';
 const MEGAPIXELS = 2;
 const JPEG_QUALITY = 90;
 const FORMAT = 'png';
-const CONCURRENCY_LEVELS = QUICK ? [4] : [1, 4, 16];
+const CONCURRENCY_LEVELS = QUICK ? [1, 4] : [1, 4, 16];
 const requestsFor = (connections: number): number => (QUICK ? 6 : Math.max(6, 2 * connections));
 /** Calls per core measurement with 2 in flight / with 1 in flight. */
 const CORE_PARALLEL_CALLS = QUICK ? 4 : 6;
 const CORE_SEQUENTIAL_CALLS = QUICK ? 2 : 3;
 const CORE_IN_FLIGHT = 2;
 const TARGET_RATIO = 0.95;
+/** Bare-inference runs (after one warm-up) in each of the two measurements. */
+const BARE_RUNS = QUICK ? 2 : 3;
+/** Issue 19: p50 at concurrency 1 <= this x bare inference; req/s at concurrency 4 >= this x 1 / bare. */
+const P50_TARGET = 1.15;
+const THROUGHPUT_TARGET = 0.9;
+const THROUGHPUT_CONNECTIONS = 4;
 /** The batch case: a batch of this many copies of the input, and this many synchronous requests during it. */
 const BATCH_IMAGES = 50;
 const BATCH_SYNC_REQUESTS = 8;
@@ -141,12 +155,26 @@ interface CoreRun {
   imagesPerSecond: number;
   meanInferenceMs: number;
   meanCoreTotalMs: number;
+  /** Mean of each result.timings field (ms). */
+  stages: Record<string, number>;
+  /** One at a time only: this process's CPU per call less the CPU while the model ran (ms). */
+  cpuOutsideInferenceMs: number | null;
   cpu: CpuShare;
+}
+
+/** Bare inference of the model's file by onnxruntime-node with its defaults, in its own process (ms per run). */
+async function bareInference(model: string): Promise<number[]> {
+  const out = JSON.parse((await runToCompletion(ORT_CHILD, ['--model', model, '--runs', String(BARE_RUNS), '--warmup', '1'])).toString('utf8')) as {
+    times: number[];
+  };
+  log(`  bare inference of ${model}: ${out.times.map((t) => t.toFixed(0)).join(', ')} ms`);
+  return out.times;
 }
 
 /** `calls` direct removeBackground() calls on the image, `inFlight` at a time. */
 async function coreRun(image: Buffer, inFlight: number, calls: number): Promise<CoreRun> {
   const results: RemoveBackgroundResult[] = [];
+  const outside: number[] = [];
   let next = 0;
   const meter = new CpuMeter();
   const start = performance.now();
@@ -154,7 +182,11 @@ async function coreRun(image: Buffer, inFlight: number, calls: number): Promise<
     Array.from({ length: inFlight }, async () => {
       while (next < calls) {
         next++;
-        results.push(await removeBackground(image, { format: FORMAT }));
+        const cpuStart = process.cpuUsage();
+        const result = await removeBackground(image, { format: FORMAT });
+        const used = process.cpuUsage(cpuStart);
+        outside.push((used.user + used.system) / 1000 - result.timings.inferenceCpu);
+        results.push(result);
       }
     }),
   );
@@ -167,6 +199,9 @@ async function coreRun(image: Buffer, inFlight: number, calls: number): Promise<
     imagesPerSecond: calls / (wallMs / 1000),
     meanInferenceMs: mean(results.map((r) => r.timings.inference)),
     meanCoreTotalMs: mean(results.map((r) => r.timings.total)),
+    stages: Object.fromEntries(Object.keys(results[0]!.timings).map((k) => [k, mean(results.map((r) => r.timings[k as keyof typeof r.timings]))])),
+    // With several in flight, one call's CPU window holds the others' work too.
+    cpuOutsideInferenceMs: inFlight === 1 ? mean(outside) : null,
     cpu,
   };
 }
@@ -369,6 +404,85 @@ function report(levels: LevelResult[], brackets: CoreBracket[]): void {
   );
 }
 
+interface Issue19 {
+  bareInferenceMs: number;
+  p50AtOne: { ms: number; ratio: number; met: boolean } | null;
+  throughputAtFour: { requestsPerSecond: number; ratio: number; met: boolean } | null;
+  stages: Record<string, number>;
+  cpuOutsideInferenceMs: number;
+  gpuFeedImagesPerCore: number;
+  idleRssMB: number;
+  peakRssMB: number;
+}
+
+/** What issue 19 asks of the HTTP path, printed and returned for the JSON. */
+function issue19Figures(levels: LevelResult[], brackets: CoreBracket[], bareTimes: number[], idleRssMB: number, file: string): Issue19 {
+  const bare = mean(bareTimes);
+  const one = levels.find((l) => l.connections === 1);
+  const four = levels.find((l) => l.connections === THROUGHPUT_CONNECTIONS);
+  const sequential = brackets.map((b) => b.sequential);
+  const stages = Object.fromEntries(Object.keys(sequential[0]!.stages).map((k) => [k, mean(sequential.map((r) => r.stages[k]!))]));
+  const cpuOutside = mean(sequential.map((r) => r.cpuOutsideInferenceMs!));
+  const figures: Issue19 = {
+    bareInferenceMs: bare,
+    p50AtOne: one ? { ms: one.latencyExact.p50, ratio: one.latencyExact.p50 / bare, met: one.latencyExact.p50 / bare <= P50_TARGET } : null,
+    throughputAtFour: four
+      ? {
+          requestsPerSecond: four.requestsPerSecond,
+          ratio: four.requestsPerSecond * (bare / 1000),
+          met: four.requestsPerSecond * (bare / 1000) >= THROUGHPUT_TARGET,
+        }
+      : null,
+    stages,
+    cpuOutsideInferenceMs: cpuOutside,
+    gpuFeedImagesPerCore: 1000 / cpuOutside,
+    idleRssMB,
+    peakRssMB: process.resourceUsage().maxRSS / 1024,
+  };
+  const mark = (met: boolean | undefined): string => (met === undefined ? 'not run' : met ? 'PASS' : 'MISS');
+  printTable(
+    `Issue 19: against the bare inference of ${file} (onnxruntime-node defaults, own process, ${bareTimes.length} runs around the levels: ${fmt(bare)} ms)`,
+    ['figure', 'measured', 'target', 'met'],
+    [
+      [
+        'p50 at concurrency 1 / bare inference',
+        figures.p50AtOne ? `${fmt(figures.p50AtOne.ms)} / ${fmt(bare)} ms = ${fmt(figures.p50AtOne.ratio, 3)}` : 'not run',
+        `<= ${P50_TARGET}`,
+        mark(figures.p50AtOne?.met),
+      ],
+      [
+        `req/s at concurrency ${THROUGHPUT_CONNECTIONS} / (1 / bare inference)`,
+        figures.throughputAtFour
+          ? `${fmt(figures.throughputAtFour.requestsPerSecond, 3)} / ${fmt(1000 / bare, 3)} = ${fmt(figures.throughputAtFour.ratio, 3)}`
+          : 'not run',
+        `>= ${THROUGHPUT_TARGET}`,
+        mark(figures.throughputAtFour?.met),
+      ],
+      [
+        'stages of the core, one at a time (ms)',
+        ['decode', 'preprocess', 'inference', 'resize', 'matting', 'encode', 'total'].map((k) => `${k} ${fmt(stages[k] ?? NaN)}`).join(', '),
+        '',
+        '',
+      ],
+      [
+        'CPU outside inference per image (ms)',
+        `${fmt(cpuOutside)} (one core feeds a GPU ${fmt(figures.gpuFeedImagesPerCore, 1)} images/s)`,
+        '<= 60',
+        mark(cpuOutside <= 60),
+      ],
+      [
+        // This process also holds the server, the store and autocannon: the core's own RSS targets are npm run bench's.
+        'RSS idle after warm-up / peak of the run, whole process (MB)',
+        `${fmt(idleRssMB)} / ${fmt(figures.peakRssMB)}`,
+        'see npm run bench',
+        '',
+      ],
+    ],
+    1,
+  );
+  return figures;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -421,6 +535,8 @@ async function main(): Promise<void> {
     );
     const idleRssMB = toMB(process.memoryUsage.rss());
 
+    log(`bare inference of ${manifest.default} (${manifest.models[manifest.default]!.file}), own process, before the levels`);
+    const bareTimes = await bareInference(manifest.default);
     const brackets: CoreBracket[] = [await coreBracket(image.data, `before c=${CONCURRENCY_LEVELS[0]}`)];
     const levels: LevelResult[] = [];
     for (let i = 0; i < CONCURRENCY_LEVELS.length; i++) {
@@ -452,6 +568,8 @@ async function main(): Promise<void> {
       });
       log(`  ratio ${ratio.toFixed(3)} (vs ${parallelIps.toFixed(3)} img/s), vs sequential ${ratioToSequential.toFixed(3)}`);
     }
+    log('bare inference again, after the levels');
+    bareTimes.push(...(await bareInference(manifest.default)));
     const batch: BatchPhaseResult = await batchPhase(fixture, image.data, body, headers, {
       batchImages: QUICK ? 10 : BATCH_IMAGES,
       syncRequests: QUICK ? 3 : BATCH_SYNC_REQUESTS,
@@ -473,6 +591,7 @@ async function main(): Promise<void> {
         `model ${manifest.default}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
     );
     report(levels, brackets);
+    const issue19 = issue19Figures(levels, brackets, bareTimes, idleRssMB, manifest.models[manifest.default]!.file);
     printTable(
       `Synchronous requests (one at a time) while a ${batch.batchImages}-image batch runs; target: p99 <= idle p99 + one inference`,
       ['phase', 'requests', 'p50 ms', 'p99 ms', 'target p99 ms', 'target'],
@@ -528,6 +647,8 @@ async function main(): Promise<void> {
       nativeModelLoadMs: modelLoadMs,
       warmup: { httpMs: check.ms, httpPngBytes: check.body.length, corePngBytes: warmCore.data.length, coreTimings: warmCore.timings },
       idleRssMB,
+      bareInferenceMs: bareTimes,
+      issue19,
       core: brackets,
       levels,
       batch,

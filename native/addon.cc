@@ -189,6 +189,7 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     timings.Set("preprocess", t.preprocess);
     timings.Set("queue", t.queue);
     timings.Set("inference", t.inference);
+    timings.Set("inferenceCpu", t.inference_cpu);
     timings.Set("resize", t.resize);
     timings.Set("matting", t.matting);
     timings.Set("encode", t.encode);

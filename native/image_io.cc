@@ -232,30 +232,49 @@ Pixels model_input_from(VipsImage* in, int width, int height) {
   return pixels;
 }
 
+// Shrink-on-load: JPEG decodes at 1/2, 1/4 or 1/8 scale in the DCT, WebP scales while decoding,
+// as long as the result still has at least the model's resolution. (The header's sides are after
+// EXIF orientation; the tests below treat both sides alike, so the stored orientation does not matter.)
+int jpeg_shrink(const HeaderInfo& header, int target) {
+  int shrink = 1;
+  while (shrink < 8 && header.width / (shrink * 2) >= target && header.height / (shrink * 2) >= target) shrink *= 2;
+  return shrink;
+}
+
+double webp_scale(const HeaderInfo& header, int target) {
+  return std::min(1.0, std::max(static_cast<double>(target) / header.width, static_cast<double>(target) / header.height));
+}
+
 }  // namespace
 
+bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, int height) {
+  const int target = std::max(width, height);
+  switch (format) {
+    case InputFormat::Jpeg:
+      return jpeg_shrink(header, target) > 1;
+    case InputFormat::Webp:
+      return webp_scale(header, target) < 1.0;
+    case InputFormat::Png:
+      break;
+  }
+  return false;
+}
+
 Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int width, int height) {
-  // Shrink-on-load: JPEG decodes at 1/2, 1/4 or 1/8 scale in the DCT, WebP scales while decoding,
-  // as long as the result still has at least the model's resolution. The loader is the sniffed one,
-  // never one libvips would pick by itself. (The header's sides are after EXIF orientation; the
-  // shrink test below treats both sides alike, so the stored orientation does not matter.)
-  const int w = header.width, h = header.height;
+  // The loader is the sniffed one, never one libvips would pick by itself.
   VipsImage* loaded = nullptr;
   void* buf = const_cast<uint8_t*>(data);
   int rc = -1;
   const int target = std::max(width, height);
   switch (format) {
-    case InputFormat::Jpeg: {
-      int shrink = 1;
-      while (shrink < 8 && w / (shrink * 2) >= target && h / (shrink * 2) >= target) shrink *= 2;
-      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
+    case InputFormat::Jpeg:
+      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", jpeg_shrink(header, target), "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                kFailOn, nullptr);
       break;
-    }
-    case InputFormat::Webp: {
-      const double scale = std::min(1.0, std::max(static_cast<double>(target) / w, static_cast<double>(target) / h));
-      rc = vips_webpload_buffer(buf, length, &loaded, "scale", scale, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
+    case InputFormat::Webp:
+      rc = vips_webpload_buffer(buf, length, &loaded, "scale", webp_scale(header, target), "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                kFailOn, nullptr);
       break;
-    }
     case InputFormat::Png:
       rc = vips_pngload_buffer(buf, length, &loaded, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
       break;
@@ -276,7 +295,9 @@ DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
   VipsRef opened = open_image(data, length, format);
   VipsRef decoded = materialise(opened.get(), ErrorCode::InvalidImage, "decode failed");
   opened.reset();
-  VipsRef rotated = autorotate(decoded.get());
+  // vips_autorot turns even an upright image into a new, lazy one, which the test below then
+  // materialised a second time (a full copy: 36 MB at 12 MP). Upright images skip it.
+  VipsRef rotated = vips_image_get_orientation(decoded.get()) > 1 ? autorotate(decoded.get()) : std::move(decoded);
   decoded.reset();
   VipsRef srgb = to_srgb8(rotated.get());
   rotated.reset();

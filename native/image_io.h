@@ -45,8 +45,12 @@ int decoded_height(const DecodedImage& image);
 // The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
 // exactly width x height (3 bands), decoded with shrink-on-load where the format has it (JPEG, WebP)...
 Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int width, int height);
-// ...or derived from the full decode (PNG, which has no shrink-on-load).
+// ...or derived from the full decode (PNG, which has no shrink-on-load, and images too small to
+// shrink while still covering the model's input: there the small decode would be a second full one).
 Pixels model_input_from_decoded(const DecodedImage& image, int width, int height);
+// True when decode_for_model decodes fewer pixels than the full image (JPEG at least twice the
+// model's side, WebP larger than it).
+bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, int height);
 
 // Crops the box (x, y, w, h) from the decoded image (extending past its edges by repeating them) and
 // resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).

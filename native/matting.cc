@@ -10,8 +10,16 @@
 
 namespace bgone {
 
+namespace {
+std::atomic<int> g_cores_in_use{0};
+}
+
+CoresInUse::CoresInUse(int cores) : cores_(cores) { g_cores_in_use += cores_; }
+CoresInUse::~CoresInUse() { g_cores_in_use -= cores_; }
+
 void parallel_for(int count, const std::function<void(int)>& fn) {
-  const int workers = std::min<int>(count, std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = std::min(count, std::max(1, cores - g_cores_in_use.load()));
   if (workers <= 1) {
     for (int i = 0; i < count; ++i) fn(i);
     return;
@@ -127,18 +135,32 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
 void box_mean(const float* in, float* out, int w, int h, int r) {
   // Horizontal running sums into tmp, then vertical running sums; both O(1) per pixel. Windows
   // are clipped at the borders, so each position divides by its own count (precomputed inverses).
+  // `in` is read only by the first pass and `out` written only by the second: they may be one
+  // buffer, which spares the callers a plane each (fresh pages the kernel must fault in and zero).
   std::vector<float> tmp(static_cast<size_t>(w) * h);
   std::vector<double> inv_x(w), acc(w);
   for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
-  for (int y = 0; y < h; ++y) {
-    const float* src = in + static_cast<size_t>(y) * w;
-    float* dst = tmp.data() + static_cast<size_t>(y) * w;
-    double sum = 0;
-    for (int x = 0; x <= std::min(r, w - 1); ++x) sum += src[x];
+  // A row's running sum is one chain of dependent additions: four rows advance side by side so
+  // that the processor overlaps their chains (the same arithmetic per row, about twice as fast).
+  constexpr int kRows = 4;
+  for (int y0 = 0; y0 < h; y0 += kRows) {
+    const int rows = std::min(kRows, h - y0);
+    const float* src[kRows];
+    float* dst[kRows];
+    double sum[kRows] = {};
+    for (int k = 0; k < kRows; ++k) {
+      const int y = y0 + std::min(k, rows - 1);  // a short last block repeats its last row
+      src[k] = in + static_cast<size_t>(y) * w;
+      dst[k] = tmp.data() + static_cast<size_t>(y) * w;
+      for (int x = 0; x <= std::min(r, w - 1); ++x) sum[k] += src[k][x];
+    }
     for (int x = 0; x < w; ++x) {
-      dst[x] = static_cast<float>(sum * inv_x[x]);
-      if (x + r + 1 < w) sum += src[x + r + 1];
-      if (x - r >= 0) sum -= src[x - r];
+      const bool add = x + r + 1 < w, sub = x - r >= 0;
+      for (int k = 0; k < kRows; ++k) {
+        dst[k][x] = static_cast<float>(sum[k] * inv_x[x]);
+        if (add) sum[k] += src[k][x + r + 1];
+        if (sub) sum[k] -= src[k][x - r];
+      }
     }
   }
   for (int y = 0; y <= std::min(r, h - 1); ++y) {
@@ -202,11 +224,7 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
       ch[12][i] = b * b;
     }
   });
-  parallel_for(13, [&](int c) {
-    std::vector<float> mean(n);
-    box_mean(ch[c].data(), mean.data(), w, h, radius);
-    ch[c].swap(mean);
-  });
+  parallel_for(13, [&](int c) { box_mean(ch[c].data(), ch[c].data(), w, h, radius); });
   GuidedCoefficients k;
   for (auto& a : k.a) a = Plane(w, h);
   k.b = Plane(w, h);
@@ -231,11 +249,7 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
     }
   });
   Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
-  parallel_for(4, [&](int c) {
-    std::vector<float> mean(n);
-    box_mean(planes[c]->v.data(), mean.data(), w, h, radius);
-    planes[c]->v.swap(mean);
-  });
+  parallel_for(4, [&](int c) { box_mean(planes[c]->v.data(), planes[c]->v.data(), w, h, radius); });
   return k;
 }
 
@@ -314,7 +328,6 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
   const size_t n = static_cast<size_t>(w) * h;
   std::vector<float> blurred_a(n), fa[3], ba[3];
   parallel_for(7, [&](int job) {
-    std::vector<float> tmp(n);
     if (job == 6) {
       box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
       return;
@@ -324,18 +337,20 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
     std::vector<float>& out = is_fg ? fa[c] : ba[c];
     out.resize(n);
     const std::vector<float>& src = is_fg ? fg : bg;
-    for (size_t i = 0; i < n; ++i) tmp[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
-    box_mean(tmp.data(), out.data(), w, h, radius);
+    for (size_t i = 0; i < n; ++i) out[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
+    box_mean(out.data(), out.data(), w, h, radius);  // in place
   });
   f_hat.resize(n * 3);
   b_hat.resize(n * 3);
-  for (size_t i = 0; i < n; ++i) {
-    const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
-    for (int c = 0; c < 3; ++c) {
-      f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
-      b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+  parallel_rows(h, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
+      const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
+      for (int c = 0; c < 3; ++c) {
+        f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
+        b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+      }
     }
-  }
+  });
 }
 
 // Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
@@ -372,60 +387,65 @@ void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<f
 
 }  // namespace
 
-std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha) {
+void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  std::vector<uint8_t> out(rgb, rgb + n * 3);
-  std::vector<uint32_t> partial;  // only semi-transparent pixels get a new colour
-  for (size_t i = 0; i < n; ++i) {
-    if (alpha.v[i] > 0.f && alpha.v[i] < 1.f) partial.push_back(static_cast<uint32_t>(i));
-  }
-  if (partial.empty()) return out;
+  // Only semi-transparent pixels get a new colour; with none, the blurs below are not needed.
+  if (std::none_of(alpha.v.begin(), alpha.v.end(), [](float a) { return a > 0.f && a < 1.f; })) return;
   // The blurred estimates are smooth, so they are computed at a bounded working resolution and
   // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
   const int factor = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) / kForegroundWorkPixels))));
   std::vector<float> image;
   Plane work_alpha;
-  shrink_by(rgb, alpha, factor, image, work_alpha);
+  shrink_by(rgb.data(), alpha, factor, image, work_alpha);
   const size_t wn = work_alpha.v.size();
+  const int sw = work_alpha.width, sh = work_alpha.height;
   // Radii from the paper (90 then 6 px) are for images of about 1 MP; scale them with the image.
   const double scale = std::sqrt(static_cast<double>(wn) / 1e6);
   const int large = std::max(3, static_cast<int>(std::lround(90 * scale)));
   const int small = std::max(1, static_cast<int>(std::lround(6 * scale)));
   std::vector<float> fg = image, bg = image, f_hat, b_hat;
   weighted_means(fg, bg, work_alpha, large, f_hat, b_hat);
-  for (size_t i = 0; i < wn; ++i) {  // first blur-fusion step, at working resolution
-    const float a = work_alpha.v[i];
-    for (int c = 0; c < 3; ++c) {
-      const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
-      fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
-      bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+  parallel_rows(sh, [&](int first, int end) {  // first blur-fusion step, at working resolution
+    for (size_t i = static_cast<size_t>(first) * sw; i < static_cast<size_t>(end) * sw; ++i) {
+      const float a = work_alpha.v[i];
+      for (int c = 0; c < 3; ++c) {
+        const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
+        fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
+        bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+      }
     }
-  }
+  });
   weighted_means(fg, bg, work_alpha, small, f_hat, b_hat);  // second step's estimates
-  const int sw = work_alpha.width, sh = work_alpha.height;
-  for (uint32_t i : partial) {
-    const int x = static_cast<int>(i % w), y = static_cast<int>(i / w);
-    const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
-    const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
-    const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
-    const int x1 = std::min(x0 + 1, sw - 1), y1 = std::min(y0 + 1, sh - 1);
-    const float tx = fx - x0, ty = fy - y0;
-    const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
-    const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
-    const float a = alpha.v[i];
-    for (int c = 0; c < 3; ++c) {
-      auto sample = [&](const std::vector<float>& p) {
-        const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
-        const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
-        return top + (bottom - top) * ty;
-      };
-      const float f = sample(f_hat), b = sample(b_hat);
-      const float residual = rgb[static_cast<size_t>(i) * 3 + c] / 255.f - a * f - (1.f - a) * b;
-      out[static_cast<size_t>(i) * 3 + c] = unit_to_byte(f + a * residual);
+  // Each pixel reads only its own colour before writing it: the correction runs in place, by rows.
+  parallel_rows(h, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
+      const int y0 = static_cast<int>(fy), y1 = std::min(y0 + 1, sh - 1);
+      const float ty = fy - y0;
+      const float* alpha_row = alpha.row(y);
+      uint8_t* px = rgb.data() + static_cast<size_t>(y) * w * 3;
+      for (int x = 0; x < w; ++x) {
+        const float a = alpha_row[x];
+        if (!(a > 0.f && a < 1.f)) continue;
+        const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
+        const int x0 = static_cast<int>(fx), x1 = std::min(x0 + 1, sw - 1);
+        const float tx = fx - x0;
+        const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
+        const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
+        for (int c = 0; c < 3; ++c) {
+          auto sample = [&](const std::vector<float>& p) {
+            const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
+            const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
+            return top + (bottom - top) * ty;
+          };
+          const float f = sample(f_hat), b = sample(b_hat);
+          const float residual = px[x * 3 + c] / 255.f - a * f - (1.f - a) * b;
+          px[x * 3 + c] = unit_to_byte(f + a * residual);
+        }
+      }
     }
-  }
-  return out;
+  });
 }
 
 }  // namespace bgone

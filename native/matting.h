@@ -33,7 +33,22 @@ struct AxisMap {
 // Resamples `src` to out_w x out_h; a linear (tent) filter widened when shrinking, edges clamped.
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my);
 
-// Runs fn(0..count-1) on up to one thread per core; rethrows the first exception.
+// One budget of threads for the process: while a model runs on the CPU, its threads hold the cores
+// (CoresInUse, model.cc), and another job's parallel loops below use only the cores left (at least
+// one, its own thread), instead of adding as many threads again. On two cores a second pair of
+// threads beside the model's made both slower: the model's steps wait for their slowest thread.
+class CoresInUse {
+ public:
+  explicit CoresInUse(int cores);
+  ~CoresInUse();
+  CoresInUse(const CoresInUse&) = delete;
+  CoresInUse& operator=(const CoresInUse&) = delete;
+
+ private:
+  int cores_;
+};
+
+// Runs fn(0..count-1) on up to one thread per free core (above); rethrows the first exception.
 void parallel_for(int count, const std::function<void(int)>& fn);
 // Splits rows [0, height) into contiguous blocks run in parallel: fn(first_row, end_row).
 void parallel_rows(int height, const std::function<void(int, int)>& fn);
@@ -41,7 +56,7 @@ void parallel_rows(int height, const std::function<void(int, int)>& fn);
 // 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).
 inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0.f : v >= 1.f ? 1.f : v) * 255.f + 0.5f); }
 
-// Box mean over a (2r+1)^2 window, windows clipped at the borders.
+// Box mean over a (2r+1)^2 window, windows clipped at the borders. `in` and `out` may be the same.
 void box_mean(const float* in, float* out, int w, int h, int r);
 
 // 2x2 averages of an interleaved RGB image and of its mask (same size, even sides; an odd last
@@ -56,8 +71,8 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
 // Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h).
 Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my);
 
-// Foreground colours for the pixels with 0 < alpha < 1; others keep the image colour. rgb and the
-// result are interleaved 8-bit; alpha is 0..1.
-std::vector<uint8_t> estimate_foreground(const uint8_t* rgb, const Plane& alpha);
+// Replaces the colours of the pixels with 0 < alpha < 1 by their foreground colours, in place; the
+// others keep the image colour. rgb is interleaved 8-bit, the size of alpha; alpha is 0..1.
+void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha);
 
 }  // namespace bgone

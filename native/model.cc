@@ -1,11 +1,14 @@
 #include "model.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "errors.h"
+#include "matting.h"
 #include "onnxruntime_c_api.h"
 #include "providers.h"
 
@@ -54,10 +57,12 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     if (spec.threads > 0) check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
     check(g_api->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
     check(g_api->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
-    // Without the arena and the memory patterns, peak RSS drops by about 1 GB and memory returns to
-    // the OS between jobs, at the same speed (measured, see notes/stack.md).
+    // Without the arena, memory returns to the OS between jobs (with the float models the arena and
+    // the memory patterns together cost about 1 GB of peak RSS; README "Performance"). The memory pattern
+    // stays on: it plans one block per run for the intermediate tensors instead of a malloc and free
+    // per op, and with the int8 model (many small quantize/dequantize tensors) turning it off made
+    // the run 15-20 % slower at a similar peak (issue 19, README "Performance").
     check(g_api->DisableCpuMemArena(options), "DisableCpuMemArena");
-    check(g_api->DisableMemPattern(options), "DisableMemPattern");
     // Idle intra-op threads must not spin after a run: on two cores they would steal time from the
     // decode and encode of the jobs around the inference.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
@@ -76,7 +81,18 @@ Model::~Model() {
   if (session_ != nullptr) g_api->ReleaseSession(session_);
 }
 
-double Model::run(std::vector<float>& input, int width, int height, std::vector<float>& out) {
+namespace {
+
+// User plus system CPU time of the whole process (every thread), ms.
+double process_cpu_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+}
+
+}  // namespace
+
+Model::RunCost Model::run(std::vector<float>& input, int width, int height, std::vector<float>& out) {
   const int64_t shape[4] = {1, 3, height, width};
   const size_t plane = static_cast<size_t>(width) * height;
   if (input.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "model input has the wrong size");
@@ -88,12 +104,20 @@ double Model::run(std::vector<float>& input, int width, int height, std::vector<
   const char* output_names[] = {spec_.output_name.c_str()};
   OrtValue* output_value = nullptr;
   auto wait_start = std::chrono::steady_clock::now();
-  double waited_ms = 0;
+  RunCost cost;
   OrtStatus* status;
   {
     std::lock_guard<std::mutex> lock(g_inference_mutex);
-    waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
+    cost.waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
+    // The process's CPU, not the calling thread's: the run's work is on ONNX Runtime's pool too. It
+    // also counts whatever else the process does meanwhile (another job's decode or encode), which
+    // is why the benchmarks read it one job at a time.
+    // On the CPU the run takes its intra-op threads' cores; with a GPU, the calling thread's only.
+    const CoresInUse cores(
+        spec_.provider == "cpu" ? (spec_.threads > 0 ? spec_.threads : static_cast<int>(std::thread::hardware_concurrency())) : 1);
+    const double cpu_start = process_cpu_ms();
     status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
+    cost.cpu = process_cpu_ms() - cpu_start;
   }
   g_api->ReleaseValue(input_value);
   check(status, "Run");
@@ -114,7 +138,7 @@ double Model::run(std::vector<float>& input, int width, int height, std::vector<
     throw;
   }
   g_api->ReleaseValue(output_value);
-  return waited_ms;
+  return cost;
 }
 
 }  // namespace bgone

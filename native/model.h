@@ -46,10 +46,14 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
+  // What one run cost besides its wall time (ms).
+  struct RunCost {
+    double waited = 0;  // waiting for the lock (another job's inference)
+    double cpu = 0;     // CPU time of the whole process while the model ran (all threads)
+  };
   // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
-  // plane into `out`. Serialised across all models of the process. Returns the time spent waiting
-  // for the lock (ms).
-  double run(std::vector<float>& input, int width, int height, std::vector<float>& out);
+  // plane into `out`. Serialised across all models of the process.
+  RunCost run(std::vector<float>& input, int width, int height, std::vector<float>& out);
 
  private:
   ModelSpec spec_;

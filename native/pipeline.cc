@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <future>
 
 #include "errors.h"
@@ -14,6 +15,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 struct Box {
   int x = 0, y = 0, w = 0, h = 0;
@@ -140,18 +147,17 @@ Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_
 }
 
 // Test-time augmentation (the flipAverage knob, off by default: see src/lib/options.ts): mirrors the
-// tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the time
-// waited for the model.
-double flip_average(Model& model, std::vector<float>& tensor, int w, int h, Plane& mask) {
+// tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the run's cost.
+Model::RunCost flip_average(Model& model, std::vector<float>& tensor, int w, int h, Plane& mask) {
   for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
   Plane mirrored(w, h);
-  const double waited = model.run(tensor, w, h, mirrored.v);
+  const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
   for (int y = 0; y < h; ++y) {
     float* out = mask.row(y);
     const float* m = mirrored.row(y);
     for (int x = 0; x < w; ++x) out[x] = 0.5f * (out[x] + m[w - 1 - x]);
   }
-  return waited;
+  return cost;
 }
 
 }  // namespace
@@ -175,9 +181,11 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   Pixels small;
   std::future<DecodedPtr> full;
   DecodedPtr decoded;
-  double decode_ms = 0;
-  if (format == InputFormat::Png) {
-    // No shrink-on-load for PNG: decode once and derive the model's input from the full image.
+  double decode_ms = 0, decode_cpu_ms = 0;
+  if (!shrinks_on_load(format, header, in_w, in_h)) {
+    // PNG, or a JPEG under twice the model's side (2 MP and less): a small decode would decode every
+    // pixel too, so decode once, before the inference, and derive the model's input from it. It no
+    // longer runs beside the inference either, where it took cores from the model's threads.
     step = Clock::now();
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
@@ -188,23 +196,32 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     small = decode_for_model(data, length, format, header, in_w, in_h);
     // The full-resolution decode runs beside the inference: the model's threads leave gaps, and
     // the decode would otherwise add its whole time to the job's latency.
-    full = std::async(std::launch::async, [&decode_ms, data, length, format] {
+    full = std::async(std::launch::async, [&decode_ms, &decode_cpu_ms, data, length, format] {
       auto s = Clock::now();
+      const double cpu = thread_cpu_ms();
       DecodedPtr d = decode_full(data, length, format);
       decode_ms = ms_since(s);
+      decode_cpu_ms = thread_cpu_ms() - cpu;
       return d;
     });
   }
+  // Each channel's 256 possible values are normalised once (the same arithmetic per value), then
+  // looked up: a division per sample cost more than the rest of this stage.
+  float lut[3][256];
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 0; v < 256; ++v) lut[c][v] = (v - spec.mean[c]) / spec.std[c];
+  }
   std::vector<float> tensor(plane * 3);
   for (size_t i = 0; i < plane; ++i) {
-    for (int c = 0; c < 3; ++c) tensor[c * plane + i] = (small.data[i * 3 + c] - spec.mean[c]) / spec.std[c];
+    for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
   }
   t.preprocess = ms_since(step);
 
   Plane mask(in_w, in_h);
   step = Clock::now();
+  Model::RunCost cost;
   try {
-    t.queue = model.run(tensor, in_w, in_h, mask.v);
+    cost = model.run(tensor, in_w, in_h, mask.v);
   } catch (...) {
     if (full.valid()) {
       try {
@@ -214,14 +231,22 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     }
     throw;
   }
-  if (o.flip_average) t.queue += flip_average(model, tensor, in_w, in_h, mask);
+  if (o.flip_average) {
+    const Model::RunCost mirrored = flip_average(model, tensor, in_w, in_h, mask);
+    cost.waited += mirrored.waited;
+    cost.cpu += mirrored.cpu;
+  }
+  t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
   std::vector<float>().swap(tensor);
   for (float& v : mask.v) v = std::clamp(v, 0.f, 1.f);
 
+  t.inference_cpu = cost.cpu;
   if (full.valid()) {
     decoded = full.get();
     t.decode += decode_ms;
+    // That decode ran during the inference: its own thread's CPU is not the model's.
+    t.inference_cpu = std::max(0.0, t.inference_cpu - decode_cpu_ms);
   }
   const int image_w = decoded_width(*decoded), image_h = decoded_height(*decoded);
   if (image_w != header.width || image_h != header.height)
@@ -278,7 +303,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     }
   });
   std::vector<uint8_t> fg;
-  if (!o.alpha_only) fg = o.refine ? estimate_foreground(rgb.data.data(), alpha) : std::move(rgb.data);
+  if (!o.alpha_only) {
+    if (o.refine) estimate_foreground(rgb.data, alpha);
+    fg = std::move(rgb.data);
+  }
   Pixels composed = compose(o, alpha, fg);
   t.matting = ms_since(step);
 

@@ -14,8 +14,12 @@ struct Timings {
   double preprocess = 0;  // shrink-on-load to the model's input and the input tensor
   double inference = 0;   // the model's run itself
   double queue = 0;       // waiting for another job's inference
-  double resize = 0;      // crop, canvas and output-size resampling of the colour image
-  double matting = 0;     // mask -> alpha at output resolution, foreground colours, compositing
+  // CPU time of the process while the model ran (ms, all threads; less the CPU of the full decode's
+  // own thread when it ran beside the model). With one job at a time, a job's CPU minus this is
+  // what it costs outside the inference: the CPU a GPU deployment still pays per image.
+  double inference_cpu = 0;
+  double resize = 0;   // crop, canvas and output-size resampling of the colour image
+  double matting = 0;  // mask -> alpha at output resolution, foreground colours, compositing
   double encode = 0;
   double total = 0;
 };

@@ -10,12 +10,13 @@
  *
  * Messages: {"type":"ready", model, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
  *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
- *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, timings, output, rssBeforeMB, maxRssMB}
+ *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, cpuMs, timings, output, rssBeforeMB, maxRssMB}
  *   {"cmd":"concurrent","n":4,...}       -> {"type":"result", wallMs, timings[], rssBeforeMB, maxRssMB}
  *   {"cmd":"settle","ms":1000}           -> {"type":"settled", rssMB, rssAfterGcMB, maxRssMB}
  *   {"cmd":"exit"}
  * rssBeforeMB is the RSS when the job is asked for, i.e. between two jobs (the previous one ended a
- * pure inference earlier); the job's own input and result buffers are dropped after each job.
+ * pure inference earlier); the job's own input and result buffers are dropped after each job. cpuMs
+ * is the process's CPU time (user + system, every thread) over the call.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadLibraryConfig } from '../../src/config/config.js';
@@ -64,11 +65,15 @@ async function main(): Promise<void> {
         if (!input) throw new Error('no input yet');
         const rssBeforeMB = rssMB();
         const format = (cmd.format ?? 'png') as OutputFormat;
+        const cpuStart = process.cpuUsage();
         const start = performance.now();
         const result = await removeBackground(input, { format, model });
         const ms = performance.now() - start;
+        const used = process.cpuUsage(cpuStart);
+        // The whole process's CPU over the call (every thread; nothing else runs here), ms.
+        const cpuMs = (used.user + used.system) / 1000;
         const output = { width: result.width, height: result.height, channels: result.channels, bytes: result.data.length };
-        return { type: 'result', ms, timings: result.timings, output, rssBeforeMB, maxRssMB: maxRssMB() };
+        return { type: 'result', ms, cpuMs, timings: result.timings, output, rssBeforeMB, maxRssMB: maxRssMB() };
       }
       case 'concurrent': {
         if (!input) throw new Error('no input yet');
