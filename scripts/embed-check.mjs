@@ -6,12 +6,13 @@
  *      only, with no environment knob: the addon must come from prebuilds/ and nothing compile;
  *   3. only the default model installed, and a clear error naming `bgone models add` for another;
  *   4. tsc compiles test/embed/server.ts (docs/embedding.md's example) against the public types;
- *   5. that server answers a real 2 MP JPEG with the cut-out, and a text file with 415.
+ *   5. that server answers a real 2 MP JPEG with the cut-out, and a text file with 415;
+ *   6. in a second project that pins another libvips build, bgone's own (nested) is found.
  * Prints the install seconds, node_modules MB and the tarball's file count, then
  * `N passed, N failed` as its last line; exits 1 if any check failed.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -144,6 +145,32 @@ try {
   );
   const bad = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'not an image' });
   check('a text file is 415 unsupported_media_type', bad.status === 415 && (await bad.json()).error.code === 'unsupported_media_type');
+
+  // 6. libvips nested: an app that pins another libvips build keeps it at the top, so npm nests
+  // bgone's own under node_modules/bgone/node_modules, which the addon's RUNPATH must find too.
+  const nestedApp = join(work, 'nested');
+  execFileSync('mkdir', [nestedApp]);
+  writeFileSync(join(nestedApp, 'package.json'), JSON.stringify({ name: 'embed-check-nested', private: true, type: 'module' }));
+  run('npm', ['install', '--no-audit', '--no-fund', '@img/sharp-libvips-linux-x64@1.3.3', tarball], nestedApp);
+  const nestedLib = join(nestedApp, 'node_modules', 'bgone', 'node_modules', '@img', 'sharp-libvips-linux-x64');
+  const nestedRun = run(
+    'node',
+    [
+      '--input-type=module',
+      '-e',
+      `
+    import { removeBackground, nativeVersions } from 'bgone';
+    const png = Buffer.from(${JSON.stringify(readFileSync(join(root, 'test', 'photos', 'images', 'gc_teddy.jpg')).toString('base64'))}, 'base64');
+    const r = await removeBackground(png, { size: 'preview' });
+    console.log(JSON.stringify({ width: r.width, vips: nativeVersions().vips }));`,
+    ],
+    nestedApp,
+  );
+  check(
+    'libvips nested under bgone (the app pins another build) is found by RUNPATH',
+    existsSync(nestedLib) && /"width":284,"vips":"8\.18\.7"/.test(nestedRun),
+    nestedRun.trim(),
+  );
 
   console.log(
     `embed: install ${installSeconds.toFixed(1)} s; node_modules ${du(join(app, 'node_modules'))} MB; tarball ${files.length} files, ${(packed.size / 1e6).toFixed(1)} MB packed, ${(packed.unpackedSize / 1e6).toFixed(1)} MB unpacked`,
