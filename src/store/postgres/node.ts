@@ -16,6 +16,8 @@ export class NodeHeartbeat {
   #intervalMs = MAX_HEARTBEAT_INTERVAL_MS;
   /** performance.now() of the last successful beat. */
   #lastBeatAt = Number.NEGATIVE_INFINITY;
+  /** Where peers reach this node, published with every beat; null until announced. */
+  #internalUrl: string | null = null;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -57,12 +59,18 @@ export class NodeHeartbeat {
     if (performance.now() - this.#lastBeatAt > this.#intervalMs * 1.5) await this.#beat();
   }
 
+  /** Publishes where peers reach this node, now and with every beat that follows. */
+  async announce(internalUrl: string): Promise<void> {
+    this.#internalUrl = internalUrl;
+    await this.#beat();
+  }
+
   async #beat(): Promise<void> {
     // An upsert: a node that was paused past its lapse (and reaped) comes back as a live node.
     await this.pool.query(
-      `INSERT INTO nodes (id, started_at, heartbeat_at, lapse_ms) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS}, $2)
-       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
-      [this.nodeId, this.lapseMs],
+      `INSERT INTO nodes (id, started_at, heartbeat_at, lapse_ms, internal_url) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS}, $2, $3)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, internal_url = excluded.internal_url`,
+      [this.nodeId, this.lapseMs, this.#internalUrl],
     );
     this.#lastBeatAt = performance.now();
   }

@@ -17,9 +17,10 @@ import { type Clock, systemClock } from '../clock.js';
 import type { LoginThrottleStore } from '../login-throttle.js';
 import { type PlanTable, type RateLimits, resolvePlans } from '../plans.js';
 import { checkDurationMs, checkMaxKeys, LAST_USED_RESOLUTION_MS, MAX_KEYS_PER_ACCOUNT, SESSION_TTL_MS } from '../rules.js';
-import type { AccountStore, BatchStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore, WebhookStore } from '../store.js';
+import type { AccountStore, BatchStore, ClusterStore, CreditStore, KeyStore, RateLimitStore, SessionStore, Store, UsageStore, WebhookStore } from '../store.js';
 import { PostgresAccounts } from './accounts.js';
 import { PostgresBatches } from './batches.js';
+import { PostgresCluster } from './cluster.js';
 import type { PostgresContext } from './context.js';
 import { PostgresCredits } from './credits.js';
 import { PostgresKeys } from './keys.js';
@@ -89,6 +90,7 @@ export class PostgresStore implements Store {
   readonly loginThrottle: LoginThrottleStore;
   readonly webhooks: WebhookStore;
   readonly batches: BatchStore;
+  readonly cluster: ClusterStore;
   /** This instance's node id: owner of its reservations and key of its heartbeat row. */
   readonly nodeId = randomUUID();
   readonly #pool: pg.Pool;
@@ -187,6 +189,7 @@ export class PostgresStore implements Store {
     const webhooks = new PostgresWebhooks(context);
     this.webhooks = webhooks;
     this.batches = new PostgresBatches(context, webhooks);
+    this.cluster = new PostgresCluster(context, this.#heartbeat);
   }
 
   /** Migrates the database (under an advisory lock), registers this node and starts its heartbeat. */
