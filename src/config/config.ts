@@ -37,7 +37,8 @@ export interface PostgresConfig {
   /**
    * BGONE_CLUSTER_SECRET: what nodes present to each other's internal routes (at least 32
    * characters). Set on every node of several: batches are then answered by any node and their
-   * work spread; unset, a node keeps its batches to itself, as one node does.
+   * work spread; unset, a node keeps its batches to itself, as one node does (and refuses to start
+   * beside nodes that have it: serve.ts).
    */
   clusterSecret: string | undefined;
   /** BGONE_INTERNAL_URL: where the other nodes reach this one (default: its listen address). */

@@ -30,6 +30,7 @@ let store: Store;
 let nodes: ServeProcess[];
 let urls: string[];
 let receiver: WebhookReceiver;
+let env: Record<string, string>;
 
 async function account(email: string): Promise<{ id: number; key: string }> {
   const created = await store.accounts.create({ email, plan: 'pro' });
@@ -94,7 +95,7 @@ beforeAll(async () => {
   store = await openStore({ url: database.url, autoRecover: false });
   receiver = await startWebhookReceiver();
   const backend = testBackend();
-  const env = {
+  env = {
     BGONE_DATABASE_URL: database.url,
     BGONE_CLUSTER_SECRET: SECRET,
     BGONE_HOST: '127.0.0.1',
@@ -185,6 +186,15 @@ describe('a batch on three nodes without sticky routing', () => {
     const completed = receiver.delivered('batch.completed').filter((e) => e.event.data.batch_id === batchId);
     expect(new Set(completed.map((e) => e.id)).size).toBe(1);
     expect(completed[0]!.event.data).toMatchObject({ succeeded: 6, failed: 0, credits_charged: 6 });
+  }, 300_000);
+
+  it('a node started without the cluster secret beside nodes that have it refuses to start, with a message', async () => {
+    const { BGONE_CLUSTER_SECRET: _, ...withoutSecret } = env;
+    const lone = new ServeProcess(dir, withoutSecret);
+    const exit = await lone.exited;
+    expect(exit.code).toBe(1);
+    expect(lone.stderr).toMatch(/share batch work with BGONE_CLUSTER_SECRET/);
+    expect(lone.stderr).not.toContain(SECRET);
   }, 300_000);
 
   it('kill -9 of the node holding the queued images mid-batch: the rest complete, the lost ones fail uncharged, events match', async () => {
