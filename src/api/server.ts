@@ -183,7 +183,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const peerResults = clusterStore && peerClient ? new PeerResults(clusterStore, peerClient) : undefined;
   if (peerClient) mountInternal(router, { secret: options.cluster!.secret, runner, peers: peerClient });
   const claimWorker =
-    clusterStore && peerClient ? new ClaimWorker({ store, cluster: clusterStore, runner, peers: peerClient, logger, onEvent: webhookEventWritten }) : undefined;
+    clusterStore && peerClient
+      ? new ClaimWorker({ store, cluster: clusterStore, runner, peers: peerClient, logger, onEvent: webhookEventWritten, busy: () => queueSize() > 0 })
+      : undefined;
   mountApi(router, {
     store,
     admission,

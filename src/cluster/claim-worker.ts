@@ -3,8 +3,8 @@
  * nothing running), it claims a queued image held by another live node in the store, takes its
  * bytes from that node, and runs it like its own; the store then records this node as the holder
  * of the result. A claimed image whose bytes cannot be had (its holder died or dropped them) ends
- * failed, uncharged. Synchronous /remove keeps its priority: claimed images run in the background
- * lane like every batch image.
+ * failed, uncharged. Synchronous /remove keeps its priority: a node with /remove jobs in its core
+ * claims nothing, and claimed images run in the background lane like every batch image.
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Logger } from '../config/logger.js';
@@ -23,6 +23,8 @@ export interface ClaimWorkerOptions {
   logger?: Logger | undefined;
   /** Called after an event was written (the delivery worker polls at once). */
   onEvent?: (() => void) | undefined;
+  /** True while this node has synchronous jobs in its core (running or waiting): it takes no other node’s images then. */
+  busy?: (() => boolean) | undefined;
 }
 
 export class ClaimWorker {
@@ -48,7 +50,7 @@ export class ClaimWorker {
   }
 
   #poll(): void {
-    if (this.#busy || this.#stopped || !this.#options.runner.idle) return;
+    if (this.#busy || this.#stopped || !this.#options.runner.idle || this.#options.busy?.()) return;
     this.#busy = this.#claimOne()
       .catch((err: unknown) => this.#options.logger?.warn({ err }, 'batch: claiming a peer’s image failed'))
       .finally(() => {
