@@ -11,6 +11,11 @@ import { CLUSTER_SECRET_HEADER } from './secret.js';
 export const INTERNAL_PREFIX = '/internal/v1';
 /** A peer that does not answer within this is taken as unable to (the image fails, the result is gone). */
 const PEER_TIMEOUT_MS = 30_000;
+/**
+ * A DELETE waits this long at most for each peer to drop its bytes: once the store has the batch
+ * deleted no API answers them anyway, and the peer's expiry sweep drops them later.
+ */
+const FORGET_TIMEOUT_MS = 2000;
 
 /** The headers that carry what a result or an input is, beside its bytes. */
 export const META_HEADER = 'x-bgone-meta';
@@ -48,17 +53,18 @@ export class PeerClient {
 
   constructor(private readonly secret: string) {}
 
-  async #call(peer: PeerNode, method: string, path: string): Promise<Response> {
+  async #call(peer: PeerNode, method: string, path: string, timeoutMs = PEER_TIMEOUT_MS): Promise<Response> {
     return fetch(`${peer.url}${path}`, {
       method,
       headers: { [CLUSTER_SECRET_HEADER]: this.secret },
-      signal: AbortSignal.timeout(PEER_TIMEOUT_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
   }
 
   /** The bytes and options of a queued image this node claimed; undefined when the holder no longer has them. */
   async takeInput(peer: PeerNode, imageId: string): Promise<{ data: Buffer; options: RemoveBackgroundOptions } | undefined> {
     const res = await this.#call(peer, 'DELETE', inputPath(imageId));
+    if (!res.ok) await res.body?.cancel();
     if (res.status === 404) return undefined;
     if (!res.ok) throw new Error(`peer answered ${res.status} to taking an input`);
     const data = Buffer.from(await res.arrayBuffer());
@@ -74,7 +80,10 @@ export class PeerClient {
     } catch {
       return undefined; // unreachable: its holder died, so its result is gone
     }
-    if (!res.ok) return undefined;
+    if (!res.ok) {
+      await res.body?.cancel();
+      return undefined;
+    }
     const data = Buffer.from(await res.arrayBuffer());
     this.traffic.bytesIn += data.length;
     return { ...decodeMeta<ResultMeta>(res.headers.get(META_HEADER)), data };
@@ -83,7 +92,8 @@ export class PeerClient {
   /** Tells a peer to drop what it holds of a deleted batch; a peer that cannot be reached holds nothing anyone can fetch. */
   async forget(peer: PeerNode, batchId: string): Promise<void> {
     try {
-      await this.#call(peer, 'DELETE', batchPath(batchId));
+      const res = await this.#call(peer, 'DELETE', batchPath(batchId), FORGET_TIMEOUT_MS);
+      await res.body?.cancel();
     } catch {
       // Gone or unreachable: its results die with it, and its expiry sweep drops them otherwise.
     }
