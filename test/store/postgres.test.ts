@@ -45,7 +45,7 @@ describe('several nodes on one database', () => {
   it('nodes starting at once migrate the database once', async () => {
     const nodes = await Promise.all(Array.from({ length: 4 }, () => t.open()));
     expect(new Set(nodes.map((n) => n.kind))).toEqual(new Set(['postgres']));
-    expect(await query(t.dbUrl, 'SELECT version FROM schema_migrations ORDER BY version')).toEqual([{ version: 1 }, { version: 2 }]);
+    expect(await query(t.dbUrl, 'SELECT version FROM schema_migrations ORDER BY version')).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
     const a = await nodes[0]!.accounts.create({ email: 'a@example.com' });
     expect((await nodes[3]!.accounts.get(a.id))?.email).toBe('a@example.com');
   });
