@@ -183,7 +183,8 @@ export function openApiDocument(): Record<string, unknown> {
               type: ['object', 'null'],
               required: ['in', 'out'],
               additionalProperties: false,
-              description: 'Several nodes (BGONE_CLUSTER_SECRET): bytes of batch images and results this node received from and sent to the others; null without.',
+              description:
+                'Several nodes (BGONE_CLUSTER_SECRET): bytes of batch images and results this node received from and sent to the others; null without.',
               properties: { in: { type: 'integer' }, out: { type: 'integer' } },
             },
             memory: {
