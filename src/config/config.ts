@@ -140,6 +140,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`BGONE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
   const host = env.BGONE_HOST ?? env.HOST ?? '127.0.0.1';
   if (!/^[\w.:-]+$/.test(host)) throw new ConfigError(`BGONE_HOST must be a host name or IP address (got "${host}")`);
+  // One node on SQLite has no peers: a secret there would suggest a cluster that is not running.
+  if (!env.BGONE_DATABASE_URL && (env.BGONE_CLUSTER_SECRET || env.BGONE_INTERNAL_URL))
+    throw new ConfigError('BGONE_CLUSTER_SECRET and BGONE_INTERNAL_URL are for several nodes on PostgreSQL: set BGONE_DATABASE_URL, or leave them out');
   return {
     host,
     port: int(env, env.BGONE_PORT !== undefined ? 'BGONE_PORT' : 'PORT', 8080, 0, 65535),

@@ -175,6 +175,9 @@ describe('loadConfig', () => {
       expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_INTERNAL_URL: bad })).toThrow(/BGONE_INTERNAL_URL must be/);
     // An address others would call without the secret the routes require: refused.
     expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_INTERNAL_URL: 'http://h:1' })).toThrow(/BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET/);
+    // On SQLite (one node) neither means anything.
+    expect(() => loadConfig({ BGONE_CLUSTER_SECRET: secret })).toThrow(/set BGONE_DATABASE_URL/);
+    expect(() => loadConfig({ BGONE_INTERNAL_URL: 'http://h:1' })).toThrow(/set BGONE_DATABASE_URL/);
   });
 });
 
