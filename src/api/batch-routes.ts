@@ -18,6 +18,7 @@
  */
 import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
 import type { BudgetRefusal, MemoryBudget } from '../batches/memory-budget.js';
+import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import type { Admission, AdmitOptions, Ticket } from '../http/admission.js';
 import { HttpError } from '../http/errors.js';
@@ -55,6 +56,8 @@ export interface BatchDeps {
   logger?: Logger | undefined;
   /** An event was written at submission (a batch whose images all failed there): deliver it. */
   onEvent?: (() => void) | undefined;
+  /** Several nodes: results held elsewhere are fetched from their node, and a DELETE reaches every node. */
+  peers?: PeerResults | undefined;
 }
 
 const tooLarge = () => new HttpError('image_too_large', 'The batch is larger than 200 MB in all.', { field: 'image_file', limit_bytes: MAX_BATCH_IMAGE_BYTES });
@@ -201,6 +204,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       const id = ex.params.batch!;
       if (!(await store.batches.delete(ticket.principal.accountId, id))) throw noSuchBatch();
       runner.forget(id);
+      await deps.peers?.forget(id);
       logger?.info({ requestId: ex.requestId, batch: id }, 'batch deleted');
       ex.send(204, { ...ticket.rateHeaders, 'Cache-Control': 'no-store' }, '');
     }),
@@ -215,8 +219,9 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       if (image.status === 'queued' || image.status === 'processing') throw new HttpError('result_not_ready', undefined, { status: image.status });
       if (image.status === 'failed') throw new HttpError('not_found', 'This image failed: it has no result.', { status: 'failed', error: image.error });
       if (imageExpiresAt(image, deps.resultTtlMs)! <= store.clock().getTime()) throw new HttpError('result_expired');
-      const held = runner.result(image.id);
-      if (!held) throw new HttpError('result_expired', 'This result is no longer held by this server (it restarted, or another node processed the batch).');
+      // Held here, or by the node that ran it (several nodes); gone when that node died or restarted.
+      const held = runner.result(image.id) ?? (await deps.peers?.fetch(image.id));
+      if (!held) throw new HttpError('result_expired', 'This result is no longer held by any node (the node that held it stopped or restarted).');
       ex.send(
         200,
         {

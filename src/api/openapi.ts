@@ -179,6 +179,14 @@ export function openApiDocument(): Record<string, unknown> {
             queue: { type: 'integer', description: 'Jobs running or waiting in the native core.' },
             in_flight: { type: 'integer', description: 'Requests admitted.' },
             batch_queue: { type: 'integer', description: 'Batch images waiting on this node.' },
+            peer_bytes: {
+              type: ['object', 'null'],
+              required: ['in', 'out'],
+              additionalProperties: false,
+              description:
+                'Several nodes (BGONE_CLUSTER_SECRET): bytes of batch images and results this node received from and sent to the others; null without.',
+              properties: { in: { type: 'integer' }, out: { type: 'integer' } },
+            },
             memory: {
               type: ['object', 'null'],
               required: ['budget_mb', 'used_mb', 'waiting'],

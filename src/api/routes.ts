@@ -29,6 +29,8 @@ export interface ApiDeps {
   batchQueue?: () => number;
   memory?: MemoryGate | undefined;
   overloadRetryAfter?: number | undefined;
+  /** Several nodes: the bytes this node moved to and from its peers (shown by /readyz). */
+  peerTraffic?: (() => { bytesIn: number; bytesOut: number }) | undefined;
 }
 
 /** Idempotency-Key: 1 to 255 visible ASCII characters. */
@@ -83,6 +85,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
       queue: queueSize(),
       in_flight: admission.inFlight,
       batch_queue: deps.batchQueue?.() ?? 0,
+      peer_bytes: deps.peerTraffic ? { in: deps.peerTraffic().bytesIn, out: deps.peerTraffic().bytesOut } : null,
       memory: deps.memory
         ? { budget_mb: Math.round(deps.memory.budget / 2 ** 20), used_mb: Math.round(deps.memory.used / 2 ** 20), waiting: deps.memory.waiting }
         : null,

@@ -7,6 +7,10 @@
 
 import { BatchRunner } from '../batches/batch-runner.js';
 import { MemoryBudget } from '../batches/memory-budget.js';
+import { ClaimWorker } from '../cluster/claim-worker.js';
+import { mountInternal } from '../cluster/internal-routes.js';
+import { PeerClient } from '../cluster/peer-client.js';
+import { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import { Admission } from '../http/admission.js';
 import { type BackendChoice, loadBackend } from '../http/backend-select.js';
@@ -98,6 +102,11 @@ export interface ServerOptions {
   mount?: (context: ServiceContext) => void;
   /** Default: DEFAULT_BATCH_OPTIONS. */
   batches?: BatchServiceOptions | undefined;
+  /**
+   * Several nodes sharing batch work (needs a store with a cluster, i.e. PostgreSQL): the secret
+   * of the internal routes, and the address peers reach this node on (default: its listen address).
+   */
+  cluster?: { secret: string; internalUrl?: string | undefined } | undefined;
 }
 
 export interface RunningServer {
@@ -107,6 +116,8 @@ export interface RunningServer {
   /** Stops accepting connections, waits for admitted requests (up to drainTimeout), closes the rest. */
   close(): Promise<void>;
   inFlight(): number;
+  /** Bytes moved to and from other nodes (image inputs and results). */
+  peerTraffic(): { bytesIn: number; bytesOut: number };
 }
 
 function bodyMinRate(option: ServerOptions['bodyMinRate']): BodyMinRate {
@@ -172,6 +183,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     metrics,
     onEvent: webhookEventWritten,
   });
+  // Several nodes: the internal routes, the peer calls and the claiming of idle work (src/cluster).
+  const clusterStore = options.cluster ? store.cluster : undefined;
+  const peerClient = clusterStore ? new PeerClient(options.cluster!.secret) : undefined;
+  const peerResults = clusterStore && peerClient ? new PeerResults(clusterStore, peerClient) : undefined;
+  if (peerClient) mountInternal(router, { secret: options.cluster!.secret, runner, peers: peerClient });
+  const claimWorker =
+    clusterStore && peerClient
+      ? new ClaimWorker({ store, cluster: clusterStore, runner, peers: peerClient, logger, onEvent: webhookEventWritten, busy: () => queueSize() > 0 })
+      : undefined;
   mountApi(router, {
     store,
     admission,
@@ -180,10 +200,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     model: options.model,
     logger,
     batchQueue: () => runner.queued,
+    peerTraffic: peerClient ? () => peerClient.traffic : undefined,
     memory,
     overloadRetryAfter: options.overloadRetryAfter,
   });
   mountBatches(router, {
+    peers: peerResults,
     store,
     admission,
     runner,
@@ -203,12 +225,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
     publicUrl = `http://${host.includes(':') ? `[${host}]` : host}:${listener.port}`;
   }
+  if (clusterStore && claimWorker) {
+    const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+    const internalUrl = options.cluster!.internalUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${listener.port}`;
+    await clusterStore.announce(internalUrl);
+    claimWorker.start();
+  }
   deliverer.start();
   let closing: Promise<void> | undefined;
   return {
     port: listener.port,
     backend: backend.name,
     metrics,
+    peerTraffic: () => ({ ...(peerClient?.traffic ?? { bytesIn: 0, bytesOut: 0 }) }),
     inFlight: () => admission.inFlight,
     close: () => {
       closing ??= (async () => {
@@ -219,6 +248,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         // drops a socket's unsent bytes, so they get a moment to leave before every connection ends.
         await new Promise((resolve) => setTimeout(resolve, CLOSE_FLUSH_GRACE_MS));
         listener.closeAll();
+        await claimWorker?.stop();
         // Batch images still queued are failed (not charged, their events written); then the
         // worker sends what it has in hand. The outbox keeps the rest for the next start.
         await runner.close();

@@ -1,5 +1,6 @@
 /**
- * Runs the images of accepted batches, one at a time on this node, behind synchronous /remove
+ * Runs the images of accepted batches (and, on several nodes, those it claims from its peers:
+ * cluster/claim-worker.ts), one at a time on this node, behind synchronous /remove
  * requests: each job enters the native core in the library's background lane, which lets it in
  * only when no synchronous job waits, so a /remove request never queues behind more than the one
  * batch image already inside. Accounts take turns (round robin), so one account's 50-image batch
@@ -34,6 +35,8 @@ export interface QueuedImage {
   requestId: string;
   data: Buffer;
   options: RemoveBackgroundOptions;
+  /** Claimed from another node's queue: already 'processing' in the store, run without start(). */
+  claimed?: boolean | undefined;
 }
 
 export interface HeldResult {
@@ -65,6 +68,11 @@ export interface BatchRunnerOptions {
 
 /** How often expired results are dropped from memory. */
 const SWEEP_INTERVAL_MS = 30_000;
+/**
+ * How long the bytes of an image this node could not start stay for the peer that claimed it
+ * (cluster/claim-worker.ts) to take: the claim and this node's own start can meet on one image.
+ */
+const HANDOFF_GRACE_MS = 30_000;
 
 export function resultPath(batchId: string, imageId: string): string {
   return `/api/v1/batches/${encodeURIComponent(batchId)}/images/${encodeURIComponent(imageId)}`;
@@ -81,6 +89,8 @@ export class BatchRunner {
   /** Queued images per account, and the accounts' turn order. */
   readonly #queues = new Map<number, QueuedImage[]>();
   readonly #results = new Map<string, HeldResult>();
+  /** The bytes of the queued images held here, by image id, until they start here or a peer takes them. */
+  readonly #inputs = new Map<string, QueuedImage>();
   #working: Promise<void> | undefined;
   #closed = false;
   readonly #sweeper: NodeJS.Timeout;
@@ -98,14 +108,44 @@ export class BatchRunner {
     return n;
   }
 
+  /** Nothing queued here, nothing running: the node may take a queued image of another node. */
+  get idle(): boolean {
+    return !this.#closed && !this.#working && this.queued === 0;
+  }
+
   /** Queues accepted images (their bytes already taken from the budget by the caller). */
   enqueue(images: QueuedImage[]): void {
     for (const image of images) {
+      if (!image.claimed) this.#inputs.set(image.imageId, image);
       const queue = this.#queues.get(image.accountId) ?? [];
       queue.push(image);
       this.#queues.set(image.accountId, queue);
     }
     this.#kick();
+  }
+
+  /** Runs an image claimed from another node (its bytes pulled from there), accounted here from now on. */
+  enqueueClaimed(image: QueuedImage): void {
+    this.#options.budget.take(image.accountId, image.data.length);
+    this.enqueue([{ ...image, claimed: true }]);
+  }
+
+  /**
+   * Hands the bytes of a queued image to the peer that claimed it in the store: they leave this
+   * node's queue and its budget. undefined when this node does not hold them (any more).
+   */
+  takeInput(imageId: string): QueuedImage | undefined {
+    const image = this.#inputs.get(imageId);
+    if (!image) return undefined;
+    this.#inputs.delete(imageId);
+    const queue = this.#queues.get(image.accountId);
+    if (queue) {
+      const kept = queue.filter((queued) => queued.imageId !== imageId);
+      if (kept.length === 0) this.#queues.delete(image.accountId);
+      else this.#queues.set(image.accountId, kept);
+    }
+    this.#options.budget.give(image.accountId, image.data.length);
+    return image;
   }
 
   /** A result held on this node, if it is there and not expired. */
@@ -123,6 +163,7 @@ export class BatchRunner {
     for (const [accountId, queue] of this.#queues) {
       const kept = queue.filter((image) => {
         if (image.batchId !== batchId) return true;
+        this.#inputs.delete(image.imageId);
         this.#options.budget.give(image.accountId, image.data.length);
         return false;
       });
@@ -130,6 +171,7 @@ export class BatchRunner {
       else this.#queues.set(accountId, kept);
     }
     for (const [imageId, held] of this.#results) if (held.batchId === batchId) this.#drop(imageId);
+    for (const [imageId, image] of this.#inputs) if (image.batchId === batchId) this.#dropInput(imageId);
   }
 
   /** Drops results past their expiry. */
@@ -148,7 +190,16 @@ export class BatchRunner {
     await this.#working;
     for (const queue of this.#queues.values()) for (const image of queue) await this.#finish(image, { status: 'failed', error: ORPHAN_ERROR }, undefined);
     this.#queues.clear();
+    for (const imageId of [...this.#inputs.keys()]) this.#dropInput(imageId);
     for (const imageId of [...this.#results.keys()]) this.#drop(imageId);
+  }
+
+  /** Drops the bytes of an image that no longer waits here (handed-off image never taken, cancelled). */
+  #dropInput(imageId: string): void {
+    const image = this.#inputs.get(imageId);
+    if (!image) return;
+    this.#inputs.delete(imageId);
+    this.#options.budget.give(image.accountId, image.data.length);
   }
 
   #drop(imageId: string): void {
@@ -185,7 +236,7 @@ export class BatchRunner {
     const { store, logger } = this.#options;
     let started: boolean;
     try {
-      started = await store.batches.start(image.imageId);
+      started = image.claimed === true || (await store.batches.start(image.imageId));
     } catch (err) {
       logger?.error({ err, image: image.imageId }, 'batch: starting an image failed');
       started = false;
@@ -193,10 +244,12 @@ export class BatchRunner {
       return;
     }
     if (!started) {
-      // Cancelled (DELETE) or already failed: nothing to do, its bytes go.
-      this.#options.budget.give(image.accountId, image.data.length);
+      // Cancelled (DELETE), already failed, or claimed by a peer that will take its bytes: they
+      // stay a short while for that peer, then go.
+      if (this.#inputs.has(image.imageId)) setTimeout(() => this.#dropInput(image.imageId), HANDOFF_GRACE_MS).unref();
       return;
     }
+    this.#inputs.delete(image.imageId);
     let result: RemoveBackgroundResult | undefined;
     let error: BatchImageError | undefined;
     let releaseMemory = () => {};
@@ -244,6 +297,7 @@ export class BatchRunner {
     result: RemoveBackgroundResult | undefined,
   ): Promise<void> {
     const { store, logger, budget } = this.#options;
+    this.#inputs.delete(image.imageId);
     budget.give(image.accountId, image.data.length);
     const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
     try {

@@ -80,6 +80,10 @@ export async function serveCommand(): Promise<number> {
     const released = await store.credits.recoverAfterCrash();
     if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
     if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
+    // Several nodes share batch work only with the secret: a node without it would keep its
+    // batches to itself, and a balancer sending a batch's requests elsewhere would get 410s.
+    if (config.postgres && !config.postgres.clusterSecret && store.cluster && (await store.cluster.peers()).length > 0)
+      throw new Error('other nodes on this database share batch work with BGONE_CLUSTER_SECRET: set the same secret on this node');
     const modelStart = performance.now();
     await preloadModel(config.model);
     logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart) }, 'model loaded');
@@ -108,6 +112,7 @@ export async function serveCommand(): Promise<number> {
       store,
       logger,
       batches: config.batches,
+      cluster: config.postgres?.clusterSecret ? { secret: config.postgres.clusterSecret, internalUrl: config.postgres.internalUrl } : undefined,
       mount: (context) =>
         mountDashboard(context, {
           store,

@@ -5,6 +5,7 @@
  * `npm start` needs none.
  */
 import { statSync } from 'node:fs';
+import { MIN_CLUSTER_SECRET_LENGTH } from '../cluster/secret.js';
 import type { BackendChoice } from '../http/backend-select.js';
 import { MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
 
@@ -33,6 +34,15 @@ export interface PostgresConfig {
   statementTimeoutMs: number;
   /** BGONE_NODE_HEARTBEAT_LAPSE_MS: after this long without a heartbeat a node counts as dead. */
   heartbeatLapseMs: number;
+  /**
+   * BGONE_CLUSTER_SECRET: what nodes present to each other's internal routes (at least 32
+   * characters). Set on every node of several: batches are then answered by any node and their
+   * work spread; unset, a node keeps its batches to itself, as one node does (and refuses to start
+   * beside nodes that have it: serve.ts).
+   */
+  clusterSecret: string | undefined;
+  /** BGONE_INTERNAL_URL: where the other nodes reach this one (default: its listen address). */
+  internalUrl: string | undefined;
 }
 
 /** Async batches and their webhooks (docs/contract.md, "Async batches and webhooks"). */
@@ -132,6 +142,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`BGONE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
   const host = env.BGONE_HOST ?? env.HOST ?? '127.0.0.1';
   if (!/^[\w.:-]+$/.test(host)) throw new ConfigError(`BGONE_HOST must be a host name or IP address (got "${host}")`);
+  // One node on SQLite has no peers: a secret there would suggest a cluster that is not running.
+  if (!env.BGONE_DATABASE_URL && (env.BGONE_CLUSTER_SECRET || env.BGONE_INTERNAL_URL))
+    throw new ConfigError('BGONE_CLUSTER_SECRET and BGONE_INTERNAL_URL are for several nodes on PostgreSQL: set BGONE_DATABASE_URL, or leave them out');
   return {
     host,
     port: int(env, env.BGONE_PORT !== undefined ? 'BGONE_PORT' : 'PORT', 8080, 0, 65535),
@@ -235,11 +248,27 @@ function onnxRuntimeLibrary(env: NodeJS.ProcessEnv): string | undefined {
 export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = env.BGONE_DATABASE_URL): PostgresConfig | undefined {
   if (url === undefined || url === '') return undefined;
   if (!/^postgres(ql)?:\/\/\S+$/.test(url)) throw new ConfigError('BGONE_DATABASE_URL must be a postgres:// or postgresql:// URL');
+  const clusterSecret = env.BGONE_CLUSTER_SECRET || undefined;
+  // Never the secret itself in the message: it would reach logs.
+  if (clusterSecret !== undefined && (clusterSecret.length < MIN_CLUSTER_SECRET_LENGTH || /\s/.test(clusterSecret)))
+    throw new ConfigError(`BGONE_CLUSTER_SECRET must be at least ${MIN_CLUSTER_SECRET_LENGTH} characters without spaces (e.g. openssl rand -hex 32)`);
+  const internalUrl = env.BGONE_INTERNAL_URL || undefined;
+  if (internalUrl !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(internalUrl);
+    } catch {}
+    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.search || parsed.hash || parsed.username || parsed.password)
+      throw new ConfigError(`BGONE_INTERNAL_URL must be an http:// or https:// URL without credentials or query (got "${internalUrl}")`);
+    if (clusterSecret === undefined) throw new ConfigError('BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET: peers are reached only with the cluster secret');
+  }
   return {
     url,
     poolSize: int(env, 'BGONE_DATABASE_POOL_SIZE', 10, 1, 1000),
     statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
     heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
+    clusterSecret,
+    internalUrl: internalUrl?.replace(/\/+$/, ''),
   };
 }
 

@@ -165,6 +165,27 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ BGONE_DATABASE_URL: 'mysql://u:hunter2@h/db' })).not.toThrow(/hunter2/);
     expect(() => loadConfig({ BGONE_DATABASE_URL: 'postgres://h/db', BGONE_DATABASE_POOL_SIZE: '0' })).toThrow(/BGONE_DATABASE_POOL_SIZE/);
   });
+
+  it('takes the cluster secret and the internal address of several nodes, and refuses weak or malformed ones without echoing the secret', () => {
+    const secret = `${'a'.repeat(31)}b`;
+    const url = 'postgres://h/db';
+    expect(loadConfig({ BGONE_DATABASE_URL: url }).postgres).toMatchObject({ clusterSecret: undefined, internalUrl: undefined });
+    expect(loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_INTERNAL_URL: 'http://10.0.0.2:8080/' }).postgres).toMatchObject({
+      clusterSecret: secret,
+      internalUrl: 'http://10.0.0.2:8080',
+    });
+    const short = 'x'.repeat(31);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: short })).toThrow(/BGONE_CLUSTER_SECRET must be at least 32/);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: short })).not.toThrow(new RegExp(short));
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: `${secret} x` })).toThrow(/BGONE_CLUSTER_SECRET/);
+    for (const bad of ['10.0.0.2:8080', 'ftp://h/', 'http://h/?q=1', 'http://u:p@h/'])
+      expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_INTERNAL_URL: bad })).toThrow(/BGONE_INTERNAL_URL must be/);
+    // An address others would call without the secret the routes require: refused.
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_INTERNAL_URL: 'http://h:1' })).toThrow(/BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET/);
+    // On SQLite (one node) neither means anything.
+    expect(() => loadConfig({ BGONE_CLUSTER_SECRET: secret })).toThrow(/set BGONE_DATABASE_URL/);
+    expect(() => loadConfig({ BGONE_INTERNAL_URL: 'http://h:1' })).toThrow(/set BGONE_DATABASE_URL/);
+  });
 });
 
 describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT_MB, BGONE_ORT_LIBRARY)', () => {

@@ -1,6 +1,7 @@
 /**
  * Batches on PostgreSQL: their metadata and their images' states, shared by every node; the image
- * bytes and results stay in the memory of the node that took the submission (the batch's owner).
+ * bytes stay in the memory of the node that took the submission (the batch's owner) until another
+ * node claims one (cluster.ts), and a result in the memory of the node that ran it (its holder).
  *
  * Credits follow /remove's reservations exactly: one per accepted image reserved at submission
  * (owned by this node, so they are released with its other reservations if it dies), all or none
@@ -39,6 +40,13 @@ const BATCH_WITH_IMAGES = `SELECT ${BATCH_COLUMNS.split(', ')
   FROM batches b`;
 
 type BatchWithImages = BatchRow & { images: ImageRow[] };
+
+/**
+ * An image `i` of batch `b` whose bytes died with their node ($1: this node, never judged): queued
+ * and its holder dead, or being processed and its runner dead.
+ */
+const LOST = `((i.status = 'queued' AND coalesce(i.holder, b.owner) <> $1 AND coalesce(i.holder, b.owner) NOT IN (${LIVE_NODES}))
+  OR (i.status = 'processing' AND coalesce(i.runner, i.holder, b.owner) <> $1 AND coalesce(i.runner, i.holder, b.owner) NOT IN (${LIVE_NODES})))`;
 
 export class PostgresBatches implements BatchStore {
   constructor(
@@ -127,9 +135,9 @@ export class PostgresBatches implements BatchStore {
   async start(imageId: string): Promise<boolean> {
     // One statement: a concurrent cancel or sweep that ended the image makes the re-check fail.
     const { rowCount } = await this.ctx.pool.query(
-      `UPDATE batch_images SET status = 'processing'
+      `UPDATE batch_images SET status = 'processing', runner = $2
        WHERE id = $1 AND status = 'queued' AND batch_id IN (SELECT id FROM batches WHERE deleted_at IS NULL)`,
-      [imageId],
+      [imageId, this.ctx.nodeId],
     );
     return (rowCount ?? 0) > 0;
   }
@@ -154,6 +162,8 @@ export class PostgresBatches implements BatchStore {
         // then given free rather than charged past the balance that no longer holds its credit.
         if (image.reservation_id !== null && (await this.ctx.commitReservation(c, image.reservation_id))) charged = 1;
         await this.#endImage(c, imageId, { status: 'succeeded', width: outcome.width, height: outcome.height, format: outcome.format, charged }, now);
+        // The node that ran it keeps the result: any other node fetches it from this one (cluster.ts).
+        await c.query('UPDATE batch_images SET holder = $2 WHERE id = $1', [imageId, this.ctx.nodeId]);
       } else {
         if (image.reservation_id !== null) await c.query('DELETE FROM reservations WHERE id = $1', [image.reservation_id]);
         await this.#endImage(c, imageId, { status: 'failed', error: outcome.error }, now);
@@ -176,31 +186,38 @@ export class PostgresBatches implements BatchStore {
   }
 
   /**
-   * Fails the unended images of the batches whose owner node has no live heartbeat (by its own
-   * lapse), never this node's: their bytes died with it. One short transaction per batch, so a
-   * sweep over many batches holds no lock for long. Returns how many images it failed.
+   * Fails the images whose bytes died with their node, never this node's: a queued image whose
+   * holder (by default the batch's owner) has no live heartbeat (by its own lapse), and an image
+   * being processed whose runner has none. One short transaction per batch, so a sweep over many
+   * batches holds no lock for long. Returns how many images it failed.
    */
   async failOrphans(error: BatchImageError): Promise<number> {
     const checked = checkImageError(error);
     const { rows: candidates } = await this.ctx.pool.query<{ id: string }>(
-      `SELECT id FROM batches WHERE completed_at IS NULL AND owner <> $1 AND owner NOT IN (${LIVE_NODES}) ORDER BY seq`,
+      `SELECT b.id FROM batches b WHERE b.completed_at IS NULL
+         AND EXISTS (SELECT 1 FROM batch_images i WHERE i.batch_id = b.id AND ${LOST})
+       ORDER BY b.seq`,
       [this.ctx.nodeId],
     );
     let failed = 0;
     for (const { id } of candidates) {
       failed += await this.ctx.transaction(async (c) => {
-        // Locked and checked again: another node's sweep may have ended it, or its owner come back.
-        const { rows } = await c.query<{ account_id: number }>(
-          `SELECT account_id FROM batches WHERE id = $1 AND completed_at IS NULL AND owner <> $2 AND owner NOT IN (${LIVE_NODES}) FOR UPDATE`,
-          [id, this.ctx.nodeId],
-        );
+        // Locked and checked again: another node's sweep may have ended them, or their node come back.
+        const { rows } = await c.query<{ account_id: number }>('SELECT account_id FROM batches WHERE id = $1 AND completed_at IS NULL FOR UPDATE', [id]);
         const batch = rows[0];
         if (!batch) return 0;
+        const { rows: lost } = await c.query<ImageRow>(
+          `SELECT ${IMAGE_COLUMNS} FROM batch_images WHERE id IN (
+             SELECT i.id FROM batch_images i JOIN batches b ON b.id = i.batch_id WHERE i.batch_id = $2 AND ${LOST})
+           ORDER BY position`,
+          [this.ctx.nodeId, id],
+        );
+        if (lost.length === 0) return 0;
         const now = this.ctx.now();
-        const images = await this.#failUnended(c, id, checked, now);
-        for (const image of images) await this.webhooks.enqueue(c, batch.account_id, 'image.processed', orphanImageData(image, checked), now);
+        await this.#fail(c, lost, checked, now);
+        for (const image of lost) await this.webhooks.enqueue(c, batch.account_id, 'image.processed', orphanImageData(image, checked), now);
         await this.#completeIfDone(c, batch.account_id, id, now);
-        return images.length;
+        return lost.length;
       });
     }
     return failed;
@@ -245,6 +262,12 @@ export class PostgresBatches implements BatchStore {
       batchId,
     ]);
     if (rows.length === 0) return rows;
+    await this.#fail(c, rows, error, nowMs);
+    return rows;
+  }
+
+  /** Under the batch's lock: fails these unended images with `error` and releases their credits. */
+  async #fail(c: Queryable, rows: ImageRow[], error: BatchImageError, nowMs: number): Promise<void> {
     const held = rows.map((r) => r.reservation_id).filter((id): id is number => id !== null);
     if (held.length > 0) await c.query('DELETE FROM reservations WHERE id = ANY($1::bigint[])', [held]);
     await c.query(
@@ -252,7 +275,6 @@ export class PostgresBatches implements BatchStore {
        WHERE id = ANY($1::text[])`,
       [rows.map((r) => r.id), error.code, error.message, nowMs],
     );
-    return rows;
   }
 
   /** Under the batch's lock: once no image of the batch waits any more, the batch is completed and says so (once). */

@@ -226,6 +226,14 @@ export const MIGRATIONS: readonly string[] = [
   -- Each endpoint's oldest due rows, probed by every claim (batch-rules.ts FAIR_DUE_SQL).
   CREATE INDEX webhook_deliveries_pending_by_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, seq) WHERE status = 'pending';
   `,
+  // 4: batches on any node: where each node is reached, and which node holds what of an image.
+  `
+  ALTER TABLE nodes ADD COLUMN internal_url TEXT;     -- where its peers reach it (null: it shares no batch work)
+  ALTER TABLE batch_images ADD COLUMN holder TEXT;    -- the node holding its bytes (queued) or its result
+                                                      -- (succeeded); null: the batch's owner
+  ALTER TABLE batch_images ADD COLUMN runner TEXT;    -- the node processing it (while 'processing')
+  CREATE INDEX batch_images_queued ON batch_images (batch_id, position) WHERE status = 'queued';
+  `,
 ];
 
 /** The schema version this build writes and understands. */

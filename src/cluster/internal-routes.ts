@@ -1,0 +1,60 @@
+/**
+ * The routes nodes call on each other (peer-client.ts), under /internal/v1, mounted only where a
+ * cluster secret is configured. Each answers 401 without the secret and never looks at an API key:
+ * an account's key opens no internal route, and the secret opens no public one.
+ *
+ *   DELETE /internal/v1/images/:image/input    hands a queued image's bytes to the node that claimed it
+ *   GET    /internal/v1/images/:image/result   a result this node holds
+ *   DELETE /internal/v1/batches/:batch          drops what this node holds of a deleted batch
+ */
+import type { BatchRunner } from '../batches/batch-runner.js';
+import { HttpError } from '../http/errors.js';
+import type { Exchange } from '../http/exchange.js';
+import type { Router } from '../http/router.js';
+import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
+import { CLUSTER_SECRET_HEADER, isClusterSecret } from './secret.js';
+
+export interface InternalDeps {
+  secret: string;
+  runner: BatchRunner;
+  peers: PeerClient;
+}
+
+export function mountInternal(router: Router, deps: InternalDeps): void {
+  const { runner, peers } = deps;
+  const guarded = (handler: (ex: Exchange) => void) => (ex: Exchange) => {
+    if (!isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secret))
+      return ex.error(new HttpError('authentication_error', 'Internal route: the cluster secret is missing or wrong.'));
+    handler(ex);
+  };
+
+  router.delete(
+    `${INTERNAL_PREFIX}/images/:image/input`,
+    guarded((ex) => {
+      const image = runner.takeInput(ex.params.image!);
+      if (!image) return ex.error(new HttpError('not_found', 'This node does not hold that image.'));
+      peers.served(image.data.length);
+      const meta: InputMeta = { options: image.options };
+      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(meta), 'Cache-Control': 'no-store' }, image.data);
+    }),
+  );
+
+  router.get(
+    `${INTERNAL_PREFIX}/images/:image/result`,
+    guarded((ex) => {
+      const held = runner.result(ex.params.image!);
+      if (!held) return ex.error(new HttpError('not_found', 'This node does not hold that result.'));
+      peers.served(held.data.length);
+      const meta: ResultMeta = { format: held.format, width: held.width, height: held.height, requestId: held.requestId, expiresAt: held.expiresAt };
+      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(meta), 'Cache-Control': 'no-store' }, held.data);
+    }),
+  );
+
+  router.delete(
+    `${INTERNAL_PREFIX}/batches/:batch`,
+    guarded((ex) => {
+      runner.forget(ex.params.batch!);
+      ex.send(204, { 'Cache-Control': 'no-store' }, '');
+    }),
+  );
+}

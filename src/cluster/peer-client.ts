@@ -1,0 +1,106 @@
+/**
+ * The calls a node makes to its peers' internal routes (internal-routes.ts), with the cluster
+ * secret: take the bytes of a queued image it claimed, fetch a result another node holds, and tell
+ * every peer to forget a deleted batch. Bytes travel only in memory, from one process to another.
+ */
+import type { HeldResult } from '../batches/batch-runner.js';
+import type { OutputFormat, RemoveBackgroundOptions } from '../lib/index.js';
+import type { PeerNode } from '../store/index.js';
+import { CLUSTER_SECRET_HEADER } from './secret.js';
+
+export const INTERNAL_PREFIX = '/internal/v1';
+/** A peer that does not answer within this is taken as unable to (the image fails, the result is gone). */
+const PEER_TIMEOUT_MS = 30_000;
+/**
+ * A DELETE waits this long at most for each peer to drop its bytes: once the store has the batch
+ * deleted no API answers them anyway, and the peer's expiry sweep drops them later.
+ */
+const FORGET_TIMEOUT_MS = 2000;
+
+/** The headers that carry what a result or an input is, beside its bytes. */
+export const META_HEADER = 'x-bgone-meta';
+
+export function inputPath(imageId: string): string {
+  return `${INTERNAL_PREFIX}/images/${encodeURIComponent(imageId)}/input`;
+}
+export function resultPath(imageId: string): string {
+  return `${INTERNAL_PREFIX}/images/${encodeURIComponent(imageId)}/result`;
+}
+export function batchPath(batchId: string): string {
+  return `${INTERNAL_PREFIX}/batches/${encodeURIComponent(batchId)}`;
+}
+
+/** JSON, base64url-encoded: a header value that survives any option value. */
+export function encodeMeta(meta: unknown): string {
+  return Buffer.from(JSON.stringify(meta)).toString('base64url');
+}
+function decodeMeta<T>(value: string | null): T {
+  if (!value) throw new Error('peer answer without its metadata');
+  return JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as T;
+}
+
+export type InputMeta = { options: RemoveBackgroundOptions };
+export type ResultMeta = Pick<HeldResult, 'format' | 'width' | 'height' | 'requestId' | 'expiresAt'> & { format: OutputFormat };
+
+/** What this node moved to and from its peers, for the metrics and the bench. */
+export interface PeerTraffic {
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export class PeerClient {
+  readonly traffic: PeerTraffic = { bytesIn: 0, bytesOut: 0 };
+
+  constructor(private readonly secret: string) {}
+
+  async #call(peer: PeerNode, method: string, path: string, timeoutMs = PEER_TIMEOUT_MS): Promise<Response> {
+    return fetch(`${peer.url}${path}`, {
+      method,
+      headers: { [CLUSTER_SECRET_HEADER]: this.secret },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  }
+
+  /** The bytes and options of a queued image this node claimed; undefined when the holder no longer has them. */
+  async takeInput(peer: PeerNode, imageId: string): Promise<{ data: Buffer; options: RemoveBackgroundOptions } | undefined> {
+    const res = await this.#call(peer, 'DELETE', inputPath(imageId));
+    if (!res.ok) await res.body?.cancel();
+    if (res.status === 404) return undefined;
+    if (!res.ok) throw new Error(`peer answered ${res.status} to taking an input`);
+    const data = Buffer.from(await res.arrayBuffer());
+    this.traffic.bytesIn += data.length;
+    return { data, options: decodeMeta<InputMeta>(res.headers.get(META_HEADER)).options };
+  }
+
+  /** A result another node holds; undefined when it does not (expired, dropped, or the node is gone). */
+  async fetchResult(peer: PeerNode, imageId: string): Promise<(ResultMeta & { data: Buffer }) | undefined> {
+    let res: Response;
+    try {
+      res = await this.#call(peer, 'GET', resultPath(imageId));
+    } catch {
+      return undefined; // unreachable: its holder died, so its result is gone
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    const data = Buffer.from(await res.arrayBuffer());
+    this.traffic.bytesIn += data.length;
+    return { ...decodeMeta<ResultMeta>(res.headers.get(META_HEADER)), data };
+  }
+
+  /** Tells a peer to drop what it holds of a deleted batch; a peer that cannot be reached holds nothing anyone can fetch. */
+  async forget(peer: PeerNode, batchId: string): Promise<void> {
+    try {
+      const res = await this.#call(peer, 'DELETE', batchPath(batchId), FORGET_TIMEOUT_MS);
+      await res.body?.cancel();
+    } catch {
+      // Gone or unreachable: its results die with it, and its expiry sweep drops them otherwise.
+    }
+  }
+
+  /** Counts bytes this node served to a peer. */
+  served(bytes: number): void {
+    this.traffic.bytesOut += bytes;
+  }
+}
