@@ -22,6 +22,9 @@ execFileSync(process.execPath, [prebuildify, '--napi', '--strip', '--tag-libc', 
   cwd: root,
   stdio: 'inherit',
 });
+// prebuildify moves the compiled addon out of build/Release: a copy goes back, so that a clone keeps
+// loading its own build (node-gyp-build prefers it) after `npm pack`, as before it.
+copyFileSync(join(target, 'bgone.glibc.node'), join(root, 'build', 'Release', 'bgone.node'));
 const ortPackage = dirname(require.resolve('onnxruntime-node/package.json'));
 copyFileSync(ortLibraryIn(ortPackage), join(target, ortLibraryFile()));
 const ortVersion = JSON.parse(readFileSync(join(ortPackage, 'package.json'), 'utf8')).version;
