@@ -16,17 +16,18 @@
  * batch (402 for the whole request when the balance cannot cover them). The work itself runs in
  * batches/batch-runner.ts.
  */
+
+import type { BatchMemoryBudget, BudgetRefusal } from '../batches/batch-memory-budget.js';
 import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
-import type { BudgetRefusal, MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
-import type { Admission, AdmitOptions, Ticket } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { newRequestId } from '../http/request-id.js';
 import type { Router } from '../http/router.js';
 import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage } from '../lib/index.js';
 import type { NativeOptions } from '../lib/options.js';
+import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
@@ -45,7 +46,7 @@ export interface BatchDeps {
   store: Store;
   admission: Admission;
   runner: BatchRunner;
-  budget: MemoryBudget;
+  budget: BatchMemoryBudget;
   /** How long results are kept. */
   resultTtlMs: number;
   publicUrl: () => string;

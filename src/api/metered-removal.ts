@@ -8,11 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
-import type { Ticket } from '../http/admission.js';
-import { HttpError, storeFailure } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
-import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
-import type { Metrics } from '../http/metrics.js';
 import { MultipartParser, type ParsedForm } from '../http/multipart.js';
 import { BgoneError } from '../lib/errors.js';
 import {
@@ -25,6 +21,10 @@ import {
   removeBackground,
 } from '../lib/index.js';
 import { MAX_FILE_BYTES, type NativeOptions } from '../lib/options.js';
+import type { Ticket } from '../service/admission.js';
+import { HttpError, storeFailure } from '../service/errors.js';
+import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import type { Metrics } from '../service/metrics.js';
 import { isDatabaseUnavailable, type ReserveResult, releaseUntilDone, type Store } from '../store/index.js';
 
 export type Headers = Record<string, string>;
@@ -85,7 +85,7 @@ export interface RemovalDeps {
   logger?: Logger | undefined;
   metrics?: Metrics | undefined;
   /** Admission by estimated memory (absent: none). */
-  memory?: MemoryGate | undefined;
+  memory?: JobMemoryGate | undefined;
   /** Seconds in Retry-After when the memory budget has no room in time. */
   overloadRetryAfter?: number | undefined;
 }
@@ -187,7 +187,7 @@ export class MeteredRemoval {
         releaseMemory = await this.deps.memory.acquire(estimate, this.job.signal);
       } catch (err) {
         if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
-        if (!(err instanceof MemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
+        if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
         return this.fail(
           new HttpError('overloaded', 'The server has no memory free for this image now; retry after the time in Retry-After.', undefined, {
             'Retry-After': String(this.deps.overloadRetryAfter ?? 5),

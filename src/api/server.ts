@@ -5,17 +5,17 @@
  * every connection).
  */
 
+import { BatchMemoryBudget } from '../batches/batch-memory-budget.js';
 import { BatchRunner } from '../batches/batch-runner.js';
-import { MemoryBudget } from '../batches/memory-budget.js';
 import type { Logger } from '../config/logger.js';
-import { Admission } from '../http/admission.js';
 import { type BackendChoice, loadBackend } from '../http/backend-select.js';
 import type { BodyMinRate } from '../http/exchange.js';
-import { MemoryGate } from '../http/memory-gate.js';
-import { Metrics } from '../http/metrics.js';
 import { Router } from '../http/router.js';
 import type { Backend, BackendName } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
+import { Admission } from '../service/admission.js';
+import { JobMemoryGate } from '../service/job-memory-gate.js';
+import { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
 import { WebhookDeliverer } from '../webhooks/deliverer.js';
 import { mountBatches } from './batch-routes.js';
@@ -32,7 +32,7 @@ export interface ServiceContext {
   /** Tells the webhook worker that an event was written (it polls the outbox at once). */
   webhookEventWritten: () => void;
   /** Admission by estimated memory, shared by every route that runs a job. */
-  memory: MemoryGate;
+  memory: JobMemoryGate;
 }
 
 export const DEFAULT_MEMORY_BUDGET_MB = 2048;
@@ -157,8 +157,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Known once listening: the default base of result_url is this server's own address.
   let publicUrl = batchOptions.publicUrl ?? '';
   const budgetBytes = batchOptions.memoryMb * 1024 * 1024;
-  const budget = new MemoryBudget(budgetBytes, Math.floor((budgetBytes * (batchOptions.accountSharePercent ?? DEFAULT_BATCH_ACCOUNT_SHARE)) / 100));
-  const memory = new MemoryGate({
+  const budget = new BatchMemoryBudget(budgetBytes, Math.floor((budgetBytes * (batchOptions.accountSharePercent ?? DEFAULT_BATCH_ACCOUNT_SHARE)) / 100));
+  const memory = new JobMemoryGate({
     budgetBytes: (options.memory?.budgetMb ?? DEFAULT_MEMORY_BUDGET_MB) * 1024 * 1024,
     maxWaitMs: (options.memory?.waitSeconds ?? DEFAULT_MEMORY_WAIT_SECONDS) * 1000,
   });

@@ -3,7 +3,7 @@
  * (X-Request-ID on every answer, metrics recorded once), the one JSON error body, and the one body
  * reader with its size limit. Built by the router around a backend's HttpRequest/HttpResponse.
  */
-import { HTTP_STATUS, HttpError } from './errors.js';
+import { HTTP_STATUS, HttpError } from '../service/errors.js';
 import { newRequestId } from './request-id.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
 

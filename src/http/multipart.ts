@@ -5,7 +5,7 @@
  */
 import busboy from 'busboy';
 import { MAX_FILE_BYTES } from '../lib/options.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../service/errors.js';
 
 /** The form fields of POST /api/v1/remove besides image_file. */
 export const OPTION_FIELDS = ['format', 'channels', 'bg_color', 'size', 'crop', 'padding'] as const;

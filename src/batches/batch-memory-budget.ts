@@ -9,7 +9,7 @@
 /** Why tryTake refused: the whole budget is full, or the account holds its share of it. */
 export type BudgetRefusal = 'server' | 'account';
 
-export class MemoryBudget {
+export class BatchMemoryBudget {
   #used = 0;
   /** Bytes held per account (only accounts holding some). */
   readonly #byAccount = new Map<number, number>();

@@ -15,9 +15,9 @@
  * window of it.
  */
 import type { Logger } from '../config/logger.js';
+import type { BodyMinRate, Exchange } from '../http/exchange.js';
 import { type CreditStore, isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
 import { HttpError, storeFailure } from './errors.js';
-import type { BodyMinRate, Exchange } from './exchange.js';
 import { rateLimitHeaders } from './rate-limit.js';
 
 /** The rate-limit bucket every request of an account counts in, whichever key (or session) made it. */

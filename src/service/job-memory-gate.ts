@@ -15,14 +15,14 @@ import { bitsPerSample } from '../lib/header-size.js';
 import { type CropOptions, cropBounds } from '../lib/index.js';
 
 /** Why acquire() refused. */
-export class MemoryGateTimeout extends Error {
+export class JobMemoryGateTimeout extends Error {
   constructor(readonly waitedMs: number) {
     super(`no memory for this job after ${waitedMs} ms`);
-    this.name = 'MemoryGateTimeout';
+    this.name = 'JobMemoryGateTimeout';
   }
 }
 
-export interface MemoryGateOptions {
+export interface JobMemoryGateOptions {
   budgetBytes: number;
   /** How long a job may wait for memory before it is refused. */
   maxWaitMs: number;
@@ -37,14 +37,14 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-export class MemoryGate {
+export class JobMemoryGate {
   readonly #budget: number;
   readonly #maxWaitMs: number;
   readonly #maxPasses: number;
   #used = 0;
   readonly #waiting: Waiter[] = [];
 
-  constructor(options: MemoryGateOptions) {
+  constructor(options: JobMemoryGateOptions) {
     if (!(options.budgetBytes > 0)) throw new RangeError('budgetBytes must be positive');
     this.#budget = options.budgetBytes;
     this.#maxWaitMs = options.maxWaitMs;
@@ -65,7 +65,7 @@ export class MemoryGate {
 
   /**
    * Takes `bytes` (capped at the budget); resolves with the function that gives them back (call it
-   * once, when the job's memory is gone), or rejects with MemoryGateTimeout. An aborted `signal`
+   * once, when the job's memory is gone), or rejects with JobMemoryGateTimeout. An aborted `signal`
    * (the client went away) withdraws a waiting request: it rejects with the signal's reason.
    */
   acquire(bytes: number, signal?: AbortSignal): Promise<() => void> {
@@ -83,7 +83,7 @@ export class MemoryGate {
         grant: resolve,
         timer: setTimeout(() => {
           this.#remove(waiter);
-          reject(new MemoryGateTimeout(Math.round(performance.now() - started)));
+          reject(new JobMemoryGateTimeout(Math.round(performance.now() - started)));
         }, this.#maxWaitMs),
       };
       waiter.timer.unref?.();
