@@ -8,8 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
-import type { Exchange } from '../http/exchange.js';
-import { MultipartParser, type ParsedForm } from '../http/multipart.js';
+import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import {
   checkCropBox,
@@ -91,7 +90,6 @@ export interface RemovalDeps {
 }
 
 export class MeteredRemoval {
-  private parser: MultipartParser | undefined;
   private reservationId: number | null = null;
   private open = true;
   private processing = false;
@@ -108,22 +106,9 @@ export class MeteredRemoval {
   start(): void {
     this.ex.onAbort(() => this.abort());
     if (!this.open) return;
-    const parser = new MultipartParser(this.ex.req.header('content-type'));
-    this.parser = parser;
-    let received = 0;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    this.ex.onBody(
-      (chunk, isLast) => {
-        if (!this.open) return;
-        received += chunk.byteLength;
-        if (received > MAX_BODY_BYTES) return this.fail(tooLarge());
-        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
-        if (isLast) parser.end();
-      },
-      (err) => this.fail(err),
-    );
-    void this.run(parser);
+    void this.run(this.ex.readForm({ maxBodyBytes: MAX_BODY_BYTES, tooLarge }));
   }
 
   /**
@@ -134,7 +119,6 @@ export class MeteredRemoval {
   private abort(): void {
     if (!this.open) return;
     this.open = false;
-    this.parser?.abort();
     this.job.abort();
     this.releaseCredit();
     this.deps.logger?.info({ requestId: this.ex.requestId, event: 'aborted' }, 'client aborted');
@@ -145,17 +129,16 @@ export class MeteredRemoval {
   private fail(err: HttpError): void {
     if (!this.open) return;
     this.open = false;
-    this.parser?.abort();
     this.releaseCredit();
     this.ex.error(err, this.ticket.rateHeaders);
     this.deps.logger?.info({ requestId: this.ex.requestId, code: err.code, ms: Math.round(this.ex.seconds() * 1000) }, 'request failed');
     if (!this.processing) this.ticket.release();
   }
 
-  private async run(parser: MultipartParser): Promise<void> {
+  private async run(reading: Promise<ParsedForm>): Promise<void> {
     let form: ParsedForm;
     try {
-      form = await parser.done;
+      form = await reading;
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
