@@ -1,5 +1,5 @@
 /**
- * One metered background removal after admission (http/admission.ts), shared by POST
+ * One metered background removal after admission (service/admission.ts), shared by POST
  * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
  * at 20 MB), option validation, one credit reserved, removeBackground, the charge committed only
  * when the answer is a success, and the answer itself. A client that goes away is never charged; a

@@ -1,6 +1,6 @@
 /**
  * The public API's routes: POST /api/v1/remove plus health, readiness, metrics and the OpenAPI
- * document. The remove route only authenticates (by API key), admits (http/admission.ts) and
+ * document. The remove route only authenticates (by API key), admits (service/admission.ts) and
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
 import type { Logger } from '../config/logger.js';

@@ -4,10 +4,11 @@
  * reader with its size limit, whole (readBody) or as a multipart form (readForm). Built by the
  * router around a backend's HttpRequest/HttpResponse.
  *
- * Routes (src/api, src/batches) need nothing else of src/http but the router and the types: the
- * form's types and the request id's form are exported from here, because they are this module's
- * vocabulary (what readForm resolves with, what X-Request-ID carries). The error contract the
- * answers are written in is the service's (src/service/errors.ts).
+ * Routes (src/api, src/batches, src/dashboard) need nothing else of src/http but the router and
+ * the types: the form's types and the request id's form are exported from here, because they are
+ * this module's vocabulary (what readForm resolves with, what X-Request-ID carries). The error
+ * contract the answers are written in is the service's (src/service/errors.ts), the one import of
+ * src/http from outside it: the exchange writes that contract's body, the router its 404/405/500.
  */
 import { HTTP_STATUS, HttpError } from '../service/errors.js';
 import { type ImageLimits, MultipartParser, type ParsedForm } from './multipart.js';

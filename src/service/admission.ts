@@ -51,7 +51,7 @@ export interface AdmissionOptions {
   /**
    * Requests whose body has arrived (queued or processing) at once: at this number a new request is
    * refused with 503 before its body is read. An upload that completes meanwhile still goes on (the
-   * memory gate bounds what runs), so the count can pass it by up to `uploadLimit`.
+   * job memory gate bounds what runs), so the count can pass it by up to `uploadLimit`.
    */
   queueLimit: number;
   /** Bodies arriving at once (default: queueLimit); beyond it 503 at once. */
