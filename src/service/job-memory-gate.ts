@@ -3,11 +3,12 @@
  * budget, batches/batch-memory-budget.ts, which counts the bytes batches hold while they wait and
  * after they ran; this gate counts what a job needs while it runs, /remove's and batch images'
  * alike). Requests count in admitted places (admission.ts), but a 6000² 16-bit PNG needs hundreds
- * of MB where a 0.3 MP JPEG needs a few, so after its header is read each job also takes its estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved
- * a credit and run. A job that does not fit waits; one that waits longer than `maxWaitMs` is
- * refused (503, nothing charged). Waiters are served in order, but a small job may pass a large one
- * that does not fit yet — only a few times, so the large one is never starved: once passed
- * `maxPasses` times it holds the line and everything behind it waits.
+ * of MB where a 0.3 MP JPEG needs a few, so after its header is read each job also takes its
+ * estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved a credit and run.
+ * A job that does not fit waits; one that waits longer than `maxWaitMs` is refused (503, nothing
+ * charged). Waiters are served in order, but a small job may pass a large one that does not fit
+ * yet — only a few times, so the large one is never starved: once passed `maxPasses` times it holds
+ * the line and everything behind it waits.
  *
  * An estimate larger than the whole budget is taken as the whole budget: such a job (a valid image
  * within the contract's limits) runs alone rather than being refused.
