@@ -34,7 +34,7 @@ export interface ServiceContext {
   backend: BackendName;
   /** Tells the webhook worker that an event was written (it polls the outbox at once). */
   webhookEventWritten: () => void;
-  /** Admission by estimated memory, shared by every route that runs a job. */
+  /** The job memory gate (admission by estimated memory), shared by every route that runs a job. */
   memory: JobMemoryGate;
 }
 
