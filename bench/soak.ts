@@ -33,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { type RunningServer, startServer } from '../src/api/server.js';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { createLogger } from '../src/config/logger.js';
+import { loadBackend } from '../src/http/backend-select.js';
 import { configure, preloadModel } from '../src/lib/index.js';
 import { openStore } from '../src/store/index.js';
 import { fmt, log, printTable } from './helpers/report.js';
@@ -117,6 +118,7 @@ async function runMix(photo: Buffer): Promise<boolean> {
       drainTimeout: 30,
       store,
       logger: createLogger('silent'),
+      http: loadBackend('auto').backend,
     });
     const port = server.port;
     const valid = multipart({ size: 'preview' }, photo);

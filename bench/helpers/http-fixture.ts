@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { type RunningServer, startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
+import { loadBackend } from '../../src/http/backend-select.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
 export const HOST = '127.0.0.1';
@@ -60,7 +61,7 @@ export async function startService(options: {
       overloadRetryAfter: 1,
       drainTimeout: 30,
       store,
-      http: options.http,
+      http: loadBackend(options.http).backend,
       logger: createLogger('silent'),
     });
     return { server, store, apiKey: key, accountId: account.id, url: `http://${HOST}:${server.port}${REMOVE_PATH}`, queueLimit: options.queueLimit, close };

@@ -26,6 +26,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
+import { loadBackend } from '../../src/http/backend-select.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { fmt, log, printTable } from './report.js';
 import { multipart, send } from './soak-client.js';
@@ -193,6 +194,7 @@ export async function runFairnessPhase(settings: FairnessSettings, photo: Buffer
     drainTimeout: 30,
     store,
     logger: createLogger('silent'),
+    http: loadBackend('auto').backend,
     // Local receivers stand in for the endpoints on the internet.
     batches: { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: true },
   });

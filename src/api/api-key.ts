@@ -1,8 +1,8 @@
 /** Who calls the API: the principal of an `Authorization: Bearer rb-sk_...` header, shared by every /api/v1 route. */
 import type { Logger } from '../config/logger.js';
-import type { Admission, AdmitOptions, Principal, Ticket } from '../http/admission.js';
-import { HttpError, storeFailure } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
+import type { Admission, AdmitOptions, Principal, Ticket } from '../service/admission.js';
+import { HttpError, storeFailure } from '../service/errors.js';
 import { isDatabaseUnavailable, type Store } from '../store/index.js';
 
 /** The API key of an `Authorization: Bearer ...` header, or null. */

@@ -16,18 +16,17 @@
  * batch (402 for the whole request when the balance cannot cover them). The work itself runs in
  * batches/batch-runner.ts.
  */
+
+import type { BatchMemoryBudget, BudgetRefusal } from '../batches/batch-memory-budget.js';
 import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
-import type { BudgetRefusal, MemoryBudget } from '../batches/memory-budget.js';
 import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
-import type { Admission, AdmitOptions, Ticket } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
-import type { Exchange } from '../http/exchange.js';
-import { MultipartParser, type ParsedForm } from '../http/multipart.js';
-import { newRequestId } from '../http/request-id.js';
+import { type Exchange, newRequestId, type ParsedForm } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
-import { BgoneError, checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage } from '../lib/index.js';
+import { checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage } from '../lib/index.js';
 import type { NativeOptions } from '../lib/options.js';
+import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
@@ -46,7 +45,7 @@ export interface BatchDeps {
   store: Store;
   admission: Admission;
   runner: BatchRunner;
-  budget: MemoryBudget;
+  budget: BatchMemoryBudget;
   /** How long results are kept. */
   resultTtlMs: number;
   publicUrl: () => string;
@@ -247,39 +246,18 @@ class OverBudget extends Error {
 }
 
 /**
- * Streams the body through busboy with the batch limits; `overBudget(bytesSoFar)` is asked as
- * bytes arrive and stops the read (OverBudget) when it answers why they do not fit.
+ * Reads the form with the batch limits, under the body deadline (past it, the 408 that closes the
+ * connection); `overBudget(bytesSoFar)` is asked as bytes arrive and stops the read (OverBudget)
+ * when it answers why they do not fit.
  */
 function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm> {
-  const parser = new MultipartParser(ex.req.header('content-type'), { maxImages: MAX_BATCH_IMAGES, maxTotalBytes: MAX_BATCH_IMAGE_BYTES });
-  return new Promise<ParsedForm>((resolve, reject) => {
-    let received = 0;
-    let settled = false;
-    const stop = (err: unknown) => {
-      if (settled) return;
-      settled = true;
-      parser.abort();
-      reject(err);
-    };
-    ex.onAbort(() => stop(new HttpError('validation_error', 'The client went away.')));
-    // Under the body deadline: past it, stop() rejects with the 408 that closes the connection.
-    ex.onBody((chunk, isLast) => {
-      if (settled) return;
-      received += chunk.byteLength;
-      if (received > MAX_BATCH_BODY_BYTES) return stop(tooLarge());
-      const why = overBudget(received);
-      if (why) return stop(new OverBudget(why));
-      if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
-      if (isLast) parser.end();
-    }, stop);
-    parser.done.then(
-      (form) => {
-        if (!settled) {
-          settled = true;
-          resolve(form);
-        }
-      },
-      (err: unknown) => stop(err instanceof BgoneError ? fromLibraryError(err) : err),
-    );
+  return ex.readForm({
+    images: { maxImages: MAX_BATCH_IMAGES, maxTotalBytes: MAX_BATCH_IMAGE_BYTES },
+    maxBodyBytes: MAX_BATCH_BODY_BYTES,
+    tooLarge,
+    check: (bytes) => {
+      const why = overBudget(bytes);
+      return why ? new OverBudget(why) : undefined;
+    },
   });
 }

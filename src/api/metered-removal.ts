@@ -1,5 +1,5 @@
 /**
- * One metered background removal after admission (http/admission.ts), shared by POST
+ * One metered background removal after admission (service/admission.ts), shared by POST
  * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
  * at 20 MB), option validation, one credit reserved, removeBackground, the charge committed only
  * when the answer is a success, and the answer itself. A client that goes away is never charged; a
@@ -8,12 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
-import type { Ticket } from '../http/admission.js';
-import { HttpError, storeFailure } from '../http/errors.js';
-import type { Exchange } from '../http/exchange.js';
-import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
-import type { Metrics } from '../http/metrics.js';
-import { MultipartParser, type ParsedForm } from '../http/multipart.js';
+import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import {
   checkCropBox,
@@ -25,6 +20,10 @@ import {
   removeBackground,
 } from '../lib/index.js';
 import { MAX_FILE_BYTES, type NativeOptions } from '../lib/options.js';
+import type { Ticket } from '../service/admission.js';
+import { HttpError, storeFailure } from '../service/errors.js';
+import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import type { Metrics } from '../service/metrics.js';
 import { isDatabaseUnavailable, type ReserveResult, releaseUntilDone, type Store } from '../store/index.js';
 
 export type Headers = Record<string, string>;
@@ -85,13 +84,12 @@ export interface RemovalDeps {
   logger?: Logger | undefined;
   metrics?: Metrics | undefined;
   /** Admission by estimated memory (absent: none). */
-  memory?: MemoryGate | undefined;
+  memory?: JobMemoryGate | undefined;
   /** Seconds in Retry-After when the memory budget has no room in time. */
   overloadRetryAfter?: number | undefined;
 }
 
 export class MeteredRemoval {
-  private parser: MultipartParser | undefined;
   private reservationId: number | null = null;
   private open = true;
   private processing = false;
@@ -108,22 +106,9 @@ export class MeteredRemoval {
   start(): void {
     this.ex.onAbort(() => this.abort());
     if (!this.open) return;
-    const parser = new MultipartParser(this.ex.req.header('content-type'));
-    this.parser = parser;
-    let received = 0;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    this.ex.onBody(
-      (chunk, isLast) => {
-        if (!this.open) return;
-        received += chunk.byteLength;
-        if (received > MAX_BODY_BYTES) return this.fail(tooLarge());
-        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
-        if (isLast) parser.end();
-      },
-      (err) => this.fail(err),
-    );
-    void this.run(parser);
+    void this.run(this.ex.readForm({ maxBodyBytes: MAX_BODY_BYTES, tooLarge }));
   }
 
   /**
@@ -134,7 +119,6 @@ export class MeteredRemoval {
   private abort(): void {
     if (!this.open) return;
     this.open = false;
-    this.parser?.abort();
     this.job.abort();
     this.releaseCredit();
     this.deps.logger?.info({ requestId: this.ex.requestId, event: 'aborted' }, 'client aborted');
@@ -145,17 +129,16 @@ export class MeteredRemoval {
   private fail(err: HttpError): void {
     if (!this.open) return;
     this.open = false;
-    this.parser?.abort();
     this.releaseCredit();
     this.ex.error(err, this.ticket.rateHeaders);
     this.deps.logger?.info({ requestId: this.ex.requestId, code: err.code, ms: Math.round(this.ex.seconds() * 1000) }, 'request failed');
     if (!this.processing) this.ticket.release();
   }
 
-  private async run(parser: MultipartParser): Promise<void> {
+  private async run(reading: Promise<ParsedForm>): Promise<void> {
     let form: ParsedForm;
     try {
-      form = await parser.done;
+      form = await reading;
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
@@ -187,7 +170,7 @@ export class MeteredRemoval {
         releaseMemory = await this.deps.memory.acquire(estimate, this.job.signal);
       } catch (err) {
         if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
-        if (!(err instanceof MemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
+        if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
         return this.fail(
           new HttpError('overloaded', 'The server has no memory free for this image now; retry after the time in Retry-After.', undefined, {
             'Retry-After': String(this.deps.overloadRetryAfter ?? 5),

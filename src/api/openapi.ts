@@ -1,7 +1,7 @@
 /** The OpenAPI 3.1 description of the service, served at GET /api/v1/openapi.json. */
 
-import { HTTP_STATUS, type HttpErrorCode } from '../http/errors.js';
 import { CHANNELS, FORMATS, PADDING_PATTERN, SIZES } from '../lib/options.js';
+import { HTTP_STATUS, type HttpErrorCode } from '../service/errors.js';
 
 const ERROR_CODES = Object.keys(HTTP_STATUS) as HttpErrorCode[];
 

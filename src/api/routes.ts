@@ -1,16 +1,16 @@
 /**
  * The public API's routes: POST /api/v1/remove plus health, readiness, metrics and the OpenAPI
- * document. The remove route only authenticates (by API key), admits (http/admission.ts) and
+ * document. The remove route only authenticates (by API key), admits (service/admission.ts) and
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
 import type { Logger } from '../config/logger.js';
-import type { Admission } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
-import type { MemoryGate } from '../http/memory-gate.js';
-import type { Metrics } from '../http/metrics.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
 import { inferenceProviders, queueSize } from '../lib/index.js';
+import type { Admission } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
+import type { JobMemoryGate } from '../service/job-memory-gate.js';
+import type { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { MeteredRemoval } from './metered-removal.js';
@@ -27,7 +27,7 @@ export interface ApiDeps {
   logger?: Logger | undefined;
   /** Batch images waiting on this node (shown by /readyz). */
   batchQueue?: () => number;
-  memory?: MemoryGate | undefined;
+  memory?: JobMemoryGate | undefined;
   overloadRetryAfter?: number | undefined;
   /** Several nodes: the bytes this node moved to and from its peers (shown by /readyz). */
   peerTraffic?: (() => { bytesIn: number; bytesOut: number }) | undefined;

@@ -1,25 +1,28 @@
 /**
- * The running service: a backend (uWebSockets.js or node:http, chosen at start), one router with
- * the API's routes and whatever else is mounted (the dashboard), one admission path, metrics, and
- * the drain on close (stop accepting, let admitted requests finish up to drainTimeout, then close
- * every connection).
+ * The running service: one router with the API's routes and whatever else is mounted (the
+ * dashboard) on the backend the caller chose (cli/serve.ts from BGONE_HTTP, through
+ * http/backend-select.ts: choosing is the start-up's business, so the routes' folder needs no more
+ * of src/http than the router, the exchange and the types), the service's rules (src/service: one
+ * admission path, the job memory gate, metrics), the batch runner and the webhook worker, and the
+ * drain on close (stop accepting, let admitted requests finish up to drainTimeout, then close every
+ * connection). Options left out take the defaults of config/defaults.ts, the environment's.
  */
 
+import { BatchMemoryBudget } from '../batches/batch-memory-budget.js';
 import { BatchRunner } from '../batches/batch-runner.js';
-import { MemoryBudget } from '../batches/memory-budget.js';
 import { ClaimWorker } from '../cluster/claim-worker.js';
 import { mountInternal } from '../cluster/internal-routes.js';
 import { PeerClient } from '../cluster/peer-client.js';
 import { PeerResults } from '../cluster/peer-results.js';
+import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from '../config/defaults.js';
 import type { Logger } from '../config/logger.js';
-import { Admission } from '../http/admission.js';
-import { type BackendChoice, loadBackend } from '../http/backend-select.js';
 import type { BodyMinRate } from '../http/exchange.js';
-import { MemoryGate } from '../http/memory-gate.js';
-import { Metrics } from '../http/metrics.js';
 import { Router } from '../http/router.js';
 import type { Backend, BackendName } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
+import { Admission } from '../service/admission.js';
+import { JobMemoryGate } from '../service/job-memory-gate.js';
+import { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
 import { WebhookDeliverer } from '../webhooks/deliverer.js';
 import { mountBatches } from './batch-routes.js';
@@ -35,12 +38,9 @@ export interface ServiceContext {
   backend: BackendName;
   /** Tells the webhook worker that an event was written (it polls the outbox at once). */
   webhookEventWritten: () => void;
-  /** Admission by estimated memory, shared by every route that runs a job. */
-  memory: MemoryGate;
+  /** The job memory gate (admission by estimated memory), shared by every route that runs a job. */
+  memory: JobMemoryGate;
 }
-
-export const DEFAULT_MEMORY_BUDGET_MB = 2048;
-export const DEFAULT_MEMORY_WAIT_SECONDS = 30;
 
 /** Async batches and their webhooks (config.ts BatchConfig, plus test knobs). */
 export interface BatchServiceOptions {
@@ -48,53 +48,47 @@ export interface BatchServiceOptions {
   publicUrl?: string | undefined;
   resultTtlSeconds: number;
   memoryMb: number;
-  /** The percentage of memoryMb one account may hold (default 25). */
+  /** The percentage of memoryMb one account may hold (default: BGONE_BATCH_ACCOUNT_SHARE's). */
   accountSharePercent?: number | undefined;
   webhookAllowPrivate: boolean;
   /** How often the webhook outbox is polled when idle (default 1000 ms). */
   webhookPollMs?: number | undefined;
   /** A delivery not answered within this, its name's resolution included, fails (default 15 000 ms). */
   webhookTimeoutMs?: number | undefined;
-  /** Delivered and failed deliveries are deleted this long after they ended (default 7 days). */
+  /** Delivered and failed deliveries are deleted this long after they ended (default: BATCH_DEFAULTS.webhookRetentionSeconds). */
   webhookRetentionSeconds?: number | undefined;
   /** DNS servers that resolve webhook endpoints' names instead of the system's (tests). */
   webhookDnsServers?: readonly string[] | undefined;
 }
 
-/** The defaults of BGONE_BODY_TIMEOUT, BGONE_ACCOUNT_IN_FLIGHT, BGONE_UPLOAD_LIMIT and BGONE_BODY_MIN_RATE (config.ts). */
-export const DEFAULT_BODY_TIMEOUT_SECONDS = 60;
-export const DEFAULT_ACCOUNT_IN_FLIGHT = 4;
-export const DEFAULT_UPLOAD_LIMIT = 64;
-/** 16 KiB a second: the throughput uWS itself asks of an upload (it closes slower ones after 10 s). */
-export const DEFAULT_BODY_MIN_RATE = 16 * 1024;
-/** The window over which the minimum rate is counted. */
-export const BODY_RATE_WINDOW_MS = 10_000;
-/** BGONE_BATCH_ACCOUNT_SHARE's default: the percentage of the batch memory one account may hold. */
-export const DEFAULT_BATCH_ACCOUNT_SHARE = 25;
-
-export const DEFAULT_BATCH_OPTIONS: BatchServiceOptions = { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: false };
+/** The batch options of a server started without any: the environment's defaults. */
+export const DEFAULT_BATCH_OPTIONS: BatchServiceOptions = {
+  resultTtlSeconds: BATCH_DEFAULTS.resultTtlSeconds,
+  memoryMb: BATCH_DEFAULTS.memoryMb,
+  webhookAllowPrivate: BATCH_DEFAULTS.webhookAllowPrivate,
+};
 
 export interface ServerOptions {
   host: string;
   port: number;
-  /** 'auto' (default): uWebSockets.js where its binary loads, node:http elsewhere. */
-  http?: BackendChoice | Backend;
+  /** The HTTP backend, chosen by the caller (loadBackend of http/backend-select.ts: BGONE_HTTP's choice). */
+  http: Backend;
   model?: string | undefined;
   queueLimit: number;
   overloadRetryAfter: number;
   drainTimeout: number;
-  /** Seconds an admitted request's whole body may take to arrive (default 60); then 408 and the connection closed. */
+  /** Seconds an admitted request's whole body may take to arrive (default: SERVICE_DEFAULTS.bodyTimeoutSeconds); then 408 and the connection closed. */
   bodyTimeout?: number | undefined;
-  /** Admitted requests one account may hold at once (default 4); beyond it 429. */
+  /** Admitted requests one account may hold at once (default: SERVICE_DEFAULTS.accountInFlight); beyond it 429. */
   accountInFlight?: number | undefined;
-  /** Bodies arriving at once (default 64); beyond it 503. queueLimit counts the requests whose body is here. */
+  /** Bodies arriving at once (default: SERVICE_DEFAULTS.uploadLimit); beyond it 503. queueLimit counts the requests whose body is here. */
   uploadLimit?: number | undefined;
   /**
-   * The least a body must bring a second, counted over windows of `windowMs` (default 16 KiB over
-   * 10 s; 0 bytes: no minimum); less is 408 at the window's end.
+   * The least a body must bring a second, counted over windows of `windowMs` (default: SERVICE_DEFAULTS'
+   * bodyMinRateBytesPerSecond over bodyRateWindowMs; 0 bytes: no minimum); less is 408 at the window's end.
    */
   bodyMinRate?: { bytesPerSecond: number; windowMs?: number | undefined } | undefined;
-  /** Admission by estimated memory (default: 2048 MiB, 30 s wait). */
+  /** The job memory gate: admission by estimated memory (default: SERVICE_DEFAULTS' memoryBudgetMb and memoryWaitSeconds). */
   memory?: { budgetMb: number; waitSeconds: number } | undefined;
   store: Store;
   logger: Logger;
@@ -121,22 +115,15 @@ export interface RunningServer {
 }
 
 function bodyMinRate(option: ServerOptions['bodyMinRate']): BodyMinRate {
-  const windowMs = option?.windowMs ?? BODY_RATE_WINDOW_MS;
-  return { windowMs, bytesPerWindow: Math.ceil(((option?.bytesPerSecond ?? DEFAULT_BODY_MIN_RATE) * windowMs) / 1000) };
+  const windowMs = option?.windowMs ?? SERVICE_DEFAULTS.bodyRateWindowMs;
+  return { windowMs, bytesPerWindow: Math.ceil(((option?.bytesPerSecond ?? SERVICE_DEFAULTS.bodyMinRateBytesPerSecond) * windowMs) / 1000) };
 }
 
 /** How long close() lets the answers written last leave the process before it closes every connection. */
 const CLOSE_FLUSH_GRACE_MS = 200;
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
-  const { store, logger } = options;
-  let backend: Backend;
-  if (typeof options.http === 'object') backend = options.http;
-  else {
-    const chosen = loadBackend(options.http ?? 'auto');
-    backend = chosen.backend;
-    logger.info({ http: backend.name, reason: chosen.reason }, `HTTP backend: ${backend.name}`);
-  }
+  const { store, logger, http: backend } = options;
   const metrics = new Metrics({ queueLength: queueSize, backend: backend.name });
   const router = new Router((route, status, code, seconds) => metrics.record(route, status, code, seconds), logger);
   const admission = new Admission(
@@ -146,9 +133,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       maxBodyBytes: MAX_BODY_BYTES,
       rateLimits: store.rateLimits,
       credits: store.credits,
-      accountInFlight: options.accountInFlight ?? DEFAULT_ACCOUNT_IN_FLIGHT,
-      bodyTimeoutMs: (options.bodyTimeout ?? DEFAULT_BODY_TIMEOUT_SECONDS) * 1000,
-      uploadLimit: options.uploadLimit ?? DEFAULT_UPLOAD_LIMIT,
+      accountInFlight: options.accountInFlight ?? SERVICE_DEFAULTS.accountInFlight,
+      bodyTimeoutMs: (options.bodyTimeout ?? SERVICE_DEFAULTS.bodyTimeoutSeconds) * 1000,
+      uploadLimit: options.uploadLimit ?? SERVICE_DEFAULTS.uploadLimit,
       bodyMinRate: bodyMinRate(options.bodyMinRate),
       logger,
     },
@@ -168,10 +155,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // Known once listening: the default base of result_url is this server's own address.
   let publicUrl = batchOptions.publicUrl ?? '';
   const budgetBytes = batchOptions.memoryMb * 1024 * 1024;
-  const budget = new MemoryBudget(budgetBytes, Math.floor((budgetBytes * (batchOptions.accountSharePercent ?? DEFAULT_BATCH_ACCOUNT_SHARE)) / 100));
-  const memory = new MemoryGate({
-    budgetBytes: (options.memory?.budgetMb ?? DEFAULT_MEMORY_BUDGET_MB) * 1024 * 1024,
-    maxWaitMs: (options.memory?.waitSeconds ?? DEFAULT_MEMORY_WAIT_SECONDS) * 1000,
+  const budget = new BatchMemoryBudget(budgetBytes, Math.floor((budgetBytes * (batchOptions.accountSharePercent ?? BATCH_DEFAULTS.accountSharePercent)) / 100));
+  const memory = new JobMemoryGate({
+    budgetBytes: (options.memory?.budgetMb ?? SERVICE_DEFAULTS.memoryBudgetMb) * 1024 * 1024,
+    maxWaitMs: (options.memory?.waitSeconds ?? SERVICE_DEFAULTS.memoryWaitSeconds) * 1000,
   });
   const runner = new BatchRunner({
     store,

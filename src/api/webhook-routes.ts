@@ -9,10 +9,10 @@
  * Through the one admission path, like every /api/v1 route.
  */
 import type { Logger } from '../config/logger.js';
-import type { Admission, Ticket } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
+import type { Admission, Ticket } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
 import type { Store, WebhookEndpoint } from '../store/index.js';
 import { createWebhookEndpoint } from '../webhooks/endpoints.js';
 import { keyedHandler } from './api-key.js';

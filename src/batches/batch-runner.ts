@@ -12,9 +12,6 @@
  * (store.batches.start / finish), which writes the events in the same transaction.
  */
 import type { Logger } from '../config/logger.js';
-import { HTTP_MESSAGES } from '../http/errors.js';
-import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
-import type { Metrics } from '../http/metrics.js';
 import {
   BgoneError,
   normaliseOptions,
@@ -24,8 +21,11 @@ import {
   type RemoveBackgroundResult,
   removeBackground,
 } from '../lib/index.js';
+import { HTTP_MESSAGES } from '../service/errors.js';
+import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import type { Metrics } from '../service/metrics.js';
 import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
-import type { MemoryBudget } from './memory-budget.js';
+import type { BatchMemoryBudget } from './batch-memory-budget.js';
 
 export interface QueuedImage {
   imageId: string;
@@ -53,11 +53,11 @@ export interface HeldResult {
 
 export interface BatchRunnerOptions {
   store: Store;
-  budget: MemoryBudget;
+  budget: BatchMemoryBudget;
   /** How long a result is kept from the moment its image ends. */
   resultTtlMs: number;
   /** Admission by estimated memory, shared with /remove (absent: none). */
-  memory?: MemoryGate | undefined;
+  memory?: JobMemoryGate | undefined;
   /** The base of result_url (BGONE_PUBLIC_URL, or the address the service listens on). */
   publicUrl: () => string;
   logger?: Logger | undefined;
@@ -285,7 +285,7 @@ export class BatchRunner {
       try {
         return await gate.acquire(estimate);
       } catch (err) {
-        if (!(err instanceof MemoryGateTimeout) || this.#closed) throw err;
+        if (!(err instanceof JobMemoryGateTimeout) || this.#closed) throw err;
       }
     }
   }

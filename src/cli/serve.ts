@@ -7,6 +7,7 @@ import { type RunningServer, startServer } from '../api/server.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
+import { loadBackend } from '../http/backend-select.js';
 import { BgoneError, configure, preloadModel } from '../lib/index.js';
 import { type Account, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
@@ -96,10 +97,14 @@ export async function serveCommand(): Promise<number> {
 
   let server: RunningServer;
   try {
+    // The backend is chosen here, where the server starts: BGONE_HTTP=uws fails the start when
+    // uWebSockets.js cannot load, 'auto' falls back on node:http and says why.
+    const chosen = loadBackend(config.http);
+    logger.info({ http: chosen.backend.name, reason: chosen.reason }, `HTTP backend: ${chosen.backend.name}`);
     server = await startServer({
       host: config.host,
       port: config.port,
-      http: config.http,
+      http: chosen.backend,
       model: config.model,
       queueLimit: config.queueLimit,
       overloadRetryAfter: config.overloadRetryAfter,

@@ -8,7 +8,7 @@
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Logger } from '../config/logger.js';
-import { HTTP_MESSAGES } from '../http/errors.js';
+import { HTTP_MESSAGES } from '../service/errors.js';
 import type { ClaimedImage, ClusterStore, Store } from '../store/index.js';
 import type { PeerClient } from './peer-client.js';
 

@@ -8,9 +8,9 @@
  *   DELETE /internal/v1/batches/:batch          drops what this node holds of a deleted batch
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
-import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
+import { HttpError } from '../service/errors.js';
 import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
 import { CLUSTER_SECRET_HEADER, isClusterSecret } from './secret.js';
 

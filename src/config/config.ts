@@ -2,12 +2,13 @@
  * The one configuration: every environment variable bgone reads (the service's, the dashboard's
  * and the library's) is read and validated here, when a command starts, never at import time.
  * A bad value is a ConfigError naming the variable. Every variable has an embedded default, so
- * `npm start` needs none.
+ * `npm start` needs none; the service's are in defaults.ts, shared with startServer.
  */
 import { statSync } from 'node:fs';
 import { MIN_CLUSTER_SECRET_LENGTH } from '../cluster/secret.js';
 import type { BackendChoice } from '../http/backend-select.js';
 import { MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
+import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
 export interface LibraryConfig {
@@ -151,17 +152,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePath: databasePath(env),
     postgres: loadPostgresConfig(env),
     model: env.BGONE_MODEL || undefined,
-    queueLimit: int(env, 'BGONE_QUEUE_LIMIT', 16, 1, 10_000),
-    overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', 5, 1, 3600),
-    bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', 60, 1, 3600),
-    accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', 4, 1, 10_000),
-    uploadLimit: int(env, 'BGONE_UPLOAD_LIMIT', 64, 1, 100_000),
-    bodyMinRate: int(env, 'BGONE_BODY_MIN_RATE', 16 * 1024, 0, 1_073_741_824),
+    queueLimit: int(env, 'BGONE_QUEUE_LIMIT', SERVICE_DEFAULTS.queueLimit, 1, 10_000),
+    overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', SERVICE_DEFAULTS.overloadRetryAfterSeconds, 1, 3600),
+    bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', SERVICE_DEFAULTS.bodyTimeoutSeconds, 1, 3600),
+    accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', SERVICE_DEFAULTS.accountInFlight, 1, 10_000),
+    uploadLimit: int(env, 'BGONE_UPLOAD_LIMIT', SERVICE_DEFAULTS.uploadLimit, 1, 100_000),
+    bodyMinRate: int(env, 'BGONE_BODY_MIN_RATE', SERVICE_DEFAULTS.bodyMinRateBytesPerSecond, 0, 1_073_741_824),
     maxKeysPerAccount: maxKeysPerAccount(env),
-    memoryBudgetMb: int(env, 'BGONE_MEMORY_BUDGET_MB', 2048, 64, 1_048_576),
-    memoryWait: int(env, 'BGONE_MEMORY_WAIT', 30, 1, 3600),
+    memoryBudgetMb: int(env, 'BGONE_MEMORY_BUDGET_MB', SERVICE_DEFAULTS.memoryBudgetMb, 64, 1_048_576),
+    memoryWait: int(env, 'BGONE_MEMORY_WAIT', SERVICE_DEFAULTS.memoryWaitSeconds, 1, 3600),
     logLevel,
-    drainTimeout: int(env, 'BGONE_DRAIN_TIMEOUT', 30, 0, 3600),
+    drainTimeout: int(env, 'BGONE_DRAIN_TIMEOUT', SERVICE_DEFAULTS.drainTimeoutSeconds, 0, 3600),
     rateLimits: {
       free: int(env, 'BGONE_RATE_LIMIT_FREE', 10, 1, 1_000_000),
       pro: int(env, 'BGONE_RATE_LIMIT_PRO', 60, 1, 1_000_000),
@@ -199,11 +200,11 @@ function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
   }
   return {
     publicUrl: publicUrl?.replace(/\/+$/, ''),
-    resultTtlSeconds: int(env, 'BGONE_BATCH_RESULT_TTL', 3600, 1, 7 * 24 * 3600),
-    memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', 1024, 16, 1_048_576),
-    accountSharePercent: int(env, 'BGONE_BATCH_ACCOUNT_SHARE', 25, 1, 100),
-    webhookAllowPrivate: bool(env, 'BGONE_WEBHOOK_ALLOW_PRIVATE', false),
-    webhookRetentionSeconds: int(env, 'BGONE_WEBHOOK_RETENTION', 7 * 24 * 3600, 60, 365 * 24 * 3600),
+    resultTtlSeconds: int(env, 'BGONE_BATCH_RESULT_TTL', BATCH_DEFAULTS.resultTtlSeconds, 1, 7 * 24 * 3600),
+    memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', BATCH_DEFAULTS.memoryMb, 16, 1_048_576),
+    accountSharePercent: int(env, 'BGONE_BATCH_ACCOUNT_SHARE', BATCH_DEFAULTS.accountSharePercent, 1, 100),
+    webhookAllowPrivate: bool(env, 'BGONE_WEBHOOK_ALLOW_PRIVATE', BATCH_DEFAULTS.webhookAllowPrivate),
+    webhookRetentionSeconds: int(env, 'BGONE_WEBHOOK_RETENTION', BATCH_DEFAULTS.webhookRetentionSeconds, 60, 365 * 24 * 3600),
   };
 }
 

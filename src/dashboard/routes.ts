@@ -19,11 +19,11 @@
  */
 import type { ServiceContext } from '../api/server.js';
 import type { Logger } from '../config/logger.js';
-import { accountRateKey } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
-import { rateLimitHeaders } from '../http/rate-limit.js';
 import type { FallbackAnswers } from '../http/router.js';
+import { accountRateKey } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
+import { rateLimitHeaders } from '../service/rate-limit.js';
 import { DEFAULT_LOGIN_LIMITS, isPlanName, type LoginLimits, type Store, StoreError } from '../store/index.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../webhooks/address-guard.js';
 import { createWebhookEndpoint, MAX_DESCRIPTION_LENGTH, MAX_WEBHOOK_ENDPOINTS } from '../webhooks/endpoints.js';

@@ -9,9 +9,9 @@
  * error body of the API's closed list of codes.
  */
 import { MeteredRemoval, type RemovalDeps } from '../api/metered-removal.js';
-import { type Admission, accountRateKey, type Principal } from '../http/admission.js';
-import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
+import { type Admission, accountRateKey, type Principal } from '../service/admission.js';
+import { HttpError } from '../service/errors.js';
 import { checkSessionToken } from './csrf.js';
 import type { SignedIn } from './sessions.js';
 

@@ -1,11 +1,23 @@
 /**
  * One request and its answer, as every route (API and dashboard) sees it: the one response writer
  * (X-Request-ID on every answer, metrics recorded once), the one JSON error body, and the one body
- * reader with its size limit. Built by the router around a backend's HttpRequest/HttpResponse.
+ * reader with its size limit, whole (readBody) or as a multipart form (readForm). Built by the
+ * router around a backend's HttpRequest/HttpResponse.
+ *
+ * Routes (src/api, src/batches, src/dashboard) need nothing else of src/http but the router and
+ * the types: the form's types and the request id's form are exported from here, because they are
+ * this module's vocabulary (what readForm resolves with, what X-Request-ID carries). The error
+ * contract the answers are written in is the service's (src/service/errors.ts), the one import of
+ * src/http from outside it: the exchange writes that contract's body, the router its 404/405/500.
  */
-import { HTTP_STATUS, HttpError } from './errors.js';
+import { HTTP_STATUS, HttpError } from '../service/errors.js';
+import { type ImageLimits, MultipartParser, type ParsedForm } from './multipart.js';
 import { newRequestId } from './request-id.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
+
+export type { ImageLimits, OptionField, ParsedForm, UploadedImage } from './multipart.js';
+/** The form of X-Request-ID; a route gives one to work that outlives its request too (each batch image). */
+export { newRequestId } from './request-id.js';
 
 /** What the exchange reports when it is answered or abandoned (metrics). */
 export type AnswerRecorder = (route: string, status: number, code: string, seconds: number) => void;
@@ -55,6 +67,20 @@ export function bodyTooSlowError(rate: BodyMinRate): HttpError {
 export interface BodyMinRate {
   bytesPerWindow: number;
   windowMs: number;
+}
+
+/** What readForm accepts besides the body deadline and the minimum rate. */
+export interface FormLimits {
+  /** image_file parts allowed and their bytes in all (default: one image of at most 20 MB). */
+  images?: ImageLimits | undefined;
+  /** The most bytes of the whole body, multipart framing included; past it the read stops with `tooLarge()`. */
+  maxBodyBytes: number;
+  tooLarge: () => Error;
+  /**
+   * Asked with the bytes received so far as each chunk arrives; an error it returns stops the read
+   * with that error (the batch memory budget, which the bytes must keep fitting).
+   */
+  check?: ((bytesSoFar: number) => Error | undefined) | undefined;
 }
 
 type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
@@ -235,6 +261,43 @@ export class Exchange {
           reject(err);
         },
       );
+    });
+  }
+
+  /**
+   * Streams the body through the multipart parser (multipart.ts, which holds the image in memory
+   * only) under the body deadline and the minimum rate. Resolves with the form; rejects with the
+   * parser's HttpError (malformed form, image too large...), `tooLarge()`, `check`'s error, the 408
+   * of a body too late or too slow, or ClientGoneError, whichever comes first: parsing stops there.
+   */
+  readForm(limits: FormLimits): Promise<ParsedForm> {
+    if (this.bodyTaken) return Promise.reject(new Error('the body was already read'));
+    this.bodyTaken = true;
+    const parser = new MultipartParser(this.req.header('content-type'), limits.images);
+    return new Promise((resolve, reject) => {
+      let received = 0;
+      let settled = false;
+      const stop = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        parser.abort();
+        reject(err);
+      };
+      this.onAbort(() => stop(new ClientGoneError()));
+      this.onBody((chunk, isLast) => {
+        if (settled) return;
+        received += chunk.byteLength;
+        if (received > limits.maxBodyBytes) return stop(limits.tooLarge());
+        const refused = limits.check?.(received);
+        if (refused) return stop(refused);
+        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+        if (isLast) parser.end();
+      }, stop);
+      parser.done.then((form) => {
+        if (settled) return;
+        settled = true;
+        resolve(form);
+      }, stop);
     });
   }
 }

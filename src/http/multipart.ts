@@ -1,11 +1,12 @@
 /**
- * Streaming multipart/form-data parsing with busboy, fed chunk by chunk from uWebSockets.js.
- * Every limit is set (busboy's defaults are unlimited): one image_file part of at most 20 MB, a few
- * small text fields, bounded part count and header sizes. The image stays in memory only.
+ * Streaming multipart/form-data parsing with busboy, fed chunk by chunk by the exchange's readForm
+ * (routes use that, not this module). Every limit is set (busboy's defaults are unlimited): one
+ * image_file part of at most 20 MB by default, a few small text fields, bounded part count and
+ * header sizes. The image stays in memory only.
  */
 import busboy from 'busboy';
 import { MAX_FILE_BYTES } from '../lib/options.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../service/errors.js';
 
 /** The form fields of POST /api/v1/remove besides image_file. */
 export const OPTION_FIELDS = ['format', 'channels', 'bg_color', 'size', 'crop', 'padding'] as const;

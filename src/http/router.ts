@@ -6,7 +6,7 @@
  * process never goes down for a handler's error.
  */
 import type { Logger } from '../config/logger.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../service/errors.js';
 import { type AnswerRecorder, Exchange } from './exchange.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 

@@ -19,6 +19,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { BATCH_DEFAULTS } from '../config/defaults.js';
 import type { Logger } from '../config/logger.js';
 import { type ClaimedDelivery, isDatabaseUnavailable, type Store } from '../store/index.js';
 import { resolveWebhookAddress } from './address-guard.js';
@@ -45,7 +46,7 @@ export interface DelivererOptions {
 /** Attempts in flight at once to one endpoint, and to all of one account's endpoints, on all nodes. */
 export const PER_ENDPOINT = 2;
 export const PER_ACCOUNT = 4;
-export const DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000;
+export const DEFAULT_RETENTION_MS = BATCH_DEFAULTS.webhookRetentionSeconds * 1000;
 /** Pruning runs at most this often, on the store's clock. */
 const PRUNE_EVERY_MS = 10 * 60 * 1000;
 /** Rows deleted per statement, so that pruning a large backlog never holds the database for long. */

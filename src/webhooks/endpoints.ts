@@ -2,7 +2,7 @@
  * Creating a webhook endpoint, the same from the API and the dashboard: the URL checked
  * (address-guard.ts), the description bounded, at most MAX_WEBHOOK_ENDPOINTS per account.
  */
-import { HttpError } from '../http/errors.js';
+import { HttpError } from '../service/errors.js';
 import type { CreatedWebhookEndpoint, Store } from '../store/index.js';
 import { webhookUrlProblem } from './address-guard.js';
 

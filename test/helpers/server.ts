@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
+import { loadBackend } from '../../src/http/backend-select.js';
+import type { Backend } from '../../src/http/types.js';
 import { type Clock, openStore, type PlanName, type RateLimits, type Store } from '../../src/store/index.js';
 
 export interface TestServerOptions {
@@ -89,6 +91,11 @@ export function testBackend(): 'auto' | 'uws' | 'node' {
   return chosen === 'uws' || chosen === 'node' ? chosen : 'auto';
 }
 
+/** The backend of testBackend(), loaded, for startServer (which takes a backend, as `bgone serve` chooses it). */
+export function testHttpBackend(): Backend {
+  return loadBackend(testBackend()).backend;
+}
+
 /** Requests one account may hold at once in the test servers unless a test sets it: suites firing many in parallel from one account never meet the cap. */
 const UNCAPPED_ACCOUNT_IN_FLIGHT = 1000;
 
@@ -106,7 +113,7 @@ export async function serveStore(store: Store, dir: string, options: Partial<Ser
     accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT,
     store,
     logger: createLogger('silent'),
-    http: testBackend(),
+    http: testHttpBackend(),
     ...options,
   });
   let closed = false;

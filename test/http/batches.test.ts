@@ -17,7 +17,7 @@ import { expectConforms, expectError, openApi } from '../helpers/http-assert.js'
 import { imageInfo } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { readFixture, readPhoto } from '../helpers/paths.js';
-import { blob, get, type HttpResult, postImage, setBalance, testBackend, toResult, waitFor } from '../helpers/server.js';
+import { blob, get, type HttpResult, postImage, setBalance, testHttpBackend, toResult, waitFor } from '../helpers/server.js';
 import { type FakeClock, fakeClock } from '../helpers/store.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -88,7 +88,7 @@ async function startService(
     drainTimeout: 30,
     store,
     logger: createLogger('silent'),
-    http: testBackend(),
+    http: testHttpBackend(),
     batches: { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: true, webhookPollMs: 50, ...options.batches },
     ...options.server,
   });

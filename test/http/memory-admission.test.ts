@@ -1,5 +1,5 @@
 /**
- * Admission by estimated memory through HTTP (src/http/memory-gate.ts): with a budget that holds
+ * Admission by estimated memory through HTTP (src/service/job-memory-gate.ts): with a budget that holds
  * one job at a time, concurrent requests queue for memory instead of running together; one that
  * cannot get memory within BGONE_MEMORY_WAIT is refused with 503 and Retry-After, uncharged.
  */
@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { estimateJobBytes } from '../../src/http/memory-gate.js';
+import { estimateJobBytes } from '../../src/service/job-memory-gate.js';
 import { openStore } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectError } from '../helpers/http-assert.js';

@@ -21,7 +21,7 @@ import { BUSY_WAIT_MS } from '../../src/store/sqlite/busy.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { REPO_ROOT, readPhoto } from '../helpers/paths.js';
-import { credits, get, postImage, removeForm, setBalance, testBackend, waitFor } from '../helpers/server.js';
+import { credits, get, postImage, removeForm, setBalance, testHttpBackend, waitFor } from '../helpers/server.js';
 
 const DIST_DRIVER_URL = pathToFileURL(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'driver.js')).href;
 const teddy = readPhoto(PHOTOS.teddy);
@@ -90,7 +90,7 @@ beforeAll(async () => {
     drainTimeout: 30,
     store,
     logger: createLogger('silent'),
-    http: testBackend(),
+    http: testHttpBackend(),
     batches: { resultTtlSeconds: 3600, memoryMb: 256, webhookAllowPrivate: true, webhookPollMs: 50 },
   });
   url = `http://127.0.0.1:${server.port}`;

@@ -15,7 +15,7 @@ import { PHOTOS } from '../helpers/constants.js';
 import { type FaultyStore, withFaults } from '../helpers/failing-store.js';
 import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { readPhoto } from '../helpers/paths.js';
-import { blob, credits, get, postImage, setBalance, testBackend, toResult, waitFor } from '../helpers/server.js';
+import { blob, credits, get, postImage, setBalance, testHttpBackend, toResult, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy);
 const uncaught = trackUncaught();
@@ -44,7 +44,7 @@ beforeAll(async () => {
     drainTimeout: 30,
     store: faulty.store,
     logger: createLogger('silent'),
-    http: testBackend(),
+    http: testHttpBackend(),
     batches: { resultTtlSeconds: 3600, memoryMb: 256, webhookAllowPrivate: true, webhookPollMs: 50 },
   });
   url = `http://127.0.0.1:${server.port}`;

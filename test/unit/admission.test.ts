@@ -1,12 +1,12 @@
 /**
- * The one admission path (src/http/admission.ts): its order (shutting down → authentication →
+ * The one admission path (src/service/admission.ts): its order (shutting down → authentication →
  * rate limit → disabled → credits → account cap → load shedding → Content-Length), the answers of
  * each refusal, the places it holds and gives back, and the drain.
  */
 import { describe, expect, it } from 'vitest';
-import { Admission, type Principal } from '../../src/http/admission.js';
-import { HttpError } from '../../src/http/errors.js';
 import { Exchange } from '../../src/http/exchange.js';
+import { Admission, type Principal } from '../../src/service/admission.js';
+import { HttpError } from '../../src/service/errors.js';
 import { MemoryRateWindows } from '../../src/store/rate-window.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
 

@@ -1,10 +1,10 @@
 /**
- * The service's Prometheus metrics (src/http/metrics.ts, on prom-client): what render() shows after
+ * The service's Prometheus metrics (src/service/metrics.ts, on prom-client): what render() shows after
  * record() and recordInference() calls, the queue length read at scrape time, the HTTP backend,
  * prom-client's default process metrics, and two instances counting apart.
  */
 import { describe, expect, it } from 'vitest';
-import { Metrics } from '../../src/http/metrics.js';
+import { Metrics } from '../../src/service/metrics.js';
 
 const REMOVE = '/api/v1/remove';
 

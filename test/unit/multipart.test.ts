@@ -4,9 +4,9 @@
  * refusal it makes, each with its exact error code, message and details.
  */
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../src/http/errors.js';
 import { MultipartParser, OPTION_FIELDS, type ParsedForm } from '../../src/http/multipart.js';
 import { MAX_FILE_BYTES } from '../../src/lib/options.js';
+import { HttpError } from '../../src/service/errors.js';
 
 const BOUNDARY = '----bgone-unit-7f3a';
 const CONTENT_TYPE = `multipart/form-data; boundary=${BOUNDARY}`;

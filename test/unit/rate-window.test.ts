@@ -5,7 +5,7 @@
  * apart, and idle keys swept once the table is large.
  */
 import { describe, expect, it } from 'vitest';
-import { rateLimitHeaders } from '../../src/http/rate-limit.js';
+import { rateLimitHeaders } from '../../src/service/rate-limit.js';
 import { MemoryRateWindows as RateLimiter } from '../../src/store/rate-window.js';
 
 const MINUTE = 60_000;

@@ -4,9 +4,9 @@
  * request id and metrics on every answer, and readBody's limit.
  */
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../../src/http/errors.js';
 import { BodyTooLargeError } from '../../src/http/exchange.js';
 import { Router } from '../../src/http/router.js';
+import { HttpError } from '../../src/service/errors.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
 
 function setup() {

@@ -15,9 +15,9 @@
  * window of it.
  */
 import type { Logger } from '../config/logger.js';
+import type { BodyMinRate, Exchange } from '../http/exchange.js';
 import { type CreditStore, isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
 import { HttpError, storeFailure } from './errors.js';
-import type { BodyMinRate, Exchange } from './exchange.js';
 import { rateLimitHeaders } from './rate-limit.js';
 
 /** The rate-limit bucket every request of an account counts in, whichever key (or session) made it. */
@@ -51,7 +51,7 @@ export interface AdmissionOptions {
   /**
    * Requests whose body has arrived (queued or processing) at once: at this number a new request is
    * refused with 503 before its body is read. An upload that completes meanwhile still goes on (the
-   * memory gate bounds what runs), so the count can pass it by up to `uploadLimit`.
+   * job memory gate bounds what runs), so the count can pass it by up to `uploadLimit`.
    */
   queueLimit: number;
   /** Bodies arriving at once (default: queueLimit); beyond it 503 at once. */

@@ -1,6 +1,8 @@
 /**
  * The HTTP error contract (docs/contract.md): a closed list of codes and the one table from code to
- * status number. The JSON body { code, message, details?, request_id } is written by exchange.ts.
+ * status number. The JSON body { code, message, details?, request_id } is written by
+ * http/exchange.ts. A service rule, not HTTP plumbing: which refusal is which status is the
+ * contract's choice, so it lives with the other rules, and src/http reads it from here.
  */
 import type { ErrorCode } from '../lib/errors.js';
 

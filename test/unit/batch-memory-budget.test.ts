@@ -1,13 +1,13 @@
 /**
- * The batch memory budget (src/batches/memory-budget.ts): the whole budget, and each account's
+ * The batch memory budget (src/batches/batch-memory-budget.ts): the whole budget, and each account's
  * share of it, in uploads, queued images and kept results.
  */
 import { describe, expect, it } from 'vitest';
-import { MemoryBudget } from '../../src/batches/memory-budget.js';
+import { BatchMemoryBudget } from '../../src/batches/batch-memory-budget.js';
 
-describe('MemoryBudget', () => {
+describe('BatchMemoryBudget', () => {
   it("refuses what passes the whole budget ('server') or the account's share ('account'), taking nothing; other accounts keep their share", () => {
-    const budget = new MemoryBudget(1000, 400);
+    const budget = new BatchMemoryBudget(1000, 400);
     expect(budget.tryTake(1, 300)).toBeUndefined();
     expect(budget.tryTake(1, 101)).toBe('account');
     expect(budget.tryTake(1, 100)).toBeUndefined();
@@ -22,13 +22,13 @@ describe('MemoryBudget', () => {
   });
 
   it('take() accounts a result that exists already, even past the share; give() never goes below zero', () => {
-    const budget = new MemoryBudget(1000, 100);
+    const budget = new BatchMemoryBudget(1000, 100);
     budget.take(1, 150);
     expect(budget.heldBy(1)).toBe(150);
     expect(budget.tryTake(1, 1)).toBe('account');
     budget.give(1, 500);
     expect({ used: budget.used, held: budget.heldBy(1) }).toEqual({ used: 0, held: 0 });
     expect(budget.tryTake(1, -1)).toBe('server');
-    expect(new MemoryBudget(1000).accountLimit).toBe(1000);
+    expect(new BatchMemoryBudget(1000).accountLimit).toBe(1000);
   });
 });

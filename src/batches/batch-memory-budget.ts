@@ -1,6 +1,7 @@
 /**
- * The bytes that batches hold in memory (uploads being read, queued images, results waiting to be
- * fetched) against one budget (BGONE_BATCH_MEMORY_MB), and against each account's share of it
+ * The batch memory budget: the bytes that batches hold in memory (uploads being read, queued
+ * images, results waiting to be fetched; the memory a job needs while it runs is the job memory
+ * gate's, service/job-memory-gate.ts) against one budget (BGONE_BATCH_MEMORY_MB), and against each account's share of it
  * (BGONE_BATCH_ACCOUNT_SHARE), so that one account's uploads and kept results cannot hold the
  * memory every other account's batches need. A batch is admitted only if its declared size fits
  * both, before its body is read; what it then really holds is accounted as it changes.
@@ -9,7 +10,7 @@
 /** Why tryTake refused: the whole budget is full, or the account holds its share of it. */
 export type BudgetRefusal = 'server' | 'account';
 
-export class MemoryBudget {
+export class BatchMemoryBudget {
   #used = 0;
   /** Bytes held per account (only accounts holding some). */
   readonly #byAccount = new Map<number, number>();

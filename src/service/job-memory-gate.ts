@@ -1,11 +1,14 @@
 /**
- * Admission by estimated memory: requests count in admitted places (admission.ts), but a 6000²
- * 16-bit PNG needs hundreds of MB where a 0.3 MP JPEG needs a few, so after its header is read each
- * job also takes its estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved
- * a credit and run. A job that does not fit waits; one that waits longer than `maxWaitMs` is
- * refused (503, nothing charged). Waiters are served in order, but a small job may pass a large one
- * that does not fit yet — only a few times, so the large one is never starved: once passed
- * `maxPasses` times it holds the line and everything behind it waits.
+ * The job memory gate, admission by estimated memory (not to be confused with the batch memory
+ * budget, batches/batch-memory-budget.ts, which counts the bytes batches hold while they wait and
+ * after they ran; this gate counts what a job needs while it runs, /remove's and batch images'
+ * alike). Requests count in admitted places (admission.ts), but a 6000² 16-bit PNG needs hundreds
+ * of MB where a 0.3 MP JPEG needs a few, so after its header is read each job also takes its
+ * estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved a credit and run.
+ * A job that does not fit waits; one that waits longer than `maxWaitMs` is refused (503, nothing
+ * charged). Waiters are served in order, but a small job may pass a large one that does not fit
+ * yet — only a few times, so the large one is never starved: once passed `maxPasses` times it holds
+ * the line and everything behind it waits.
  *
  * An estimate larger than the whole budget is taken as the whole budget: such a job (a valid image
  * within the contract's limits) runs alone rather than being refused.
@@ -15,14 +18,14 @@ import { bitsPerSample } from '../lib/header-size.js';
 import { type CropOptions, cropBounds } from '../lib/index.js';
 
 /** Why acquire() refused. */
-export class MemoryGateTimeout extends Error {
+export class JobMemoryGateTimeout extends Error {
   constructor(readonly waitedMs: number) {
     super(`no memory for this job after ${waitedMs} ms`);
-    this.name = 'MemoryGateTimeout';
+    this.name = 'JobMemoryGateTimeout';
   }
 }
 
-export interface MemoryGateOptions {
+export interface JobMemoryGateOptions {
   budgetBytes: number;
   /** How long a job may wait for memory before it is refused. */
   maxWaitMs: number;
@@ -37,14 +40,14 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-export class MemoryGate {
+export class JobMemoryGate {
   readonly #budget: number;
   readonly #maxWaitMs: number;
   readonly #maxPasses: number;
   #used = 0;
   readonly #waiting: Waiter[] = [];
 
-  constructor(options: MemoryGateOptions) {
+  constructor(options: JobMemoryGateOptions) {
     if (!(options.budgetBytes > 0)) throw new RangeError('budgetBytes must be positive');
     this.#budget = options.budgetBytes;
     this.#maxWaitMs = options.maxWaitMs;
@@ -65,7 +68,7 @@ export class MemoryGate {
 
   /**
    * Takes `bytes` (capped at the budget); resolves with the function that gives them back (call it
-   * once, when the job's memory is gone), or rejects with MemoryGateTimeout. An aborted `signal`
+   * once, when the job's memory is gone), or rejects with JobMemoryGateTimeout. An aborted `signal`
    * (the client went away) withdraws a waiting request: it rejects with the signal's reason.
    */
   acquire(bytes: number, signal?: AbortSignal): Promise<() => void> {
@@ -83,7 +86,7 @@ export class MemoryGate {
         grant: resolve,
         timer: setTimeout(() => {
           this.#remove(waiter);
-          reject(new MemoryGateTimeout(Math.round(performance.now() - started)));
+          reject(new JobMemoryGateTimeout(Math.round(performance.now() - started)));
         }, this.#maxWaitMs),
       };
       waiter.timer.unref?.();

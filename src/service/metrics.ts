@@ -10,7 +10,7 @@
  * they describe the process, which every server in it shares anyway.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { BackendName } from './types.js';
+import type { BackendName } from '../http/types.js';
 
 export interface MetricsOptions {
   /** Jobs running or waiting in the native core, read at each scrape. */

@@ -1,12 +1,12 @@
-/** Admission by estimated memory (src/http/memory-gate.ts): fits go at once, others wait in order, no starvation, timeouts, aborts. */
+/** Admission by estimated memory (src/service/job-memory-gate.ts): fits go at once, others wait in order, no starvation, timeouts, aborts. */
 import { describe, expect, it } from 'vitest';
-import { estimateJobBytes, MemoryGate, MemoryGateTimeout } from '../../src/http/memory-gate.js';
+import { estimateJobBytes, JobMemoryGate, JobMemoryGateTimeout } from '../../src/service/job-memory-gate.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
-describe('MemoryGate', () => {
+describe('JobMemoryGate', () => {
   it('lets jobs in while they fit, and the next in order when memory comes back', async () => {
-    const gate = new MemoryGate({ budgetBytes: 100, maxWaitMs: 10_000 });
+    const gate = new JobMemoryGate({ budgetBytes: 100, maxWaitMs: 10_000 });
     const a = await gate.acquire(60);
     const order: string[] = [];
     const b = gate.acquire(50).then((release) => {
@@ -22,7 +22,7 @@ describe('MemoryGate', () => {
   });
 
   it('a small job passes a large one that does not fit, but only maxPasses times', async () => {
-    const gate = new MemoryGate({ budgetBytes: 100, maxWaitMs: 10_000, maxPasses: 2 });
+    const gate = new JobMemoryGate({ budgetBytes: 100, maxWaitMs: 10_000, maxPasses: 2 });
     const first = await gate.acquire(70);
     let largeIn = false;
     const large = gate.acquire(90).then((r) => {
@@ -50,7 +50,7 @@ describe('MemoryGate', () => {
   });
 
   it('an estimate over the whole budget runs alone instead of being refused', async () => {
-    const gate = new MemoryGate({ budgetBytes: 100, maxWaitMs: 10_000 });
+    const gate = new JobMemoryGate({ budgetBytes: 100, maxWaitMs: 10_000 });
     const huge = await gate.acquire(10_000);
     expect(gate.used).toBe(100);
     huge();
@@ -59,9 +59,9 @@ describe('MemoryGate', () => {
   });
 
   it('refuses after maxWaitMs, and withdraws a waiter whose client went away', async () => {
-    const gate = new MemoryGate({ budgetBytes: 100, maxWaitMs: 30 });
+    const gate = new JobMemoryGate({ budgetBytes: 100, maxWaitMs: 30 });
     const held = await gate.acquire(100);
-    await expect(gate.acquire(1)).rejects.toBeInstanceOf(MemoryGateTimeout);
+    await expect(gate.acquire(1)).rejects.toBeInstanceOf(JobMemoryGateTimeout);
     const controller = new AbortController();
     const waiting = gate.acquire(1, controller.signal);
     controller.abort(new Error('client left'));

@@ -1,0 +1,72 @@
+/**
+ * What the routes' folders may use of src/http: its types, the router and the exchange, nothing
+ * else (not the backends, their selection, the multipart parser or the request id's module). So
+ * src/http stays replaceable behind that small face, and the service's rules live in src/service.
+ * Read from the sources, every file of src/api, src/batches, src/cluster and src/dashboard (subfolders too), so
+ * a new file is checked as well.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../helpers/paths.js';
+
+const SRC = join(REPO_ROOT, 'src');
+const HTTP = join(SRC, 'http');
+/** The modules of src/http that other folders may import. */
+const ALLOWED = ['types.ts', 'router.ts', 'exchange.ts'].map((file) => join(HTTP, file));
+const CHECKED = ['api', 'batches', 'cluster', 'dashboard'];
+
+/** Every .ts file under `dir`, subfolders included. */
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** The module specifiers of a file's import and export-from statements, and dynamic imports. */
+function specifiers(source: string): string[] {
+  const found: string[] = [];
+  for (const m of source.matchAll(
+    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)/g,
+  )) {
+    found.push((m[1] ?? m[2] ?? m[3])!);
+  }
+  return found;
+}
+
+/** The modules of src/http that `file` (with `source`) imports outside the allowed ones, as paths from src/. */
+function forbiddenHttpImports(file: string, source: string): string[] {
+  return specifiers(source)
+    .filter((specifier) => specifier.startsWith('.'))
+    .map((specifier) => resolve(dirname(file), specifier).replace(/\.js$/, '.ts'))
+    .filter((target) => (target === HTTP || target.startsWith(`${HTTP}/`)) && !ALLOWED.includes(target))
+    .map((target) => relative(SRC, target));
+}
+
+describe('src/http seen from the routes', () => {
+  it('the check finds a forbidden import, an allowed one, and an export-from (sanity check of this test)', () => {
+    const file = join(SRC, 'api', 'example.ts');
+    const source = [
+      "import { MultipartParser } from '../http/multipart.js';",
+      "import type { Exchange } from '../http/exchange.js';",
+      "export { uwsBackend } from '../http/backends/uws.js';",
+      "import { Admission } from '../service/admission.js';",
+    ].join('\n');
+    expect(forbiddenHttpImports(file, source)).toEqual(['http/multipart.ts', 'http/backends/uws.ts']);
+    expect(forbiddenHttpImports(join(SRC, 'dashboard', 'pages', 'example.ts'), "import { loadBackend } from '../../http/backend-select.js';")).toEqual([
+      'http/backend-select.ts',
+    ]);
+  });
+
+  const files = CHECKED.flatMap((folder) => sources(join(SRC, folder)));
+
+  it('reads the folders it checks', () => {
+    expect(files.map((file) => relative(SRC, file))).toEqual(expect.arrayContaining(['api/server.ts', 'api/metered-removal.ts', 'batches/batch-runner.ts']));
+  });
+
+  it.each(files.map((file) => [relative(SRC, file), file]))('%s imports nothing of src/http but its types, router and exchange', (_name, file) => {
+    expect(forbiddenHttpImports(file, readFileSync(file, 'utf8'))).toEqual([]);
+  });
+});
