@@ -12,17 +12,9 @@
  */
 import type { Logger } from '../config/logger.js';
 import { HTTP_MESSAGES } from '../http/errors.js';
-import { jobMemoryEstimate, type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
+import { type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
-import {
-  BgoneError,
-  normaliseOptions,
-  type OutputFormat,
-  probeImage,
-  type RemoveBackgroundOptions,
-  type RemoveBackgroundResult,
-  removeBackground,
-} from '../lib/index.js';
+import { BgoneError, type OutputFormat, type PreparedJob, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
 import type { MemoryBudget } from './memory-budget.js';
 
@@ -33,7 +25,8 @@ export interface QueuedImage {
   filename: string;
   requestId: string;
   data: Buffer;
-  options: RemoveBackgroundOptions;
+  /** Checked on arrival (api/batch-routes.ts), its memory estimate included: run as it is. */
+  job: PreparedJob;
 }
 
 export interface HeldResult {
@@ -202,7 +195,7 @@ export class BatchRunner {
     let releaseMemory = () => {};
     try {
       releaseMemory = await this.#memoryFor(image);
-      result = await removeBackground(image.data, image.options, { priority: 'background' });
+      result = await removeBackground(image.job, { priority: 'background' });
       this.#options.metrics?.recordInference(result.timings.inference / 1000);
     } catch (err) {
       if (!(err instanceof BgoneError) || err.code === 'internal_error')
@@ -216,21 +209,13 @@ export class BatchRunner {
   /**
    * Waits for the image's estimated memory in the gate /remove uses. Batch work is never refused for
    * memory: it waits its turn again after a timeout (the image stays queued on this node meanwhile).
-   * An image the header check refuses goes on to removeBackground, which fails it with the same error.
    */
   async #memoryFor(image: QueuedImage): Promise<() => void> {
     const gate = this.#options.memory;
     if (!gate) return () => {};
-    let estimate: number;
-    try {
-      const probe = probeImage(image.data);
-      estimate = jobMemoryEstimate(image.data, probe, normaliseOptions(image.options).native);
-    } catch {
-      return () => {};
-    }
     for (;;) {
       try {
-        return await gate.acquire(estimate);
+        return await gate.acquire(image.job.memoryBytes ?? 0);
       } catch (err) {
         if (!(err instanceof MemoryGateTimeout) || this.#closed) throw err;
       }
