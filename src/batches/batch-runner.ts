@@ -15,7 +15,7 @@ import { HTTP_MESSAGES } from '../http/errors.js';
 import { type MemoryGate, MemoryGateTimeout } from '../http/memory-gate.js';
 import type { Metrics } from '../http/metrics.js';
 import { BgoneError, type OutputFormat, type PreparedJob, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
-import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
+import { type BatchImageError, imageEventData, ORPHAN_ERROR, type Store } from '../store/index.js';
 import type { MemoryBudget } from './memory-budget.js';
 
 export interface QueuedImage {
@@ -222,7 +222,11 @@ export class BatchRunner {
     }
   }
 
-  /** Records how an image ended (store: charge or release, events); keeps a success's bytes. */
+  /**
+   * Records how an image ended and keeps a success's bytes. store.batches.finish charges or
+   * releases its credit and writes its events (image.processed, and batch.completed after the
+   * batch's last image) in one transaction; their data is built by store/webhook-events.ts.
+   */
   async #finish(
     image: QueuedImage,
     outcome: { status: 'succeeded' } | { status: 'failed'; error: BatchImageError },
@@ -230,7 +234,6 @@ export class BatchRunner {
   ): Promise<void> {
     const { store, logger, budget } = this.#options;
     budget.give(image.accountId, image.data.length);
-    const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
     try {
       if (outcome.status === 'succeeded' && result) {
         // Kept for the TTL from now, when it ends (the store's finished_at, a moment later, gives
@@ -255,14 +258,13 @@ export class BatchRunner {
           width: result.width,
           height: result.height,
           format: result.format,
-          eventData: {
-            ...base,
+          eventData: imageEventData(image, {
             width: result.width,
             height: result.height,
             format: result.format,
-            result_url: `${this.#options.publicUrl()}${resultPath(image.batchId, image.imageId)}`,
-            expires_at: expiresAt.toISOString(),
-          },
+            resultUrl: `${this.#options.publicUrl()}${resultPath(image.batchId, image.imageId)}`,
+            expiresAt,
+          }),
         });
         if (!after)
           this.#drop(image.imageId); // deleted meanwhile: not charged, nothing kept
@@ -271,7 +273,7 @@ export class BatchRunner {
         else held.expiresAt = store.clock().getTime() + this.#options.resultTtlMs;
       } else {
         const error = outcome.status === 'failed' ? outcome.error : ORPHAN_ERROR;
-        await store.batches.finish(image.imageId, { status: 'failed', error, eventData: base });
+        await store.batches.finish(image.imageId, { status: 'failed', error, eventData: imageEventData(image) });
       }
       this.#options.onEvent?.();
     } catch (err) {
