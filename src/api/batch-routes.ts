@@ -23,10 +23,10 @@ import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import { type Exchange, newRequestId, type ParsedForm } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
-import { checkCropBox, MEDIA_TYPES, normaliseOptions, type OutputFormat, probeImage } from '../lib/index.js';
-import type { NativeOptions } from '../lib/options.js';
+import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputFormat, type PreparedJob, prepareJob } from '../lib/index.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { HttpError } from '../service/errors.js';
+import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
@@ -64,17 +64,17 @@ const tooLarge = () => new HttpError('image_too_large', 'The batch is larger tha
 const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
 
 /**
- * Why an image is refused at submission, in the contract's terms; undefined when it is accepted.
- * Its bytes and header, then the crop caps for its size (the options were validated already).
+ * An image prepared on arrival (its bytes and header, the crop caps for its size, its memory
+ * estimate: the options were validated once for the batch), and kept for the run; or why it is
+ * refused, in the contract's terms.
  */
-function submissionError(data: Buffer, native: NativeOptions): BatchImageError | undefined {
-  if (data.length === 0) return { code: 'missing_image', message: 'The image_file part is empty.' };
+function prepareImage(data: Buffer, options: NormalisedOptions): { job: PreparedJob } | { error: BatchImageError } {
+  if (data.length === 0) return { error: { code: 'missing_image', message: 'The image_file part is empty.' } };
   try {
-    checkCropBox(probeImage(data), native);
-    return undefined;
+    return { job: prepareJob(data, options, jobMemoryEstimate) };
   } catch (err) {
     const httpError = fromLibraryError(err);
-    return { code: httpError.code, message: httpError.message };
+    return { error: { code: httpError.code, message: httpError.message } };
   }
 }
 
@@ -121,17 +121,17 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
       const options = optionsFromForm(form.fields, deps.model);
-      let native: NativeOptions;
+      let normalised: NormalisedOptions;
       try {
-        native = normaliseOptions(options).native;
+        normalised = normaliseOptions(options);
       } catch (err) {
         throw fromLibraryError(err);
       }
-      const images: NewBatchImage[] = form.images.map((image) => ({
-        filename: image.filename,
-        requestId: newRequestId(),
-        error: submissionError(image.data, native),
-      }));
+      const prepared = form.images.map((image) => prepareImage(image.data, normalised));
+      const images: NewBatchImage[] = form.images.map((image, i) => {
+        const outcome = prepared[i]!;
+        return { filename: image.filename, requestId: newRequestId(), error: 'error' in outcome ? outcome.error : undefined };
+      });
       const now = store.clock();
       const result = await store.batches.create(accountId, {
         keyId,
@@ -157,6 +157,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
           filename: image.filename,
           requestId: image.requestId,
           data: form.images[image.position]!.data,
+          job: (prepared[image.position] as { job: PreparedJob }).job,
           options,
         }));
       // From here the queued images hold their bytes; the rest of what was taken goes back.

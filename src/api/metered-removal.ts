@@ -10,16 +10,8 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
-import {
-  checkCropBox,
-  MEDIA_TYPES,
-  normaliseOptions,
-  probeImage,
-  type RemoveBackgroundOptions,
-  type RemoveBackgroundResult,
-  removeBackground,
-} from '../lib/index.js';
-import { MAX_FILE_BYTES, type NativeOptions } from '../lib/options.js';
+import { MEDIA_TYPES, type PreparedJob, prepareJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import { MAX_FILE_BYTES } from '../lib/options.js';
 import type { Ticket } from '../service/admission.js';
 import { HttpError, storeFailure } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -49,8 +41,9 @@ export function fromLibraryError(err: unknown): HttpError {
  * under a used key are refused. Options that cannot change the output are left out (the padding
  * without a crop, the aspect of any crop but W:H), so that spelling the defaults out is no change.
  */
-export function requestFingerprint(image: Uint8Array, options: RemoveBackgroundOptions): string {
-  const { native, model } = normaliseOptions(options);
+export function requestFingerprint(job: PreparedJob): string {
+  // The inference size in job.options depends on the image, which the hash covers already.
+  const { options: native, model } = job;
   const applied = {
     model: model ?? null,
     format: native.format,
@@ -62,7 +55,7 @@ export function requestFingerprint(image: Uint8Array, options: RemoveBackgroundO
     padding: native.crop === 'none' ? null : native.padding,
     refine: native.refine,
   };
-  return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(image).digest('hex');
+  return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(job.input).digest('hex');
 }
 
 /** The library's options from the form's option fields (the API's names), with the service's model. */
@@ -145,21 +138,12 @@ export class MeteredRemoval {
     if (!this.open) return;
     if (!form.image || form.image.length === 0)
       return this.fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
-    // Options: every value outside the spec is an error, never ignored.
-    const options = optionsFromForm(form.fields, this.deps.model);
-    let native: NativeOptions;
+    // Options (every value outside the spec is an error, never ignored), the image's bytes and
+    // header (no pixel decoded) and the crop caps, before the reservation: a request refused here
+    // never holds a credit.
+    let job: PreparedJob;
     try {
-      native = normaliseOptions(options).native;
-    } catch (err) {
-      return this.fail(fromLibraryError(err));
-    }
-    // Preflight, before the reservation: the image's bytes and header (probeImage decodes no pixel)
-    // and the crop caps, which need the header's size. A request refused here never holds a credit.
-    let estimate: number;
-    try {
-      const probe = probeImage(form.image);
-      checkCropBox(probe, native);
-      estimate = jobMemoryEstimate(form.image, probe, native);
+      job = prepareJob(form.image, optionsFromForm(form.fields, this.deps.model), jobMemoryEstimate);
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }
@@ -167,7 +151,7 @@ export class MeteredRemoval {
     let releaseMemory = () => {};
     if (this.deps.memory) {
       try {
-        releaseMemory = await this.deps.memory.acquire(estimate, this.job.signal);
+        releaseMemory = await this.deps.memory.acquire(job.memoryBytes!, this.job.signal);
       } catch (err) {
         if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
         if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
@@ -180,20 +164,20 @@ export class MeteredRemoval {
       if (!this.open) return releaseMemory();
     }
     try {
-      await this.reserveAndProcess(form.image, options);
+      await this.reserveAndProcess(job);
     } finally {
       releaseMemory();
     }
   }
 
   /** The credit, the work, the charge and the answer, for an upload that passed every check. */
-  private async reserveAndProcess(image: Buffer, options: RemoveBackgroundOptions): Promise<void> {
+  private async reserveAndProcess(job: PreparedJob): Promise<void> {
     const { requestId } = this.ex;
     const { accountId, keyId } = this.ticket.principal;
     const { store, logger } = this.deps;
     // One credit reserved; charged only when the answer is a success.
     const idempotencyKey = this.ex.req.header('idempotency-key') || undefined;
-    const imageHash = idempotencyKey ? requestFingerprint(image, options) : undefined;
+    const imageHash = idempotencyKey ? requestFingerprint(job) : undefined;
     let reservation: ReserveResult;
     try {
       reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
@@ -221,7 +205,7 @@ export class MeteredRemoval {
     let result: RemoveBackgroundResult;
     this.processing = true;
     try {
-      result = await removeBackground(image, options, { signal: this.job.signal });
+      result = await removeBackground(job, { signal: this.job.signal });
     } catch (err) {
       this.processing = false;
       if (this.job.signal.aborted && err === this.job.signal.reason) return this.ticket.release(); // dropped from the queue: the client left

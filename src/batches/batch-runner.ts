@@ -12,19 +12,11 @@
  * (store.batches.start / finish), which writes the events in the same transaction.
  */
 import type { Logger } from '../config/logger.js';
-import {
-  BgoneError,
-  normaliseOptions,
-  type OutputFormat,
-  probeImage,
-  type RemoveBackgroundOptions,
-  type RemoveBackgroundResult,
-  removeBackground,
-} from '../lib/index.js';
+import { BgoneError, type OutputFormat, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
-import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import { type JobMemoryGate, JobMemoryGateTimeout } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
-import { type BatchImageError, ORPHAN_ERROR, type Store } from '../store/index.js';
+import { type BatchImageError, imageEventData, ORPHAN_ERROR, type Store } from '../store/index.js';
 import type { BatchMemoryBudget } from './batch-memory-budget.js';
 
 export interface QueuedImage {
@@ -34,6 +26,9 @@ export interface QueuedImage {
   filename: string;
   requestId: string;
   data: Buffer;
+  /** Checked on arrival (api/batch-routes.ts), its memory estimate included: run as it is. */
+  job: PreparedJob;
+  /** The batch's options as the client gave them: what a peer that claims the image prepares it with. */
   options: RemoveBackgroundOptions;
   /** Claimed from another node's queue: already 'processing' in the store, run without start(). */
   claimed?: boolean | undefined;
@@ -255,7 +250,7 @@ export class BatchRunner {
     let releaseMemory = () => {};
     try {
       releaseMemory = await this.#memoryFor(image);
-      result = await removeBackground(image.data, image.options, { priority: 'background' });
+      result = await removeBackground(image.job, { priority: 'background' });
       this.#options.metrics?.recordInference(result.timings.inference / 1000);
     } catch (err) {
       if (!(err instanceof BgoneError) || err.code === 'internal_error')
@@ -269,28 +264,24 @@ export class BatchRunner {
   /**
    * Waits for the image's estimated memory in the gate /remove uses. Batch work is never refused for
    * memory: it waits its turn again after a timeout (the image stays queued on this node meanwhile).
-   * An image the header check refuses goes on to removeBackground, which fails it with the same error.
    */
   async #memoryFor(image: QueuedImage): Promise<() => void> {
     const gate = this.#options.memory;
     if (!gate) return () => {};
-    let estimate: number;
-    try {
-      const probe = probeImage(image.data);
-      estimate = jobMemoryEstimate(image.data, probe, normaliseOptions(image.options).native);
-    } catch {
-      return () => {};
-    }
     for (;;) {
       try {
-        return await gate.acquire(estimate);
+        return await gate.acquire(image.job.memoryBytes ?? 0);
       } catch (err) {
         if (!(err instanceof JobMemoryGateTimeout) || this.#closed) throw err;
       }
     }
   }
 
-  /** Records how an image ended (store: charge or release, events); keeps a success's bytes. */
+  /**
+   * Records how an image ended and keeps a success's bytes. store.batches.finish charges or
+   * releases its credit and writes its events (image.processed, and batch.completed after the
+   * batch's last image) in one transaction; their data is built by store/webhook-events.ts.
+   */
   async #finish(
     image: QueuedImage,
     outcome: { status: 'succeeded' } | { status: 'failed'; error: BatchImageError },
@@ -299,7 +290,6 @@ export class BatchRunner {
     const { store, logger, budget } = this.#options;
     this.#inputs.delete(image.imageId);
     budget.give(image.accountId, image.data.length);
-    const base = { batch_id: image.batchId, image_id: image.imageId, filename: image.filename, request_id: image.requestId };
     try {
       if (outcome.status === 'succeeded' && result) {
         // Kept for the TTL from now, when it ends (the store's finished_at, a moment later, gives
@@ -324,14 +314,13 @@ export class BatchRunner {
           width: result.width,
           height: result.height,
           format: result.format,
-          eventData: {
-            ...base,
+          eventData: imageEventData(image, {
             width: result.width,
             height: result.height,
             format: result.format,
-            result_url: `${this.#options.publicUrl()}${resultPath(image.batchId, image.imageId)}`,
-            expires_at: expiresAt.toISOString(),
-          },
+            resultUrl: `${this.#options.publicUrl()}${resultPath(image.batchId, image.imageId)}`,
+            expiresAt,
+          }),
         });
         if (!after)
           this.#drop(image.imageId); // deleted meanwhile: not charged, nothing kept
@@ -340,7 +329,7 @@ export class BatchRunner {
         else held.expiresAt = store.clock().getTime() + this.#options.resultTtlMs;
       } else {
         const error = outcome.status === 'failed' ? outcome.error : ORPHAN_ERROR;
-        await store.batches.finish(image.imageId, { status: 'failed', error, eventData: base });
+        await store.batches.finish(image.imageId, { status: 'failed', error, eventData: imageEventData(image) });
       }
       this.#options.onEvent?.();
     } catch (err) {

@@ -5,7 +5,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
-import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { BgoneError, normaliseOptions, prepareJob, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
@@ -44,7 +44,8 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
     padding: stringFlag(args, 'padding'),
     model: stringFlag(args, 'model'),
   };
-  const { native } = normaliseOptions(options); // fail before reading any file
+  const normalised = normaliseOptions(options); // fail before reading any file, and once for them all
+  const { native } = normalised;
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');
   mkdirSync(out, { recursive: true });
@@ -58,7 +59,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
     while (next < files.length) {
       const file = files[next++]!;
       try {
-        const result = await removeBackground(readFileSync(file), options);
+        const result = await removeBackground(prepareJob(readFileSync(file), normalised));
         const target = join(out, basename(file, extname(file)) + OUTPUT_EXTENSIONS[native.format]);
         writeFileSync(target, result.data);
       } catch (err) {

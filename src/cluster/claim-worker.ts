@@ -8,7 +8,9 @@
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Logger } from '../config/logger.js';
+import { type PreparedJob, prepareJob } from '../lib/index.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
+import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import type { ClaimedImage, ClusterStore, Store } from '../store/index.js';
 import type { PeerClient } from './peer-client.js';
 
@@ -70,6 +72,15 @@ export class ClaimWorker {
       input = undefined;
     }
     if (!input) return this.#lost(claimed);
+    // Prepared here, once: the bytes passed their checks on the node that accepted them, so a refusal
+    // now means an installation that differs from that node's (a model missing here).
+    let job: PreparedJob;
+    try {
+      job = prepareJob(input.data, input.options, jobMemoryEstimate);
+    } catch (err) {
+      this.#options.logger?.warn({ err, image: claimed.imageId }, 'batch: a claimed image cannot be prepared on this node');
+      return this.#lost(claimed);
+    }
     runner.enqueueClaimed({
       imageId: claimed.imageId,
       batchId: claimed.batchId,
@@ -77,6 +88,7 @@ export class ClaimWorker {
       filename: claimed.filename,
       requestId: claimed.requestId,
       data: input.data,
+      job,
       options: input.options,
     });
   }

@@ -1,17 +1,16 @@
 /**
  * bgone's library API: removeBackground(bytes, options) turns an uploaded JPEG, PNG or WebP into the
- * finished cut-out in one native call that runs off the JavaScript thread. Every failure is a
+ * finished cut-out in one native call that runs off the JavaScript thread; prepareJob(bytes,
+ * options) runs its checks alone, for a caller that needs the probe or the memory estimate first. Every failure is a
  * BgoneError. The library reads no environment variable: the process-wide settings come from
  * configure() (defaults in settings.ts).
  */
-import { checkCropBox } from './crop-cap.js';
 import { BgoneError, fromNativeError } from './errors.js';
-import { checkClaimedSize } from './header-size.js';
-import { withInferenceSize } from './inference-size.js';
 import { Limiter } from './limiter.js';
-import { forgetModels, getModel, resolveModel } from './models.js';
+import { forgetModels, getModel } from './models.js';
 import { defaultOnnxRuntimeLibrary, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
-import { MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, type OutputFormat, type RemoveBackgroundOptions } from './options.js';
+import type { OutputFormat, RemoveBackgroundOptions } from './options.js';
+import { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
@@ -24,6 +23,7 @@ export {
   FORMATS,
   MAX_FILE_BYTES,
   MAX_SIDE,
+  type NormalisedOptions,
   normaliseOptions,
   type OutputFormat,
   parseColor,
@@ -32,6 +32,8 @@ export {
   SIZES,
   type SizePreset,
 } from './options.js';
+export { isPreparedJob, type MemoryEstimator, type PreparedJob, prepareJob } from './prepare-job.js';
+export { type ImageProbe, probeImage } from './probe.js';
 export { DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
 
 export type Timings = NativeTimings;
@@ -136,53 +138,30 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
-/** What probeImage tells without decoding a pixel. */
-export interface ImageProbe {
-  format: OutputFormat;
-  width: number;
-  height: number;
-}
-
 /**
- * Checks an upload the way removeBackground starts: by its bytes (JPEG, PNG or WebP) and its header
- * (a side over 6000 px is image_too_large), without decoding a pixel. Throws a BgoneError. The size
- * is the one the pipeline works with, after EXIF orientation.
+ * Runs a job: `input` and `options` (checked by prepareJob first), or a job prepareJob already
+ * checked, which is not checked again. Queues for the native core as `run` says.
  */
-export function probeImage(input: Buffer | Uint8Array): ImageProbe {
-  if (!(input instanceof Uint8Array) || input.length === 0) throw new BgoneError('missing_image');
-  if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
-  // The claimed size first, in TypeScript: libvips cannot read sizes past its own limits, nor a
-  // header followed by garbage, and would call those invalid_image (header-size.ts).
-  checkClaimedSize(input, MAX_SIDE);
-  const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
-  try {
-    return native().probe(buffer, MAX_SIDE);
-  } catch (err) {
-    throw fromNativeError(err);
-  }
-}
-
+export async function removeBackground(input: Buffer | Uint8Array, options?: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
+export async function removeBackground(job: PreparedJob, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(
-  input: Buffer | Uint8Array,
-  options: RemoveBackgroundOptions = {},
-  run: RunOptions = {},
+  input: Buffer | Uint8Array | PreparedJob,
+  second?: RemoveBackgroundOptions | RunOptions,
+  third?: RunOptions,
 ): Promise<RemoveBackgroundResult> {
-  if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
-  if (input.length === 0) throw new BgoneError('missing_image');
-  if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
-  const { native: normalised, model } = normaliseOptions(options);
-  // A broken installation first (the addon, the manifest and the model's file; the model itself is
-  // not loaded yet), then the header and the crop caps, before any pixel is decoded.
-  native();
-  resolveModel(model);
-  const probe = probeImage(input);
-  checkCropBox(probe, normalised);
-  const nativeOptions = withInferenceSize(normalised, probe.width, probe.height);
-  const handle = await getModel(model);
-  const buffer = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
+  let job: PreparedJob;
+  let run: RunOptions;
+  if (isPreparedJob(input)) {
+    job = input;
+    run = (second as RunOptions | undefined) ?? {};
+  } else {
+    job = prepareJob(input as Buffer | Uint8Array, second as RemoveBackgroundOptions | undefined); // null stays null: a validation_error
+    run = third ?? {};
+  }
+  const handle = await getModel(job.model);
   try {
-    const result = await limiter.run(() => native().removeBackground(buffer, nativeOptions, handle), run.priority ?? 'normal', run.signal);
-    return { ...result, format: nativeOptions.format };
+    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle), run.priority ?? 'normal', run.signal);
+    return { ...result, format: job.options.format };
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);

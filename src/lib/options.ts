@@ -159,6 +159,18 @@ export interface NormalisedOptions {
   model: string | undefined;
 }
 
+/**
+ * Every object normaliseOptions returned: prepareJob takes one of these as it is, so that a batch's
+ * options are validated once for all its images. A look-alike built by hand is not in it, and is
+ * validated as public options.
+ */
+const normalisedResults = new WeakSet<object>();
+
+/** Whether `options` came from normaliseOptions (and need no validation again). */
+export function isNormalised(options: unknown): options is NormalisedOptions {
+  return typeof options === 'object' && options !== null && normalisedResults.has(options);
+}
+
 /** Validates public options; throws BgoneError('validation_error') naming the field. */
 export function normaliseOptions(options: RemoveBackgroundOptions = {}): NormalisedOptions {
   if (options === null || typeof options !== 'object') invalid('options', 'options must be an object.');
@@ -184,5 +196,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     refine: options.refine ?? DEFAULTS.refine,
     ...TUNING,
   };
-  return { native, model: options.model };
+  const normalised: NormalisedOptions = { native, model: options.model };
+  normalisedResults.add(normalised);
+  return normalised;
 }

@@ -1,12 +1,17 @@
 /**
  * Batches and webhooks: the rules both store implementations apply the same way, kept out of the
  * SQL so that they cannot drift apart: the ids and secrets they issue, the errors the store itself
- * writes on images, the event bodies of the outbox, and the checks on what callers pass in.
+ * writes on images, and the checks on what callers pass in. The event bodies of the outbox are
+ * built in webhook-events.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { StoreError } from './errors.js';
 import { checkId } from './rules.js';
-import type { BatchImageError, ClaimCaps, CreateBatchInput, DeliveryOutcome, ImageOutcome, WebhookEventType } from './store.js';
+import type { BatchImageError, ClaimCaps, CreateBatchInput, DeliveryOutcome, ImageOutcome } from './store.js';
+
+// src/store/postgres imports the event builders from here still (it is being reworked in parallel):
+// the same functions, re-exported, until its imports move to webhook-events.ts.
+export { batchCompletedData, eventBody, imageProcessedData, orphanImageData, WEBHOOK_TEST_MESSAGE } from './webhook-events.js';
 
 /**
  * The error of an image that a lost process left unended (failOrphans): the API, the SQLite start
@@ -26,9 +31,6 @@ export const BATCH_CANCELLED_ERROR: Readonly<BatchImageError> = Object.freeze({
 
 /** What a delivery left pending records when its endpoint answered 410 Gone on another delivery. */
 export const ENDPOINT_DISABLED_ERROR = 'endpoint disabled (410 Gone)';
-
-/** The text of webhook.test's data. */
-export const WEBHOOK_TEST_MESSAGE = 'This is a test event from bgone.';
 
 /** 18 random bytes: 24 base64url characters (144 bits), so ids are unguessable as well as unique. */
 const ID_BYTES = 18;
@@ -51,44 +53,6 @@ export function newId(prefix: IdPrefix): string {
  */
 export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(SECRET_BYTES).toString('base64')}`;
-}
-
-/** An outbox body, fixed when the row is written: exactly the bytes that are sent and signed. */
-export function eventBody(type: WebhookEventType, nowMs: number, data: Record<string, unknown>): string {
-  return JSON.stringify({ type, timestamp: new Date(nowMs).toISOString(), data });
-}
-
-/** image.processed's data: what the API built, plus the fields only the store knows for sure. */
-export function imageProcessedData(outcome: ImageOutcome, creditsCharged: number): Record<string, unknown> {
-  return outcome.status === 'succeeded'
-    ? { ...outcome.eventData, status: 'succeeded', credits_charged: creditsCharged }
-    : { ...outcome.eventData, status: 'failed', credits_charged: 0, error: { code: outcome.error.code, message: outcome.error.message } };
-}
-
-/** image.processed's data for an image failed by the store itself (failOrphans): no API is there to build it. */
-export function orphanImageData(
-  image: { batch_id: string; id: string; filename: string; request_id: string },
-  error: BatchImageError,
-): Record<string, unknown> {
-  return {
-    batch_id: image.batch_id,
-    image_id: image.id,
-    filename: image.filename,
-    status: 'failed',
-    credits_charged: 0,
-    error: { code: error.code, message: error.message },
-    request_id: image.request_id,
-  };
-}
-
-export interface BatchCounts {
-  succeeded: number;
-  failed: number;
-  credits_charged: number;
-}
-
-export function batchCompletedData(batchId: string, counts: BatchCounts): Record<string, unknown> {
-  return { batch_id: batchId, succeeded: counts.succeeded, failed: counts.failed, credits_charged: counts.credits_charged };
 }
 
 function invalid(message: string): StoreError {

@@ -40,3 +40,4 @@ export { IDEMPOTENCY_TTL_MS, LAST_USED_RESOLUTION_MS, normalizeEmail, SESSION_TT
 export { API_KEY_PATTERN, API_KEY_PREFIX } from './secrets.js';
 export type * from './store.js';
 export { isDatabaseUnavailable } from './unavailable.js';
+export { type EndedImage, type ImageResultFields, imageEventData } from './webhook-events.js';

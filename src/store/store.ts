@@ -324,7 +324,10 @@ export type CreateBatchResult =
   | { ok: false; reason: 'payment_required'; resetsAt: Date }
   | { ok: false; reason: 'account_disabled' };
 
-/** How an image ended, with the event data the API builds (image.processed's `data`, without status fields the store adds). */
+/**
+ * How an image ended, with image.processed's first fields as the runner built them
+ * (webhook-events.ts imageEventData); the store adds the status fields after them.
+ */
 export type ImageOutcome =
   | { status: 'succeeded'; width: number; height: number; format: string; eventData: Record<string, unknown> }
   | { status: 'failed'; error: BatchImageError; eventData: Record<string, unknown> };

@@ -13,19 +13,10 @@
  */
 
 import { BATCH_COLUMNS, type BatchRow, IMAGE_COLUMNS, type ImageRow, qualified, toBatch, UNENDED } from '../batch-rows.js';
-import {
-  BATCH_CANCELLED_ERROR,
-  batchCompletedData,
-  checkBatchInput,
-  checkImageError,
-  checkImageOutcome,
-  checkPositiveInteger,
-  imageProcessedData,
-  newId,
-  orphanImageData,
-} from '../batch-rules.js';
+import { BATCH_CANCELLED_ERROR, checkBatchInput, checkImageError, checkImageOutcome, checkPositiveInteger, newId } from '../batch-rules.js';
 import type { Clock } from '../clock.js';
 import type { Batch, BatchImageError, BatchImageStatus, CreateBatchInput, CreateBatchResult, ImageOutcome } from '../store.js';
+import { batchCompletedData, imageProcessedData, orphanImageData } from '../webhook-events.js';
 import type { Accounts } from './accounts.js';
 import type { Credits } from './credits.js';
 import type { Db } from './database.js';

@@ -18,16 +18,15 @@ import {
   checkPositiveInteger,
   clipError,
   ENDPOINT_DISABLED_ERROR,
-  eventBody,
   FAIR_DUE_SQL,
   generateWebhookSecret,
   NO_CLAIM_CAPS,
   newId,
-  WEBHOOK_TEST_MESSAGE,
 } from '../batch-rules.js';
 import type { Clock } from '../clock.js';
 import { checkId } from '../rules.js';
 import type { ClaimCaps, ClaimedDelivery, CreatedWebhookEndpoint, DeliveryOutcome, WebhookDelivery, WebhookEndpoint, WebhookEventType } from '../store.js';
+import { eventBody, webhookTestData } from '../webhook-events.js';
 import type { Accounts } from './accounts.js';
 import type { Db } from './database.js';
 
@@ -171,7 +170,7 @@ export class Webhooks {
     const endpoint = this.getStmt.get(accountId, endpointId);
     if (!endpoint) return false;
     const now = this.clock().getTime();
-    const body = eventBody('webhook.test', now, { endpoint_id: endpoint.id, message: WEBHOOK_TEST_MESSAGE });
+    const body = eventBody('webhook.test', now, webhookTestData(endpoint.id));
     this.insertDeliveryStmt.run(newId('msg_'), endpoint.id, accountId, 'webhook.test', body, now, now);
     return true;
   }

@@ -1,0 +1,58 @@
+/**
+ * prepareJob: the checks of removeBackground on their own, with the real addon and model. A prepared
+ * job runs to the same bytes as the same bytes and options given to removeBackground; the errors
+ * are removeBackground's; a job not made by prepareJob is refused, and so are options that only
+ * look normalised.
+ */
+import { describe, expect, it } from 'vitest';
+import { expectThrowsBgone } from '../helpers/assert.js';
+import { normaliseOptions, prepareJob, removeBackground } from '../helpers/bgone.js';
+import { PHOTOS } from '../helpers/constants.js';
+import { readPhoto } from '../helpers/paths.js';
+
+const teddy = readPhoto(PHOTOS.teddy); // 284x398
+
+describe('prepareJob', () => {
+  it('returns the probe, the options for this image, the model and the estimator answer', () => {
+    const seen: unknown[] = [];
+    const job = prepareJob(teddy, { size: 'preview', format: 'webp' }, (input, probe, options) => {
+      seen.push(input.length, probe, options.format);
+      return 1234;
+    });
+    expect(job.probe).toEqual({ format: 'jpg', width: 284, height: 398 });
+    expect(job.options.format).toBe('webp');
+    expect(job.options.inferenceSize).toBe(896); // a 0.11 MP preview: inference-size.ts
+    expect(job.model).toBeUndefined();
+    expect(job.memoryBytes).toBe(1234);
+    expect(seen).toEqual([teddy.length, job.probe, 'webp']);
+    expect(prepareJob(teddy).memoryBytes).toBeUndefined();
+  });
+
+  it('runs to the same bytes as removeBackground(bytes, options), from public or normalised options', async () => {
+    const options = { size: 'preview', crop: '1:1', bgColor: 'teal' };
+    const direct = await removeBackground(teddy, options);
+    const prepared = await removeBackground(prepareJob(teddy, options));
+    const fromNormalised = await removeBackground(prepareJob(teddy, normaliseOptions(options)), { priority: 'background' });
+    expect(prepared.data.equals(direct.data)).toBe(true);
+    expect(fromNormalised.data.equals(direct.data)).toBe(true);
+    expect([prepared.width, prepared.height, prepared.format]).toEqual([direct.width, direct.height, direct.format]);
+  });
+
+  it('throws the errors removeBackground throws, options before the header', async () => {
+    expectThrowsBgone(() => prepareJob('not bytes' as never), 'missing_image');
+    expectThrowsBgone(() => prepareJob(Buffer.alloc(0)), 'missing_image');
+    expectThrowsBgone(() => prepareJob(Buffer.from('not an image'), { format: 'gif' }), 'validation_error');
+    expectThrowsBgone(() => prepareJob(Buffer.from('not an image')), 'unsupported_media_type');
+    expectThrowsBgone(() => prepareJob(teddy, { model: 'no-such-model' }), 'validation_error');
+    expectThrowsBgone(() => prepareJob(teddy, { crop: '100:1', padding: '100%' }), 'validation_error');
+    await expect(removeBackground(Buffer.from('not an image'))).rejects.toMatchObject({ code: 'unsupported_media_type' });
+  });
+
+  it('a look-alike of a prepared job is refused; look-alike normalised options are validated as public ones', async () => {
+    const job = prepareJob(teddy, { size: 'preview' });
+    await expect(removeBackground({ ...job } as never)).rejects.toMatchObject({ code: 'missing_image' });
+    const lookAlike = { ...normaliseOptions({ size: 'preview' }) };
+    expect(prepareJob(teddy, lookAlike as never).options.maxPixels).toBe(16_000_000); // its fields are no options: the defaults
+    expect(Object.isFrozen(job) && Object.isFrozen(job.options)).toBe(true);
+  });
+});
