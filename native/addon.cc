@@ -6,11 +6,7 @@
 #include <napi.h>
 #include <vips/vips.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <thread>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -91,59 +87,13 @@ ModelSpec read_model_spec(const Napi::Value& value) {
 
 // A job frees hundreds of MB (planes, tensors, ONNX Runtime's buffers) from several threads, and
 // glibc keeps freed pages in per-thread arenas for reuse, so RSS stayed near the peak between jobs.
-// malloc_trim hands every arena's free pages back to the OS. Trimming after every job made the next
-// job fault all of those pages in again (kernel time, zeroing): about 100 ms of CPU per 2 MP job,
-// the largest CPU cost outside inference. So memory is given back only once the addon has been
-// idle for kIdleTrimDelay: under load the pages stay mapped and are reused; when the jobs stop,
-// RSS returns to the model's own (bench: RSS between jobs and after jobs).
-class IdleTrimmer {
- public:
-  static IdleTrimmer& instance() {
-    // Never destroyed: its thread is detached and may still wait when the process exits.
-    static IdleTrimmer* trimmer = new IdleTrimmer();
-    return *trimmer;
-  }
-  void job_started() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++running_;
-  }
-  void job_ended() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --running_;
-      last_end_ = std::chrono::steady_clock::now();
-      pending_ = true;
-      if (!thread_started_) {
-        thread_started_ = true;
-        std::thread([this] { loop(); }).detach();
-      }
-    }
-    wake_.notify_one();
-  }
-
- private:
-  static constexpr std::chrono::milliseconds kIdleTrimDelay{250};
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [this] { return pending_ && running_ == 0; });
-      // Wait out the delay; a job that starts or ends meanwhile moves the deadline.
-      const auto deadline = last_end_ + kIdleTrimDelay;
-      if (wake_.wait_until(lock, deadline, [this, deadline] { return running_ > 0 || last_end_ + kIdleTrimDelay != deadline; })) continue;
-      pending_ = false;
-      lock.unlock();
+// malloc_trim hands every arena's free pages back to the OS: idle memory returns to the model's
+// own after each job (bench: RSS after jobs). It takes a few ms, after the result is ready.
+void return_free_memory() {
 #ifdef __GLIBC__
-      malloc_trim(0);
+  malloc_trim(0);
 #endif
-      lock.lock();
-    }
-  }
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  int running_ = 0;
-  bool pending_ = false, thread_started_ = false;
-  std::chrono::steady_clock::time_point last_end_;
-};
+}
 
 // Turns a contract violation into the TypeError JavaScript sees; returns undefined for the caller.
 Napi::Value throw_type_error(Napi::Env env, const ContractError& e) {
@@ -207,7 +157,6 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   // Runs on a libuv worker thread: no JavaScript values may be touched here. The input bytes are
   // read in place (the Buffer is kept alive by input_ref_), never copied.
   void Execute() override {
-    IdleTrimmer::instance().job_started();
     try {
       result_ = run_job(data_, length_, options_, *model_);
     } catch (const PipelineError& e) {
@@ -220,7 +169,7 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
       code_ = ErrorCode::Internal;
       SetError(e.what());
     }
-    IdleTrimmer::instance().job_ended();
+    return_free_memory();
   }
 
   void OnOK() override {
