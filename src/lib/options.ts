@@ -61,8 +61,8 @@ export const TUNING = {
   inferenceSize: 1024,
   /** JPEG and WebP quality. */
   quality: 90,
-  /** zlib level of PNG output (0-9). */
-  pngCompression: 3,
+  /** zlib level of PNG output (0-9); rows are written with the "up" filter (native/image_io.cc). */
+  pngCompression: 1,
 };
 
 export interface RemoveBackgroundOptions {

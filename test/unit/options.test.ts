@@ -61,7 +61,7 @@ describe('defaults', () => {
       levelsHigh: 0.9,
       minSubject: 1e-4,
       quality: 90,
-      pngCompression: 3,
+      pngCompression: 1,
       inferenceSize: 1024,
     });
   });
