@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { specifiers } from '../helpers/import-specifiers.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 const SRC = join(REPO_ROOT, 'src');
@@ -23,17 +24,6 @@ function sources(dir: string): string[] {
     if (entry.isDirectory()) return sources(path);
     return entry.name.endsWith('.ts') ? [path] : [];
   });
-}
-
-/** The module specifiers of a file's import and export-from statements, and dynamic imports. */
-function specifiers(source: string): string[] {
-  const found: string[] = [];
-  for (const m of source.matchAll(
-    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)/g,
-  )) {
-    found.push((m[1] ?? m[2] ?? m[3])!);
-  }
-  return found;
 }
 
 /** The modules of src/http that `file` (with `source`) imports outside the allowed ones, as paths from src/. */

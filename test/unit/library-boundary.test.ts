@@ -6,21 +6,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { specifiers } from '../helpers/import-specifiers.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 const LIB = join(REPO_ROOT, 'src', 'lib');
 const files = readdirSync(LIB).filter((f) => f.endsWith('.ts'));
-
-/** The module specifiers of a file's import and export-from statements, and dynamic imports. */
-function specifiers(source: string): string[] {
-  const found: string[] = [];
-  for (const m of source.matchAll(
-    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)/g,
-  )) {
-    found.push((m[1] ?? m[2] ?? m[3])!);
-  }
-  return found;
-}
 
 describe('src/lib', () => {
   it('has its files (sanity check of this test)', () => {
