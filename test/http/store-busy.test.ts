@@ -7,21 +7,20 @@
  * it succeeds. Through HTTP, on a real server, on a real file.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface, type Interface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer } from '../../src/api/server.js';
-import { createLogger } from '../../src/config/logger.js';
+import type { RunningServer } from '../../src/api/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { BUSY_WAIT_MS } from '../../src/store/sqlite/busy.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { REPO_ROOT, readPhoto } from '../helpers/paths.js';
-import { credits, get, postImage, removeForm, setBalance, testHttpBackend, waitFor } from '../helpers/server.js';
+import { credits, get, postImage, removeForm, serveStore, setBalance, waitFor } from '../helpers/server.js';
 
 const DIST_DRIVER_URL = pathToFileURL(join(REPO_ROOT, 'dist', 'src', 'store', 'sqlite', 'driver.js')).href;
 const teddy = readPhoto(PHOTOS.teddy);
@@ -34,6 +33,7 @@ let dir: string;
 let db: string;
 let store: Store;
 let server: RunningServer;
+let served: Awaited<ReturnType<typeof serveStore>>;
 let url: string;
 let key: string;
 let accountId: number;
@@ -82,24 +82,17 @@ beforeAll(async () => {
   accountId = account.id;
   key = (await store.keys.create(account.id)).key;
   await setBalance(store, accountId, 20);
-  server = await startServer({
-    host: '127.0.0.1',
-    port: 0,
-    queueLimit: 16,
-    overloadRetryAfter: 5,
-    drainTimeout: 30,
-    store,
-    logger: createLogger('silent'),
-    http: testHttpBackend(),
+  // The default per-account cap (serveStore lifts it): this file's requests come from one account.
+  served = await serveStore(store, dir, {
+    accountInFlight: 4,
     batches: { resultTtlSeconds: 3600, memoryMb: 256, webhookAllowPrivate: true, webhookPollMs: 50 },
   });
+  server = served.server;
   url = `http://127.0.0.1:${server.port}`;
 });
 
 afterAll(async () => {
-  await server.close();
-  await store.close();
-  rmSync(dir, { recursive: true, force: true });
+  await served.close();
 });
 
 describe('a SQLite file held by another process', () => {
