@@ -297,27 +297,18 @@ export async function runFairnessPhase(settings: FairnessSettings, photo: Buffer
         .sort((a, b) => a[0] - b[0])
         .map(([s, n]) => `${s}: ${n}`)
         .join(', ');
+    const runRow = (label: string, run: typeof alone, p99: number) => [
+      label,
+      String(run.latencies.length),
+      fmt(percentile(run.latencies, 50)),
+      fmt(p99),
+      String(fivexx(run.statuses)),
+      statusList(run.statuses),
+    ];
     printTable(
       'Soak fairness: the well-behaved account, one /remove at a time',
       ['run', 'requests', 'p50 ms', 'p99 ms', '5xx', 'answers (status: count)'],
-      [
-        [
-          'alone',
-          String(alone.latencies.length),
-          fmt(percentile(alone.latencies, 50)),
-          fmt(p99Alone),
-          String(fivexx(alone.statuses)),
-          statusList(alone.statuses),
-        ],
-        [
-          'beside abusers',
-          String(beside.latencies.length),
-          fmt(percentile(beside.latencies, 50)),
-          fmt(p99Beside),
-          String(fivexx(beside.statuses)),
-          statusList(beside.statuses),
-        ],
-      ],
+      [runRow('alone', alone, p99Alone), runRow('beside abusers', beside, p99Beside)],
     );
 
     let ledgerExact = true;

@@ -9,10 +9,6 @@ import { StoreError } from './errors.js';
 import { checkId } from './rules.js';
 import type { BatchImageError, ClaimCaps, CreateBatchInput, DeliveryOutcome, ImageOutcome } from './store.js';
 
-// src/store/postgres imports the event builders from here still (it is being reworked in parallel):
-// the same functions, re-exported, until its imports move to webhook-events.ts.
-export { batchCompletedData, eventBody, imageProcessedData, orphanImageData, WEBHOOK_TEST_MESSAGE } from './webhook-events.js';
-
 /**
  * The error of an image that a lost process left unended (failOrphans): the API, the SQLite start
  * and every PostgreSQL node's sweep write this same one, so a client sees one message whichever

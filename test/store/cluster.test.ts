@@ -18,6 +18,18 @@ async function batchOf(store: Store, accountId: number, count: number): Promise<
   return r.batch;
 }
 
+/** Two announced nodes on one database; the owner accepts a 3-image batch and node b claims one of its images. */
+async function claimedBatch(t: ReturnType<typeof useTempStores>) {
+  const owner = await t.open();
+  const b = await t.open();
+  await owner.cluster!.announce('http://owner.test');
+  await b.cluster!.announce('http://b.test');
+  const a = await owner.accounts.create({ email: 'a@example.com' });
+  const batch = await batchOf(owner, a.id, 3);
+  const claim = (await b.cluster!.claimQueued())!;
+  return { owner, b, a, batch, claim };
+}
+
 function success(imageId: string, batchId: string): ImageOutcome {
   return { status: 'succeeded', width: 4, height: 3, format: 'png', eventData: { batch_id: batchId, image_id: imageId } };
 }
@@ -74,13 +86,7 @@ describe('postgres store: batch work shared by several nodes', () => {
   });
 
   it('a dead owner: its queued images fail uncharged, the image a live peer runs completes and is charged once', async () => {
-    const owner = await t.open();
-    const b = await t.open();
-    await owner.cluster!.announce('http://owner.test');
-    await b.cluster!.announce('http://b.test');
-    const a = await owner.accounts.create({ email: 'a@example.com' });
-    const batch = await batchOf(owner, a.id, 3);
-    const claim = (await b.cluster!.claimQueued())!;
+    const { owner, b, a, batch, claim } = await claimedBatch(t);
     await owner.close(); // its row goes: dead at once, its bytes with it
 
     expect(await b.batches.failOrphans(ORPHAN_ERROR)).toBe(2);
@@ -97,13 +103,7 @@ describe('postgres store: batch work shared by several nodes', () => {
   });
 
   it('a dead runner: the image it was processing for another node’s batch fails uncharged; the owner’s queued ones are left to it', async () => {
-    const owner = await t.open();
-    const b = await t.open();
-    await owner.cluster!.announce('http://owner.test');
-    await b.cluster!.announce('http://b.test');
-    const a = await owner.accounts.create({ email: 'a@example.com' });
-    const batch = await batchOf(owner, a.id, 3);
-    const claim = (await b.cluster!.claimQueued())!;
+    const { owner, b, a, batch, claim } = await claimedBatch(t);
     await b.close();
 
     expect(await owner.batches.failOrphans(ORPHAN_ERROR)).toBe(1);

@@ -16,19 +16,10 @@
  */
 
 import { BATCH_COLUMNS, type BatchRow, IMAGE_COLUMNS, type ImageRow, toBatch, UNENDED } from '../batch-rows.js';
-import {
-  BATCH_CANCELLED_ERROR,
-  batchCompletedData,
-  checkBatchInput,
-  checkImageError,
-  checkImageOutcome,
-  checkPositiveInteger,
-  imageProcessedData,
-  newId,
-  orphanImageData,
-} from '../batch-rules.js';
+import { BATCH_CANCELLED_ERROR, checkBatchInput, checkImageError, checkImageOutcome, checkPositiveInteger, newId } from '../batch-rules.js';
 import { StoreError } from '../errors.js';
 import type { Batch, BatchImageError, BatchStore, CreateBatchInput, CreateBatchResult, ImageOutcome } from '../store.js';
+import { batchCompletedData, imageProcessedData, orphanImageData } from '../webhook-events.js';
 import { LIVE_NODES, type PostgresContext, type Queryable } from './context.js';
 import type { PostgresWebhooks } from './webhooks.js';
 

@@ -12,7 +12,6 @@ import type { PlanTable } from '../plans.js';
 import type { AccountRow, ReservationRow } from '../rows.js';
 import { checkGrant, checkId, effectivePlanAt, IDEMPOTENCY_TTL_MS } from '../rules.js';
 import type { Balance, CommitResult, CreditStore, ReserveOptions, ReserveResult } from '../store.js';
-import { isDatabaseUnavailable } from '../unavailable.js';
 import { DB_NOW_MS, type Queryable } from './context.js';
 import { notFound } from './errors.js';
 import { accountRow, inTransaction } from './pool.js';
@@ -35,8 +34,6 @@ const CYCLE_COUNTS_SQL = `SELECT
 
 export class PostgresCredits implements CreditStore {
   #lastIdemPurgeMs = Number.NEGATIVE_INFINITY;
-  /** Reservations whose release failed while the database was unreachable: retried on every tick. */
-  readonly #pendingReleases = new Set<number>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -106,24 +103,13 @@ export class PostgresCredits implements CreditStore {
     return inTransaction(this.pool, (c) => this.commitIn(c, reservationId));
   }
 
+  /**
+   * A failed release is the caller's to retry (releaseUntilDone in ../release-retry.ts): a live
+   * node's reservation is never released by the others, so an outage would otherwise hold the credit.
+   */
   async release(reservationId: number): Promise<boolean> {
-    try {
-      const { rowCount } = await this.pool.query('DELETE FROM reservations WHERE id = $1', [reservationId]);
-      return (rowCount ?? 0) > 0;
-    } catch (err) {
-      // Kept and retried by the heartbeat tick: a live node's reservation is never released by
-      // the others, so without the retry an outage would hold the credit until this node stops.
-      if (isDatabaseUnavailable(err)) this.#pendingReleases.add(reservationId);
-      throw err;
-    }
-  }
-
-  /** On the heartbeat tick: the releases that failed while the database was unreachable. */
-  async retryPendingReleases(): Promise<void> {
-    for (const id of this.#pendingReleases) {
-      await this.pool.query('DELETE FROM reservations WHERE id = $1', [id]);
-      this.#pendingReleases.delete(id);
-    }
+    const { rowCount } = await this.pool.query('DELETE FROM reservations WHERE id = $1', [reservationId]);
+    return (rowCount ?? 0) > 0;
   }
 
   async recoverAfterCrash(): Promise<number> {

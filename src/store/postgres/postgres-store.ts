@@ -227,7 +227,6 @@ export class PostgresStore implements Store {
 
   /** The heartbeat tick's work, after each beat. */
   async #tick(): Promise<void> {
-    await this.#credits.retryPendingReleases();
     if (this.#autoRecover) {
       // Images first: the sweep releases each lost image's credit with the image, in one
       // transaction; recovery then releases the dead nodes' other reservations.

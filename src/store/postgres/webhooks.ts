@@ -18,12 +18,10 @@ import {
   checkPositiveInteger,
   clipError,
   ENDPOINT_DISABLED_ERROR,
-  eventBody,
   FAIR_DUE_SQL,
   generateWebhookSecret,
   NO_CLAIM_CAPS,
   newId,
-  WEBHOOK_TEST_MESSAGE,
 } from '../batch-rules.js';
 import { StoreError } from '../errors.js';
 import { checkId } from '../rules.js';
@@ -37,6 +35,7 @@ import type {
   WebhookEventType,
   WebhookStore,
 } from '../store.js';
+import { eventBody, webhookTestData } from '../webhook-events.js';
 import type { PostgresContext, Queryable } from './context.js';
 
 const D_COLUMNS = qualified('d', DELIVERY_COLUMNS);
@@ -94,7 +93,7 @@ export class PostgresWebhooks implements WebhookStore {
 
   async sendTest(accountId: number, endpointId: string): Promise<boolean> {
     const now = this.ctx.now();
-    const body = eventBody('webhook.test', now, { endpoint_id: endpointId, message: WEBHOOK_TEST_MESSAGE });
+    const body = eventBody('webhook.test', now, webhookTestData(endpointId));
     // One statement: the row is written only if the account has that endpoint.
     const { rowCount } = await this.ctx.pool.query(
       `INSERT INTO webhook_deliveries (id, endpoint_id, account_id, type, body, created_at, status, next_attempt_at)
