@@ -7,12 +7,10 @@
 #include <vips/vips.h>
 
 #include <memory>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <string>
 #include <vector>
 
+#include "buffers.h"
 #include "errors.h"
 #include "fields.h"
 #include "image_io.h"
@@ -85,16 +83,6 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   return spec;
 }
 
-// A job frees hundreds of MB (planes, tensors, ONNX Runtime's buffers) from several threads, and
-// glibc keeps freed pages in per-thread arenas for reuse, so RSS stayed near the peak between jobs.
-// malloc_trim hands every arena's free pages back to the OS: idle memory returns to the model's
-// own after each job (bench: RSS after jobs). It takes a few ms, after the result is ready.
-void return_free_memory() {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
-
 // Turns a contract violation into the TypeError JavaScript sees; returns undefined for the caller.
 Napi::Value throw_type_error(Napi::Env env, const ContractError& e) {
   Napi::TypeError::New(env, std::string("bgone native contract: ") + e.what()).ThrowAsJavaScriptException();
@@ -157,6 +145,8 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   // Runs on a libuv worker thread: no JavaScript values may be touched here. The input bytes are
   // read in place (the Buffer is kept alive by input_ref_), never copied.
   void Execute() override {
+    // Memory freed by the job stays warm for the next one, and goes back once the core is idle.
+    const JobInProgress in_progress;
     try {
       result_ = run_job(data_, length_, options_, *model_);
     } catch (const PipelineError& e) {
@@ -169,7 +159,6 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
       code_ = ErrorCode::Internal;
       SetError(e.what());
     }
-    return_free_memory();
   }
 
   void OnOK() override {
@@ -308,12 +297,25 @@ Napi::Value Probe(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// memoryStats() -> { inUse, cached, peak }: bytes of the large blocks of buffers.h (in use by jobs,
+// kept warm for the next job, the most in use at once since the cache was last given back).
+Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const BufferStats stats = buffer_stats();
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("inUse", static_cast<double>(stats.in_use));
+  out.Set("cached", static_cast<double>(stats.cached));
+  out.Set("peak", static_cast<double>(stats.peak));
+  return out;
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
   exports.Set("removeBackground", Napi::Function::New(env, RemoveBackground));
   exports.Set("availableProviders", Napi::Function::New(env, AvailableProviders));
   exports.Set("probe", Napi::Function::New(env, Probe));
+  exports.Set("memoryStats", Napi::Function::New(env, MemoryStats));
   return exports;
 }
 

@@ -162,7 +162,8 @@ void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
 }  // namespace
 
 struct DecodedImage {
-  VipsRef image;  // in memory, 8-bit sRGB, 3 or 4 bands
+  Buffer<uint8_t> pixels;  // declared first: `image` wraps it and must go first
+  VipsRef image;           // in memory, 8-bit sRGB, 3 or 4 bands
 };
 
 void DecodedDeleter::operator()(DecodedImage* image) const { delete image; }
@@ -293,19 +294,29 @@ Pixels model_input_from_decoded(const DecodedImage& image, int width, int height
 
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
   VipsRef opened = open_image(data, length, format);
-  VipsRef decoded = materialise(opened.get(), ErrorCode::InvalidImage, "decode failed");
+  // Rotation needs the whole image in memory (the loader reads sequentially): only images with an
+  // EXIF orientation are materialised first. Upright ones go straight from the loader to the buffer.
+  VipsRef rotated;
+  if (vips_image_get_orientation(opened.get()) > 1) {
+    VipsRef decoded = materialise(opened.get(), ErrorCode::InvalidImage, "decode failed");
+    rotated = autorotate(decoded.get());
+  } else {
+    rotated = std::move(opened);
+  }
   opened.reset();
-  // vips_autorot turns even an upright image into a new, lazy one, which the test below then
-  // materialised a second time (a full copy: 36 MB at 12 MP). Upright images skip it.
-  VipsRef rotated = vips_image_get_orientation(decoded.get()) > 1 ? autorotate(decoded.get()) : std::move(decoded);
-  decoded.reset();
   VipsRef srgb = to_srgb8(rotated.get());
   rotated.reset();
+  // Decoded (and colour-converted, lazily) straight into a buffer of ours: one pass over the
+  // pixels, into memory on huge pages (buffers.h) instead of libvips' own allocation.
   DecodedPtr result(new DecodedImage());
-  // Colour conversion is lazy in libvips: materialise it once so later crops read memory.
-  result->image = (srgb.get()->dtype == VIPS_IMAGE_SETBUF || srgb.get()->dtype == VIPS_IMAGE_SETBUF_FOREIGN)
-                      ? std::move(srgb)
-                      : materialise(srgb.get(), ErrorCode::InvalidImage, "colour conversion failed");
+  VipsImage* in = srgb.get();
+  result->pixels.resize(VIPS_IMAGE_SIZEOF_IMAGE(in));
+  VipsImage* target =
+      vips_image_new_from_memory(result->pixels.data(), result->pixels.size(), in->Xsize, in->Ysize, in->Bands, in->BandFmt);
+  if (target == nullptr) fail(ErrorCode::InvalidImage, "decode failed");
+  result->image = VipsRef(target);
+  if (vips_image_write(in, target) != 0) fail(ErrorCode::InvalidImage, "decode failed");
+  target->Type = in->Type;
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "buffers.h"
 #include "options.h"
 
 namespace bgone {
@@ -29,7 +30,7 @@ HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, i
 // 8-bit interleaved pixels owned by us.
 struct Pixels {
   int width = 0, height = 0, bands = 0;
-  std::vector<uint8_t> data;
+  Buffer<uint8_t> data;
 };
 
 // Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).

@@ -137,7 +137,7 @@ void box_mean(const float* in, float* out, int w, int h, int r) {
   // are clipped at the borders, so each position divides by its own count (precomputed inverses).
   // `in` is read only by the first pass and `out` written only by the second: they may be one
   // buffer, which spares the callers a plane each (fresh pages the kernel must fault in and zero).
-  std::vector<float> tmp(static_cast<size_t>(w) * h);
+  Buffer<float> tmp(static_cast<size_t>(w) * h);
   std::vector<double> inv_x(w), acc(w);
   for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
   // A row's running sum is one chain of dependent additions: four rows advance side by side so
@@ -180,7 +180,7 @@ void box_mean(const float* in, float* out, int w, int h, int r) {
   }
 }
 
-Plane halve(const uint8_t* rgb, const Plane& mask, std::vector<uint8_t>& rgb_out) {
+Plane halve(const uint8_t* rgb, const Plane& mask, Buffer<uint8_t>& rgb_out) {
   const int w = mask.width, hw = std::max(1, mask.width / 2), hh = std::max(1, mask.height / 2);
   const int step_x = mask.width > 1 ? 1 : 0, step_y = mask.height > 1 ? w : 0;
   Plane half(hw, hh);
@@ -204,7 +204,7 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
   const int w = mask.width, h = mask.height;
   const size_t n = static_cast<size_t>(w) * h;
   // Products to average: I (3), p, I*p (3), I*I^T (6 unique).
-  std::vector<float> ch[13];
+  Buffer<float> ch[13];
   for (auto& c : ch) c.resize(n);
   parallel_rows(h, [&](int first, int end) {
     for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
@@ -328,11 +328,11 @@ constexpr double kForegroundFullPixels = 1e6;
 constexpr double kForegroundWorkPixels = 0.4e6;
 
 // Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion).
-void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, const Plane& alpha, int radius, std::vector<float>& f_hat,
-                    std::vector<float>& b_hat) {
+void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plane& alpha, int radius, Buffer<float>& f_hat,
+                    Buffer<float>& b_hat) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  std::vector<float> blurred_a(n), fa[3], ba[3];
+  Buffer<float> blurred_a(n), fa[3], ba[3];
   parallel_for(7, [&](int job) {
     if (job == 6) {
       box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
@@ -340,9 +340,9 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
     }
     const int c = job % 3;
     const bool is_fg = job < 3;
-    std::vector<float>& out = is_fg ? fa[c] : ba[c];
+    Buffer<float>& out = is_fg ? fa[c] : ba[c];
     out.resize(n);
-    const std::vector<float>& src = is_fg ? fg : bg;
+    const Buffer<float>& src = is_fg ? fg : bg;
     for (size_t i = 0; i < n; ++i) out[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
     box_mean(out.data(), out.data(), w, h, radius);  // in place
   });
@@ -360,7 +360,7 @@ void weighted_means(const std::vector<float>& fg, const std::vector<float>& bg, 
 }
 
 // Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
-void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<float>& image, Plane& small_alpha) {
+void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, Buffer<float>& image, Plane& small_alpha) {
   const int w = alpha.width, h = alpha.height;
   const int sw = (w + factor - 1) / factor, sh = (h + factor - 1) / factor;
   small_alpha = Plane(sw, sh);
@@ -393,7 +393,7 @@ void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, std::vector<f
 
 }  // namespace
 
-void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
+void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
   // Only semi-transparent pixels get a new colour; with none, the blurs below are not needed.
@@ -402,7 +402,7 @@ void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
   // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
   const int factor =
       n <= kForegroundFullPixels ? 1 : std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) / kForegroundWorkPixels))));
-  std::vector<float> image;
+  Buffer<float> image;
   Plane work_alpha;
   shrink_by(rgb.data(), alpha, factor, image, work_alpha);
   const size_t wn = work_alpha.v.size();
@@ -411,7 +411,7 @@ void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
   const double scale = std::sqrt(static_cast<double>(wn) / 1e6);
   const int large = std::max(3, static_cast<int>(std::lround(90 * scale)));
   const int small = std::max(1, static_cast<int>(std::lround(6 * scale)));
-  std::vector<float> fg = image, bg = image, f_hat, b_hat;
+  Buffer<float> fg = image, bg = image, f_hat, b_hat;
   weighted_means(fg, bg, work_alpha, large, f_hat, b_hat);
   parallel_rows(sh, [&](int first, int end) {  // first blur-fusion step, at working resolution
     for (size_t i = static_cast<size_t>(first) * sw; i < static_cast<size_t>(end) * sw; ++i) {
@@ -441,7 +441,7 @@ void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha) {
         const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
         const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
         for (int c = 0; c < 3; ++c) {
-          auto sample = [&](const std::vector<float>& p) {
+          auto sample = [&](const Buffer<float>& p) {
             const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
             const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
             return top + (bottom - top) * ty;

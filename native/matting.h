@@ -14,11 +14,13 @@
 #include <functional>
 #include <vector>
 
+#include "buffers.h"
+
 namespace bgone {
 
 struct Plane {
   int width = 0, height = 0;
-  std::vector<float> v;
+  Buffer<float> v;
   Plane() = default;
   Plane(int w, int h, float fill = 0.f) : width(w), height(h), v(static_cast<size_t>(w) * h, fill) {}
   float* row(int y) { return v.data() + static_cast<size_t>(y) * width; }
@@ -61,7 +63,7 @@ void box_mean(const float* in, float* out, int w, int h, int r);
 
 // 2x2 averages of an interleaved RGB image and of its mask (same size, even sides; an odd last
 // row or column is dropped). Returns the mask; the image goes to `rgb_out`.
-Plane halve(const uint8_t* rgb, const Plane& mask, std::vector<uint8_t>& rgb_out);
+Plane halve(const uint8_t* rgb, const Plane& mask, Buffer<uint8_t>& rgb_out);
 
 struct GuidedCoefficients {
   Plane a[3], b;  // alpha = a . rgb + b, rgb in 0..1
@@ -73,6 +75,6 @@ Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, i
 
 // Replaces the colours of the pixels with 0 < alpha < 1 by their foreground colours, in place; the
 // others keep the image colour. rgb is interleaved 8-bit, the size of alpha; alpha is 0..1.
-void estimate_foreground(std::vector<uint8_t>& rgb, const Plane& alpha);
+void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha);
 
 }  // namespace bgone

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "buffers.h"
 #include "errors.h"
 #include "matting.h"
 #include "onnxruntime_c_api.h"
@@ -25,6 +26,53 @@ void check(OrtStatus* status, const char* what) {
   std::string message = std::string(what) + ": " + g_api->GetErrorMessage(status);
   g_api->ReleaseStatus(status);
   throw PipelineError(ErrorCode::Internal, message);
+}
+
+// ONNX Runtime's CPU memory comes from buffers.h: the large blocks of a run (the memory pattern's
+// block, the output, the convolutions' scratch) land on huge pages and are reused warm by the next
+// run, instead of being faulted in page by page every run (which cost a third of the run's time).
+// Registered once with the environment; sessions use it through session.use_env_allocators.
+struct BufferOrtAllocator : OrtAllocator {
+  OrtMemoryInfo* info = nullptr;
+};
+BufferOrtAllocator g_allocator;
+
+// Set on the thread that creates a session: what it allocates (the weights, prepacked for the
+// kernels) lives as long as the session, so it comes from malloc, never from a cached block rounded
+// up to huge pages.
+thread_local bool t_creating_session = false;
+
+void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
+  try {
+    return t_creating_session ? alloc_lasting(size) : alloc_buffer(size);
+  } catch (...) {
+    return nullptr;  // ONNX Runtime turns this into a failed run, not a crash
+  }
+}
+// ONNX Runtime reserves what it keeps for the session's life (initializers) through this one.
+void* ORT_API_CALL allocator_reserve(OrtAllocator*, size_t size) noexcept {
+  try {
+    return alloc_lasting(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void ORT_API_CALL allocator_free(OrtAllocator*, void* p) noexcept { free_buffer(p); }
+const OrtMemoryInfo* ORT_API_CALL allocator_info(const OrtAllocator* self) noexcept {
+  return static_cast<const BufferOrtAllocator*>(self)->info;
+}
+
+void register_allocator() {
+  g_allocator.version = ORT_API_VERSION;
+  g_allocator.Alloc = allocator_alloc;
+  g_allocator.Free = allocator_free;
+  g_allocator.Info = allocator_info;
+  g_allocator.Reserve = allocator_reserve;
+  g_allocator.GetStats = nullptr;
+  g_allocator.AllocOnStream = nullptr;
+  g_allocator.Shrink = nullptr;
+  check(g_api->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &g_allocator.info), "CreateCpuMemoryInfo");
+  check(g_api->RegisterAllocator(g_env, &g_allocator), "RegisterAllocator");
 }
 
 }  // namespace
@@ -47,6 +95,7 @@ void load_onnxruntime(const std::string& library_path) {
     throw PipelineError(ErrorCode::Internal, "ONNX Runtime does not provide C API version " + std::to_string(ORT_API_VERSION));
   g_api = api;
   check(g_api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "bgone", &g_env), "CreateEnv");
+  register_allocator();
 }
 
 Model::Model(const ModelSpec& spec) : spec_(spec) {
@@ -57,17 +106,21 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     if (spec.threads > 0) check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
     check(g_api->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
     check(g_api->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
-    // Without the arena, memory returns to the OS between jobs (with the float models the arena and
-    // the memory patterns together cost about 1 GB of peak RSS; README "Performance"). The memory pattern
-    // stays on: it plans one block per run for the intermediate tensors instead of a malloc and free
-    // per op, and with the int8 model (many small quantize/dequantize tensors) turning it off made
-    // the run 15-20 % slower at a similar peak (issue 19, README "Performance").
+    // No arena: with the float models the arena and the memory patterns together cost about 1 GB of
+    // peak RSS, and an arena keeps its memory for good. Blocks come from our allocator instead
+    // (above), which keeps them warm only while jobs run. The memory pattern stays on: it plans one
+    // block per run for the intermediate tensors instead of a malloc and free per op (with the int8
+    // model, many small quantize/dequantize tensors, turning it off made the run 15-20 % slower).
     check(g_api->DisableCpuMemArena(options), "DisableCpuMemArena");
+    check(g_api->AddSessionConfigEntry(options, "session.use_env_allocators", "1"), "use_env_allocators");
     // Idle intra-op threads must not spin after a run: on two cores they would steal time from the
     // decode and encode of the jobs around the inference.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
     append_execution_provider(g_api, options, spec);
-    check(g_api->CreateSession(g_env, spec.path.c_str(), options, &session_), "CreateSession");
+    t_creating_session = true;
+    OrtStatus* created = g_api->CreateSession(g_env, spec.path.c_str(), options, &session_);
+    t_creating_session = false;
+    check(created, "CreateSession");
   } catch (...) {
     g_api->ReleaseSessionOptions(options);
     throw;
@@ -92,7 +145,7 @@ double process_cpu_ms() {
 
 }  // namespace
 
-Model::RunCost Model::run(std::vector<float>& input, int width, int height, std::vector<float>& out) {
+Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<float>& out) {
   const int64_t shape[4] = {1, 3, height, width};
   const size_t plane = static_cast<size_t>(width) * height;
   if (input.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "model input has the wrong size");

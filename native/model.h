@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "buffers.h"
+
 struct OrtApi;
 struct OrtEnv;
 struct OrtSession;
@@ -53,7 +55,7 @@ class Model {
   };
   // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
   // plane into `out`. Serialised across all models of the process.
-  RunCost run(std::vector<float>& input, int width, int height, std::vector<float>& out);
+  RunCost run(Buffer<float>& input, int width, int height, Buffer<float>& out);
 
  private:
   ModelSpec spec_;

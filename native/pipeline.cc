@@ -98,7 +98,7 @@ std::vector<float> coverage(int out_n, int box_start, int box_n, int image_n) {
 
 inline uint8_t to_byte(float v) { return unit_to_byte(v); }
 
-Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_t>& fg) {
+Pixels compose(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg) {
   const size_t n = alpha.v.size();
   Pixels out;
   out.width = alpha.width;
@@ -148,7 +148,7 @@ Pixels compose(const JobOptions& o, const Plane& alpha, const std::vector<uint8_
 
 // Test-time augmentation (the flipAverage knob, off by default: see src/lib/options.ts): mirrors the
 // tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the run's cost.
-Model::RunCost flip_average(Model& model, std::vector<float>& tensor, int w, int h, Plane& mask) {
+Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, Plane& mask) {
   for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
   Plane mirrored(w, h);
   const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
@@ -211,7 +211,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   for (int c = 0; c < 3; ++c) {
     for (int v = 0; v < 256; ++v) lut[c][v] = (v - spec.mean[c]) / spec.std[c];
   }
-  std::vector<float> tensor(plane * 3);
+  Buffer<float> tensor(plane * 3);
   for (size_t i = 0; i < plane; ++i) {
     for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
   }
@@ -238,7 +238,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   }
   t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
-  std::vector<float>().swap(tensor);
+  Buffer<float>().swap(tensor);
   for (float& v : mask.v) v = std::clamp(v, 0.f, 1.f);
 
   t.inference_cpu = cost.cpu;
@@ -277,7 +277,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   Plane alpha;
   if (o.refine) {
     // Fitted at half the model's resolution: 4x less work for the same scores (bench/quality).
-    std::vector<uint8_t> half_guide;
+    Buffer<uint8_t> half_guide;
     const Plane half_mask = halve(small.data.data(), mask, half_guide);
     const GuidedCoefficients k = fit_guided(half_guide.data(), half_mask, std::max(1, o.guided_radius / 2), o.guided_eps);
     const AxisMap hx{mx.scale / 2, (mx.offset + 0.5) / 2 - 0.5}, hy{my.scale / 2, (my.offset + 0.5) / 2 - 0.5};
@@ -302,7 +302,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
       }
     }
   });
-  std::vector<uint8_t> fg;
+  Buffer<uint8_t> fg;
   if (!o.alpha_only) {
     if (o.refine) estimate_foreground(rgb.data, alpha);
     fg = std::move(rgb.data);

@@ -16,7 +16,7 @@ import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings,
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
-export { nativeVersions } from './native.js';
+export { type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
 export {
   CHANNELS,
   type Channels,

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError } from './errors.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
-import { librarySettings, parseExecutionProvider } from './settings.js';
+import { inferenceThreadCount, librarySettings, parseExecutionProvider } from './settings.js';
 
 export interface ModelEntry {
   description: string;
@@ -108,7 +108,7 @@ function loadSession(name: string, entry: ModelEntry): Promise<ModelHandle> {
     mean: entry.input.mean as [number, number, number],
     std: entry.input.std as [number, number, number],
     dynamicSize: entry.input.dynamic === true,
-    threads: settings.inferenceThreads,
+    threads: inferenceThreadCount(settings),
     provider,
     deviceId,
     gpuMemLimitMb: provider === 'cuda' ? settings.cudaMemLimitMb : 0,

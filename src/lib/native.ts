@@ -83,6 +83,19 @@ interface Addon {
   removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle): Promise<NativeResult>;
   /** Sniff and header check only (no pixel decoded); throws a coded error like removeBackground. */
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
+  /** The large blocks of native/buffers.h, in bytes. */
+  memoryStats(): NativeMemoryStats;
+}
+
+/**
+ * The native core's large blocks (native/buffers.h), in bytes: in use by jobs now, kept warm for the
+ * next job (given back to the OS about a second after the last job ends), and the most in use at
+ * once since they were last given back (what the cached and in-use blocks together never exceed).
+ */
+export interface NativeMemoryStats {
+  inUse: number;
+  cached: number;
+  peak: number;
 }
 
 const ORT_LIBRARY_FILE = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
@@ -130,6 +143,11 @@ export function native(): Addon {
 /** The ONNX Runtime library the started addon opened; undefined before it started. */
 export function onnxRuntimeLibraryInUse(): string | undefined {
   return startedWith;
+}
+
+/** The native core's large blocks now (starts the native core). */
+export function nativeMemoryStats(): NativeMemoryStats {
+  return native().memoryStats();
 }
 
 export function nativeVersions(): { vips: string } {

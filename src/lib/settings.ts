@@ -4,6 +4,7 @@
  * (src/config), and passes them to configure(). Until then the defaults apply.
  */
 import { statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { BgoneError } from './errors.js';
 import { PACKAGE_ROOT } from './package-root.js';
@@ -11,7 +12,7 @@ import { PACKAGE_ROOT } from './package-root.js';
 export interface LibrarySettings {
   /** Folder holding manifest.json and the model files. Default: the package's models/ folder. */
   modelsDir: string;
-  /** ONNX Runtime intra-op threads for one inference; 0 (default): one per core. */
+  /** ONNX Runtime intra-op threads for one inference; 0 (default): one per core (inferenceThreadCount). */
   inferenceThreads: number;
   /**
    * Jobs inside the native core at once (default 2): a second job's decode and encode overlap the
@@ -55,6 +56,17 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
 const MAX_THREADS = 1024;
 
 let current: Readonly<LibrarySettings> = DEFAULT_SETTINGS;
+
+/**
+ * The intra-op threads an inference gets: the setting, or with 0 one per core this process may run
+ * on (os.availableParallelism(), which follows taskset). Not ONNX Runtime's own default: that counts
+ * physical cores as its cpuinfo sees them, and on the 2-vCPU virtual machines here it saw one, so the
+ * model ran on one core while the other idled (595 against 355 ms per 2 MP inference;
+ * docs/performance.md).
+ */
+export function inferenceThreadCount(settings: Readonly<LibrarySettings>): number {
+  return settings.inferenceThreads > 0 ? settings.inferenceThreads : availableParallelism();
+}
 
 /** The settings in effect. */
 export function librarySettings(): Readonly<LibrarySettings> {

@@ -1,0 +1,223 @@
+#include "buffers.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+namespace bgone {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+// From this size a block gets a mapping of its own (rounded up to whole huge pages: at most 1.5 MiB
+// more for the smallest, which still beats faulting in 128 pages of 4 KiB).
+constexpr size_t kMappedFrom = size_t{512} << 10;
+// Every block starts with this header (the size of the alignment we promise): what free_buffer needs
+// to give the block back.
+constexpr size_t kHeader = 64;
+// How long memory stays warm after the last job: longer than the gap between the requests of a
+// client that sends one after another (an upload and a response apart), short enough that an idle
+// service is back to its idle RSS within a second or two.
+constexpr auto kKeepWarm = std::chrono::milliseconds(1000);
+
+struct Header {
+  void* base;     // what mmap or malloc returned
+  size_t mapped;  // bytes mapped at base; 0 for a malloc'ed block
+};
+static_assert(sizeof(Header) <= kHeader, "the header must fit before the aligned data");
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// A mapping of `bytes` (a multiple of kHugePage) starting on a huge-page boundary: mmap gives only
+// 4 KiB alignment, so map one huge page more and unmap what lies before and after the aligned range.
+void* map_aligned(size_t bytes) {
+  const size_t over = bytes + kHugePage;
+  void* raw = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = round_up(start, kHugePage);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + over, aligned_end = aligned + bytes;
+  if (end > aligned_end) munmap(reinterpret_cast<void*>(aligned_end), end - aligned_end);
+  void* block = reinterpret_cast<void*>(aligned);
+  // Advice only: where transparent huge pages are off or unavailable the block still works.
+  madvise(block, bytes, MADV_HUGEPAGE);
+  return block;
+}
+
+// The mapped blocks not in use, by size. A request takes the smallest that fits, if it is at most
+// twice the request (a larger one would hold resident pages the request does not need).
+class BlockCache {
+ public:
+  // `bytes` becomes the size of the block returned (a cached block may be larger).
+  void* take(size_t& bytes) {
+    std::vector<std::pair<size_t, void*>> evicted;
+    void* block = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.lower_bound(bytes);
+      if (it != free_.end() && it->first <= 2 * bytes) {
+        block = it->second;
+        bytes = it->first;
+        cached_ -= bytes;
+        free_.erase(it);
+      } else {
+        // A miss maps a new block: first give back cached blocks (the largest first) until the
+        // mapped total stays within the most ever in use at once, or the cache is empty.
+        const size_t ceiling = std::max(peak_, in_use_ + bytes);
+        while (!free_.empty() && in_use_ + cached_ + bytes > ceiling) {
+          auto largest = std::prev(free_.end());
+          evicted.emplace_back(*largest);
+          cached_ -= largest->first;
+          free_.erase(largest);
+        }
+      }
+      in_use_ += bytes;
+      peak_ = std::max(peak_, in_use_);
+    }
+    for (const auto& [size, base] : evicted) munmap(base, size);
+    if (block != nullptr) return block;
+    block = map_aligned(bytes);
+    if (block == nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      in_use_ -= bytes;
+    }
+    return block;
+  }
+
+  void give(void* base, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= bytes;
+    cached_ += bytes;
+    free_.emplace(bytes, base);
+  }
+
+  void release() {
+    std::multimap<size_t, void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks.swap(free_);
+      cached_ = 0;
+      peak_ = in_use_;
+    }
+    for (const auto& [size, base] : blocks) munmap(base, size);
+  }
+
+  BufferStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {in_use_, cached_, peak_};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+  size_t in_use_ = 0, cached_ = 0, peak_ = 0;
+};
+
+// Never destroyed: blocks may still be freed (and the idle thread run) while the process exits.
+BlockCache& cache() {
+  static BlockCache* instance = new BlockCache();
+  return *instance;
+}
+
+// Counts jobs in progress; a thread of its own gives the cache back kKeepWarm after the last ends.
+class IdleRelease {
+ public:
+  void started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_started_) {
+      std::thread([this] { loop(); }).detach();
+      thread_started_ = true;
+    }
+    ++jobs_;
+  }
+  void ended() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --jobs_;
+      last_end_ = std::chrono::steady_clock::now();
+      pending_ = true;
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return pending_ && jobs_ == 0; });
+      const auto due = last_end_ + kKeepWarm;
+      if (wake_.wait_until(lock, due, [this] { return jobs_ > 0; })) continue;  // busy again
+      if (std::chrono::steady_clock::now() < last_end_ + kKeepWarm) continue;   // another job ended meanwhile
+      pending_ = false;
+      lock.unlock();
+      cache().release();
+#ifdef __GLIBC__
+      // glibc keeps freed pages in per-thread arenas for reuse: hand them back too.
+      malloc_trim(0);
+#endif
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool thread_started_ = false, pending_ = false;
+  int jobs_ = 0;
+  std::chrono::steady_clock::time_point last_end_;
+};
+
+IdleRelease& idle_release() {
+  static IdleRelease* instance = new IdleRelease();
+  return *instance;
+}
+
+void* with_header(Header header) {
+  if (header.base == nullptr) throw std::bad_alloc();
+  *static_cast<Header*>(header.base) = header;
+  return static_cast<uint8_t*>(header.base) + kHeader;
+}
+
+void* from_malloc(size_t bytes) { return std::aligned_alloc(kHeader, round_up(kHeader + bytes, kHeader)); }
+
+}  // namespace
+
+void* alloc_buffer(size_t bytes) {
+  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
+  if (bytes < kMappedFrom) return with_header({from_malloc(bytes), 0});
+  size_t mapped = round_up(kHeader + bytes, kHugePage);
+  void* base = cache().take(mapped);
+  return with_header({base, mapped});
+}
+
+void* alloc_lasting(size_t bytes) {
+  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
+  return with_header({from_malloc(bytes), 0});
+}
+
+void free_buffer(void* p) noexcept {
+  if (p == nullptr) return;
+  const Header header = *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader);
+  if (header.mapped != 0) {
+    cache().give(header.base, header.mapped);
+  } else {
+    std::free(header.base);
+  }
+}
+
+JobInProgress::JobInProgress() { idle_release().started(); }
+JobInProgress::~JobInProgress() { idle_release().ended(); }
+
+BufferStats buffer_stats() { return cache().stats(); }
+void release_cached_buffers() { cache().release(); }
+
+}  // namespace bgone

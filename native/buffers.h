@@ -1,0 +1,73 @@
+// Large buffers for every big allocation of a job: our planes and pixels, the decoded image, and
+// ONNX Runtime's tensors (model.cc registers alloc_buffer and free_buffer as its CPU allocator).
+//
+// Why: a job touches a few hundred MB of memory, and memory goes back to the OS once the process is
+// idle. On the virtual machines we run on, the first touch of a 4 KiB page costs about 11 us (a
+// trap to the hypervisor per page): 128 MB cost 370 ms, about as much as the inference itself. So:
+// - blocks from 512 KiB up are mapped on their own, 2 MiB-aligned and marked MADV_HUGEPAGE: a
+//   transparent huge page is faulted in one trap (the same 128 MB: 8 ms). Where the kernel has
+//   transparent huge pages off, the advice is ignored and the pages are ordinary ones;
+// - a freed block is kept for the next block of a size it fits (back-to-back jobs ask for the same
+//   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for
+//   kKeepWarmMs (buffers.cc). The blocks mapped never add up to more than the most a job (or jobs
+//   at once) had in use at a time since the last release: the cache never raises the peak.
+// Smaller blocks come from malloc. docs/performance.md has the measurements.
+#pragma once
+#include <cstddef>
+#include <new>
+#include <vector>
+
+namespace bgone {
+
+// 64-byte aligned, never nullptr (throws std::bad_alloc). Release with free_buffer.
+void* alloc_buffer(size_t bytes);
+// The same, always from malloc and never cached: for memory that lives as long as a model does
+// (ONNX Runtime's weights, allocated once when a session is created).
+void* alloc_lasting(size_t bytes);
+void free_buffer(void* p) noexcept;
+
+// Marks a job in progress for as long as it lives: freed blocks stay cached while any job runs and
+// for kKeepWarmMs after the last one ends; then the cache goes back to the OS, with malloc_trim.
+class JobInProgress {
+ public:
+  JobInProgress();
+  ~JobInProgress();
+  JobInProgress(const JobInProgress&) = delete;
+  JobInProgress& operator=(const JobInProgress&) = delete;
+};
+
+struct BufferStats {
+  size_t in_use = 0;  // bytes of mapped blocks in use
+  size_t cached = 0;  // bytes of mapped blocks kept for reuse
+  size_t peak = 0;    // the most in use at once since the cache was last released
+};
+BufferStats buffer_stats();
+// Gives every cached block back now (the idle release does this by itself).
+void release_cached_buffers();
+
+// std::allocator over alloc_buffer, for std::vector.
+template <class T>
+struct BufferAllocator {
+  using value_type = T;
+  BufferAllocator() noexcept = default;
+  template <class U>
+  BufferAllocator(const BufferAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n > static_cast<size_t>(-1) / 2 / sizeof(T)) throw std::bad_alloc();
+    return static_cast<T*>(alloc_buffer(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t) noexcept { free_buffer(p); }
+  template <class U>
+  bool operator==(const BufferAllocator<U>&) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const BufferAllocator<U>&) const noexcept {
+    return false;
+  }
+};
+
+template <class T>
+using Buffer = std::vector<T, BufferAllocator<T>>;
+
+}  // namespace bgone
