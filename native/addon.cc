@@ -306,6 +306,7 @@ Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
   out.Set("inUse", static_cast<double>(stats.in_use));
   out.Set("cached", static_cast<double>(stats.cached));
   out.Set("peak", static_cast<double>(stats.peak));
+  out.Set("mapped", static_cast<double>(stats.mapped));
   return out;
 }
 

@@ -9,8 +9,8 @@
 //   transparent huge pages off, the advice is ignored and the pages are ordinary ones;
 // - a freed block is kept for the next block of a size it fits (back-to-back jobs ask for the same
 //   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for
-//   kKeepWarmMs (buffers.cc). The blocks mapped never add up to more than the most a job (or jobs
-//   at once) had in use at a time since the last release: the cache never raises the peak.
+//   kKeepWarm (buffers.cc). The blocks mapped never add up to more than 1.5 times the most that
+//   jobs had in use at once since the last release (a job's phases ask for different sizes).
 // Smaller blocks come from malloc. docs/performance.md has the measurements.
 #pragma once
 #include <cstddef>
@@ -27,7 +27,7 @@ void* alloc_lasting(size_t bytes);
 void free_buffer(void* p) noexcept;
 
 // Marks a job in progress for as long as it lives: freed blocks stay cached while any job runs and
-// for kKeepWarmMs after the last one ends; then the cache goes back to the OS, with malloc_trim.
+// for kKeepWarm after the last one ends; then the cache goes back to the OS, with malloc_trim.
 class JobInProgress {
  public:
   JobInProgress();
@@ -40,6 +40,7 @@ struct BufferStats {
   size_t in_use = 0;  // bytes of mapped blocks in use
   size_t cached = 0;  // bytes of mapped blocks kept for reuse
   size_t peak = 0;    // the most in use at once since the cache was last released
+  size_t mapped = 0;  // blocks mapped so far (a warm job maps none)
 };
 BufferStats buffer_stats();
 // Gives every cached block back now (the idle release does this by itself).

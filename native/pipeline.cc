@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <future>
@@ -162,7 +163,25 @@ Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, P
 
 }  // namespace
 
+static double proc_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+struct Tracer {
+  bool on = getenv("BGONE_TRACE") != nullptr;
+  Clock::time_point w = Clock::now();
+  double c = proc_cpu();
+  void mark(const char* what) {
+    if (!on) return;
+    double nc = proc_cpu();
+    fprintf(stderr, "  %-14s wall %6.1f cpu %6.1f\n", what, ms_since(w), nc - c);
+    w = Clock::now();
+    c = nc;
+  }
+};
 JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
+  Tracer tr;
   const auto start = Clock::now();
   JobResult result;
   Timings& t = result.timings;
@@ -187,10 +206,13 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     // pixel too, so decode once, before the inference, and derive the model's input from it. It no
     // longer runs beside the inference either, where it took cores from the model's threads.
     step = Clock::now();
+    tr.mark("header");
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
+    tr.mark("decode_full");
     step = Clock::now();
     small = model_input_from_decoded(*decoded, in_w, in_h);
+    tr.mark("model_input");
   } else {
     step = Clock::now();
     small = decode_for_model(data, length, format, header, in_w, in_h);
@@ -216,6 +238,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
   }
   t.preprocess = ms_since(step);
+  tr.mark("tensor");
 
   Plane mask(in_w, in_h);
   step = Clock::now();
@@ -236,6 +259,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     cost.waited += mirrored.waited;
     cost.cpu += mirrored.cpu;
   }
+  tr.mark("inference");
   t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
   Buffer<float>().swap(tensor);
@@ -252,7 +276,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   if (image_w != header.width || image_h != header.height)
     throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
 
+  tr.mark("clamp");
   const MaskStats stats = analyse_mask(mask);
+  tr.mark("analyse");
   if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * plane)) {
     throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
   }
@@ -268,6 +294,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   crop_and_resize(*decoded, box.x, box.y, box.w, box.h, out_w, out_h, rgb, input_alpha);
   decoded.reset();
   t.resize = ms_since(step);
+  tr.mark("crop_resize");
 
   step = Clock::now();
   // Output pixel centre -> mask pixel centre, per axis.
@@ -281,7 +308,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     const Plane half_mask = halve(small.data.data(), mask, half_guide);
     const GuidedCoefficients k = fit_guided(half_guide.data(), half_mask, std::max(1, o.guided_radius / 2), o.guided_eps);
     const AxisMap hx{mx.scale / 2, (mx.offset + 0.5) / 2 - 0.5}, hy{my.scale / 2, (my.offset + 0.5) / 2 - 0.5};
+    tr.mark("halve_fit");
     alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy);
+    tr.mark("apply");
   } else {
     alpha = resample_plane(mask, out_w, out_h, mx, my);
   }
@@ -302,17 +331,21 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
       }
     }
   });
+  tr.mark("levels_cov");
   Buffer<uint8_t> fg;
   if (!o.alpha_only) {
     if (o.refine) estimate_foreground(rgb.data, alpha);
     fg = std::move(rgb.data);
   }
+  tr.mark("foreground");
   Pixels composed = compose(o, alpha, fg);
+  tr.mark("compose");
   t.matting = ms_since(step);
 
   step = Clock::now();
   result.encoded = encode(composed, o);
   t.encode = ms_since(step);
+  tr.mark("encode");
   result.width = composed.width;
   result.height = composed.height;
   result.channels = composed.bands;

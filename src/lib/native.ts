@@ -88,14 +88,16 @@ interface Addon {
 }
 
 /**
- * The native core's large blocks (native/buffers.h), in bytes: in use by jobs now, kept warm for the
- * next job (given back to the OS about a second after the last job ends), and the most in use at
- * once since they were last given back (what the cached and in-use blocks together never exceed).
+ * The native core's large blocks (native/buffers.h): bytes in use by jobs now, bytes kept warm for
+ * the next job (given back to the OS about a second after the last job ends), the most bytes in use
+ * at once since they were last given back (the cached and in-use blocks together stay within 1.5
+ * times it), and how many blocks were mapped so far (a job on warm memory maps next to none).
  */
 export interface NativeMemoryStats {
   inUse: number;
   cached: number;
   peak: number;
+  mapped: number;
 }
 
 const ORT_LIBRARY_FILE = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';
