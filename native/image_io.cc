@@ -320,7 +320,7 @@ DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
   return result;
 }
 
-void crop_and_resize(const DecodedImage& decoded, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha) {
+void crop_and_resize(DecodedImage& decoded, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha) {
   VipsImage* src = decoded.image.get();
   VipsRef region;
   VipsImage* cur = src;
@@ -335,7 +335,16 @@ void crop_and_resize(const DecodedImage& decoded, int x, int y, int w, int h, in
   VipsRef resized = resize_exact(cur, out_w, out_h);
   if (resized.get() != nullptr) cur = resized.get();
   Pixels all;
-  copy_pixels(cur, all, ErrorCode::Internal);
+  if (cur == src) {
+    // The whole image at its own size (no crop, no resize): its decoded pixels are the result's,
+    // taken over rather than copied. `decoded` is not used again (run_job drops it next).
+    all.width = src->Xsize;
+    all.height = src->Ysize;
+    all.bands = src->Bands;
+    all.data = std::move(decoded.pixels);
+  } else {
+    copy_pixels(cur, all, ErrorCode::Internal);
+  }
   const size_t n = static_cast<size_t>(out_w) * out_h;
   rgb.width = alpha.width = out_w;
   rgb.height = alpha.height = out_h;

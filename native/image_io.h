@@ -55,7 +55,8 @@ bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, in
 
 // Crops the box (x, y, w, h) from the decoded image (extending past its edges by repeating them) and
 // resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).
-void crop_and_resize(const DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha);
+// The image's pixels may be taken over (no crop, no resize): it is not to be used afterwards.
+void crop_and_resize(DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha);
 
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
 // with free_encoded (it is handed to JavaScript without a copy).

@@ -17,9 +17,16 @@ std::atomic<int> g_cores_in_use{0};
 CoresInUse::CoresInUse(int cores) : cores_(cores) { g_cores_in_use += cores_; }
 CoresInUse::~CoresInUse() { g_cores_in_use -= cores_; }
 
-void parallel_for(int count, const std::function<void(int)>& fn) {
+namespace {
+// The cores no model run holds now (at least one: the caller's own thread).
+int free_cores() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = std::min(count, std::max(1, cores - g_cores_in_use.load()));
+  return std::max(1, cores - g_cores_in_use.load());
+}
+}  // namespace
+
+void parallel_for(int count, const std::function<void(int)>& fn) {
+  const int workers = std::min(count, free_cores());
   if (workers <= 1) {
     for (int i = 0; i < count; ++i) fn(i);
     return;
@@ -44,13 +51,20 @@ void parallel_for(int count, const std::function<void(int)>& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-void parallel_rows(int height, const std::function<void(int, int)>& fn) {
-  const int blocks = std::max(1, std::min(height, 64));
+namespace {
+void in_blocks(int height, int blocks, const std::function<void(int, int)>& fn) {
   parallel_for(blocks, [&](int b) {
     const int first = static_cast<int>(static_cast<long long>(height) * b / blocks);
     const int end = static_cast<int>(static_cast<long long>(height) * (b + 1) / blocks);
     if (first < end) fn(first, end);
   });
+}
+}  // namespace
+
+void parallel_rows(int height, const std::function<void(int, int)>& fn) { in_blocks(height, std::max(1, std::min(height, 64)), fn); }
+
+void parallel_bands(int height, const std::function<void(int, int)>& fn) {
+  in_blocks(height, std::max(1, std::min(height, free_cores())), fn);
 }
 
 namespace {
@@ -107,7 +121,7 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
     row_lo = std::min(row_lo, t.first);
     row_hi = std::max(row_hi, t.first + static_cast<int>(t.weights.size()) - 1);
   }
-  Plane horizontal(out_w, row_hi - row_lo + 1);
+  Plane horizontal(out_w, row_hi - row_lo + 1, Unfilled{});
   for (int y = row_lo; y <= row_hi; ++y) {
     const float* in = src.row(y);
     float* out = horizontal.row(y - row_lo);
@@ -132,109 +146,102 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
   return out;
 }
 
-void box_mean(const float* in, float* out, int w, int h, int r) {
-  // Horizontal running sums into tmp, then vertical running sums; both O(1) per pixel. Windows
-  // are clipped at the borders, so each position divides by its own count (precomputed inverses).
-  // `in` is read only by the first pass and `out` written only by the second: they may be one
-  // buffer, which spares the callers a plane each (fresh pages the kernel must fault in and zero).
-  Buffer<float> tmp(static_cast<size_t>(w) * h);
-  std::vector<double> inv_x(w), acc(w);
+namespace {
+
+// The box mean over a (2r+1)^2 window, clipped at the borders (each position divides by its own
+// count), of rows [y0, y1) of a C-channel image of w x h, channels interleaved. source(y, row)
+// writes row y (C * w floats) when asked, in increasing y; sink(y, mean) gets the mean of row y.
+// Rows are summed horizontally as they come into a ring of the 2r + 2 rows that the vertical
+// running sums need, so no plane of products or partial sums is ever stored: for the guided filter
+// (13 channels) that was 13 planes written and read twice. Sums are in double, as running sums must
+// be; with y0 = 0 the arithmetic is the same, step for step, as a separate pass per channel.
+template <int C, class Source, class Sink>
+void stream_box_mean(int w, int h, int r, int y0, int y1, Source&& source, Sink&& sink) {
+  const int ring_rows = 2 * r + 2;
+  const size_t row_size = static_cast<size_t>(w) * C;
+  Buffer<float> ring(row_size * ring_rows);
+  std::vector<float> src(row_size), out(row_size);
+  std::vector<double> acc(row_size, 0.0), inv_x(w);
   for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
-  // A row's running sum is one chain of dependent additions: four rows advance side by side so
-  // that the processor overlaps their chains (the same arithmetic per row, about twice as fast).
-  constexpr int kRows = 4;
-  for (int y0 = 0; y0 < h; y0 += kRows) {
-    const int rows = std::min(kRows, h - y0);
-    const float* src[kRows];
-    float* dst[kRows];
-    double sum[kRows] = {};
-    for (int k = 0; k < kRows; ++k) {
-      const int y = y0 + std::min(k, rows - 1);  // a short last block repeats its last row
-      src[k] = in + static_cast<size_t>(y) * w;
-      dst[k] = tmp.data() + static_cast<size_t>(y) * w;
-      for (int x = 0; x <= std::min(r, w - 1); ++x) sum[k] += src[k][x];
-    }
-    for (int x = 0; x < w; ++x) {
-      const bool add = x + r + 1 < w, sub = x - r >= 0;
-      for (int k = 0; k < kRows; ++k) {
-        dst[k][x] = static_cast<float>(sum[k] * inv_x[x]);
-        if (add) sum[k] += src[k][x + r + 1];
-        if (sub) sum[k] -= src[k][x - r];
+  auto slot = [&](int y) { return ring.data() + static_cast<size_t>(y % ring_rows) * row_size; };
+  int next = std::max(0, y0 - r);  // the next row to sum horizontally
+  auto ensure = [&](int y) {
+    for (; next <= y; ++next) {
+      source(next, src.data());
+      float* dst = slot(next);
+      double sum[C] = {};
+      for (int x = 0; x <= std::min(r, w - 1); ++x) {
+        for (int c = 0; c < C; ++c) sum[c] += src[static_cast<size_t>(x) * C + c];
       }
-    }
-  }
-  for (int y = 0; y <= std::min(r, h - 1); ++y) {
-    const float* src = tmp.data() + static_cast<size_t>(y) * w;
-    for (int x = 0; x < w; ++x) acc[x] += src[x];
-  }
-  for (int y = 0; y < h; ++y) {
-    const double inv = 1.0 / (std::min(h - 1, y + r) - std::max(0, y - r) + 1);
-    float* dst = out + static_cast<size_t>(y) * w;
-    const float* add = y + r + 1 < h ? tmp.data() + static_cast<size_t>(y + r + 1) * w : nullptr;
-    const float* sub = y - r >= 0 ? tmp.data() + static_cast<size_t>(y - r) * w : nullptr;
-    for (int x = 0; x < w; ++x) {
-      dst[x] = static_cast<float>(acc[x] * inv);
-      if (add) acc[x] += add[x];
-      if (sub) acc[x] -= sub[x];
-    }
-  }
-}
-
-Plane halve(const uint8_t* rgb, const Plane& mask, Buffer<uint8_t>& rgb_out) {
-  const int w = mask.width, hw = std::max(1, mask.width / 2), hh = std::max(1, mask.height / 2);
-  const int step_x = mask.width > 1 ? 1 : 0, step_y = mask.height > 1 ? w : 0;
-  Plane half(hw, hh);
-  rgb_out.resize(static_cast<size_t>(hw) * hh * 3);
-  parallel_rows(hh, [&](int first, int end) {
-    for (int y = first; y < end; ++y) {
-      for (int x = 0; x < hw; ++x) {
-        const size_t i0 = static_cast<size_t>(2 * y) * w + 2 * x, i1 = i0 + step_x, i2 = i0 + step_y, i3 = i2 + step_x;
-        const size_t o = static_cast<size_t>(y) * hw + x;
-        for (int c = 0; c < 3; ++c) {
-          rgb_out[o * 3 + c] = static_cast<uint8_t>((rgb[i0 * 3 + c] + rgb[i1 * 3 + c] + rgb[i2 * 3 + c] + rgb[i3 * 3 + c] + 2) / 4);
+      for (int x = 0; x < w; ++x) {
+        float* d = dst + static_cast<size_t>(x) * C;
+        for (int c = 0; c < C; ++c) d[c] = static_cast<float>(sum[c] * inv_x[x]);
+        if (x + r + 1 < w) {
+          const float* add = src.data() + static_cast<size_t>(x + r + 1) * C;
+          for (int c = 0; c < C; ++c) sum[c] += add[c];
         }
-        half.v[o] = (mask.v[i0] + mask.v[i1] + mask.v[i2] + mask.v[i3]) * 0.25f;
+        if (x - r >= 0) {
+          const float* sub = src.data() + static_cast<size_t>(x - r) * C;
+          for (int c = 0; c < C; ++c) sum[c] -= sub[c];
+        }
       }
     }
-  });
-  return half;
+  };
+  const int first = std::max(0, y0 - r), last = std::min(h - 1, y0 + r);
+  ensure(last);
+  for (int y = first; y <= last; ++y) {
+    const float* s = slot(y);
+    for (size_t i = 0; i < row_size; ++i) acc[i] += s[i];
+  }
+  for (int y = y0; y < y1; ++y) {
+    const double inv = 1.0 / (std::min(h - 1, y + r) - std::max(0, y - r) + 1);
+    for (size_t i = 0; i < row_size; ++i) out[i] = static_cast<float>(acc[i] * inv);
+    sink(y, out.data());
+    if (y + r + 1 < h) {
+      ensure(y + r + 1);
+      const float* s = slot(y + r + 1);
+      for (size_t i = 0; i < row_size; ++i) acc[i] += s[i];
+    }
+    if (y - r >= 0) {
+      const float* s = slot(y - r);
+      for (size_t i = 0; i < row_size; ++i) acc[i] -= s[i];
+    }
+  }
 }
 
-GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius, double eps) {
-  const int w = mask.width, h = mask.height;
-  const size_t n = static_cast<size_t>(w) * h;
-  // Products to average: I (3), p, I*p (3), I*I^T (6 unique).
-  Buffer<float> ch[13];
-  for (auto& c : ch) c.resize(n);
-  parallel_rows(h, [&](int first, int end) {
-    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
-      const float r = rgb[i * 3] / 255.f, g = rgb[i * 3 + 1] / 255.f, b = rgb[i * 3 + 2] / 255.f, p = mask.v[i];
-      ch[0][i] = r;
-      ch[1][i] = g;
-      ch[2][i] = b;
-      ch[3][i] = p;
-      ch[4][i] = r * p;
-      ch[5][i] = g * p;
-      ch[6][i] = b * p;
-      ch[7][i] = r * r;
-      ch[8][i] = r * g;
-      ch[9][i] = r * b;
-      ch[10][i] = g * g;
-      ch[11][i] = g * b;
-      ch[12][i] = b * b;
+}  // namespace
+
+GuidedCoefficients fit_guided_half(const uint8_t* rgb, const Plane& mask, int radius, double eps) {
+  const int fw = mask.width, w = std::max(1, mask.width / 2), h = std::max(1, mask.height / 2);
+  const int step_x = mask.width > 1 ? 1 : 0, step_y = mask.height > 1 ? fw : 0;
+  // The guide and the mask averaged 2x2 (the guide rounded to 8 bits), then the products whose
+  // local means the filter needs: I (3), p, I*p (3), I*I^T (6 unique).
+  auto products = [&](int y, float* row) {
+    for (int x = 0; x < w; ++x) {
+      const size_t i0 = static_cast<size_t>(2 * y) * fw + 2 * x, i1 = i0 + step_x, i2 = i0 + step_y, i3 = i2 + step_x;
+      float I[3];
+      for (int c = 0; c < 3; ++c) {
+        I[c] = static_cast<uint8_t>((rgb[i0 * 3 + c] + rgb[i1 * 3 + c] + rgb[i2 * 3 + c] + rgb[i3 * 3 + c] + 2) / 4) / 255.f;
+      }
+      const float p = (mask.v[i0] + mask.v[i1] + mask.v[i2] + mask.v[i3]) * 0.25f;
+      const float r = I[0], g = I[1], b = I[2];
+      float* o = row + static_cast<size_t>(x) * 13;
+      o[0] = r, o[1] = g, o[2] = b, o[3] = p;
+      o[4] = r * p, o[5] = g * p, o[6] = b * p;
+      o[7] = r * r, o[8] = r * g, o[9] = r * b, o[10] = g * g, o[11] = g * b, o[12] = b * b;
     }
-  });
-  parallel_for(13, [&](int c) { box_mean(ch[c].data(), ch[c].data(), w, h, radius); });
-  GuidedCoefficients k;
-  for (auto& a : k.a) a = Plane(w, h);
-  k.b = Plane(w, h);
-  parallel_rows(h, [&](int first, int end) {
-    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
-      const double mr = ch[0][i], mg = ch[1][i], mb = ch[2][i], mp = ch[3][i];
-      const double cr = ch[4][i] - mr * mp, cg = ch[5][i] - mg * mp, cb = ch[6][i] - mb * mp;
-      // Covariance of the guide plus eps on the diagonal, inverted by cofactors (symmetric 3x3).
-      const double srr = ch[7][i] - mr * mr + eps, srg = ch[8][i] - mr * mg, srb = ch[9][i] - mr * mb;
-      const double sgg = ch[10][i] - mg * mg + eps, sgb = ch[11][i] - mg * mb, sbb = ch[12][i] - mb * mb + eps;
+  };
+  // Each pixel's linear model from the local means: the guide's covariance plus eps on the
+  // diagonal, inverted by cofactors (symmetric 3x3), times its covariance with the mask.
+  Buffer<float> raw(static_cast<size_t>(w) * h * 4);
+  auto solve = [&](int y, const float* m) {
+    float* out = raw.data() + static_cast<size_t>(y) * w * 4;
+    for (int x = 0; x < w; ++x) {
+      const float* ch = m + static_cast<size_t>(x) * 13;
+      const double mr = ch[0], mg = ch[1], mb = ch[2], mp = ch[3];
+      const double cr = ch[4] - mr * mp, cg = ch[5] - mg * mp, cb = ch[6] - mb * mp;
+      const double srr = ch[7] - mr * mr + eps, srg = ch[8] - mr * mg, srb = ch[9] - mr * mb;
+      const double sgg = ch[10] - mg * mg + eps, sgb = ch[11] - mg * mb, sbb = ch[12] - mb * mb + eps;
       const double i00 = sgg * sbb - sgb * sgb, i01 = srb * sgb - srg * sbb, i02 = srg * sgb - srb * sgg;
       const double i11 = srr * sbb - srb * srb, i12 = srb * srg - srr * sgb, i22 = srr * sgg - srg * srg;
       const double det = srr * i00 + srg * i01 + srb * i02;
@@ -242,14 +249,23 @@ GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius,
       const double ar = (i00 * cr + i01 * cg + i02 * cb) * inv;
       const double ag = (i01 * cr + i11 * cg + i12 * cb) * inv;
       const double ab = (i02 * cr + i12 * cg + i22 * cb) * inv;
-      k.a[0].v[i] = static_cast<float>(ar);
-      k.a[1].v[i] = static_cast<float>(ag);
-      k.a[2].v[i] = static_cast<float>(ab);
-      k.b.v[i] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
+      float* o = out + static_cast<size_t>(x) * 4;
+      o[0] = static_cast<float>(ar);
+      o[1] = static_cast<float>(ag);
+      o[2] = static_cast<float>(ab);
+      o[3] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
     }
-  });
-  Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
-  parallel_for(4, [&](int c) { box_mean(planes[c]->v.data(), planes[c]->v.data(), w, h, radius); });
+  };
+  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<13>(w, h, radius, y0, y1, products, solve); });
+  // Then the coefficients' own local means: what is applied.
+  GuidedCoefficients k;
+  k.width = w;
+  k.height = h;
+  k.v.resize(raw.size());
+  const size_t row_size = static_cast<size_t>(w) * 4;
+  auto coefficients = [&](int y, float* row) { std::copy_n(raw.data() + y * row_size, row_size, row); };
+  auto keep = [&](int y, const float* m) { std::copy_n(m, row_size, k.v.data() + y * row_size); };
+  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<4>(w, h, radius, y0, y1, coefficients, keep); });
   return k;
 }
 
@@ -272,46 +288,48 @@ std::vector<Lerp> lerps(int out_n, int src_n, AxisMap map) {
 
 }  // namespace
 
-Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my) {
-  Plane q(out_w, out_h);
+Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my,
+                   const std::function<void(int, float*)>& finish) {
+  Plane q(out_w, out_h, Unfilled{});
+  const int sw = k.width, sh = k.height;
   if (mx.scale > 1.0 || my.scale > 1.0) {
     // Shrinking: antialiased resampling of each coefficient plane (the output is small here).
-    Plane ar = resample_plane(k.a[0], out_w, out_h, mx, my);
-    Plane ag = resample_plane(k.a[1], out_w, out_h, mx, my);
-    Plane ab = resample_plane(k.a[2], out_w, out_h, mx, my);
-    Plane b = resample_plane(k.b, out_w, out_h, mx, my);
+    Plane planes[4];
+    for (int c = 0; c < 4; ++c) {
+      Plane plane(sw, sh, Unfilled{});
+      for (size_t i = 0; i < plane.v.size(); ++i) plane.v[i] = k.v[i * 4 + c];
+      planes[c] = resample_plane(plane, out_w, out_h, mx, my);
+    }
+    const Plane &ar = planes[0], &ag = planes[1], &ab = planes[2], &b = planes[3];
     for (size_t i = 0; i < q.v.size(); ++i) {
       const float v = b.v[i] + (ar.v[i] * rgb[i * 3] + ag.v[i] * rgb[i * 3 + 1] + ab.v[i] * rgb[i * 3 + 2]) * (1.f / 255.f);
       q.v[i] = std::clamp(v, 0.f, 1.f);
     }
+    for (int y = 0; y < out_h; ++y) finish(y, q.row(y));
     return q;
   }
   // Enlarging (the common case for photos): bilinear, fused, without full-size coefficient planes:
-  // each output row interpolates the four planes vertically once, then horizontally per pixel.
-  const int sw = k.b.width;
-  const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, k.b.height, my);
-  const Plane* planes[4] = {&k.a[0], &k.a[1], &k.a[2], &k.b};
-  const int bands = 4;
+  // each output row interpolates the coefficients' rows vertically once, then horizontally per pixel.
+  const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, sh, my);
   parallel_rows(out_h, [&](int y_begin, int y_end) {
-    std::vector<float> row(static_cast<size_t>(sw) * bands);
+    std::vector<float> row(static_cast<size_t>(sw) * 4);
     for (int y = y_begin; y < y_end; ++y) {
       const Lerp& v = ly[y];
-      for (int c = 0; c < bands; ++c) {
-        const float* r0 = planes[c]->row(v.i0);
-        const float* r1 = planes[c]->row(v.i1);
-        for (int x = 0; x < sw; ++x) row[static_cast<size_t>(x) * bands + c] = r0[x] + (r1[x] - r0[x]) * v.f;
-      }
+      const float* r0 = k.row(v.i0);
+      const float* r1 = k.row(v.i1);
+      for (size_t i = 0; i < row.size(); ++i) row[i] = r0[i] + (r1[i] - r0[i]) * v.f;
       const uint8_t* px = rgb + static_cast<size_t>(y) * out_w * 3;
       float* out = q.row(y);
       for (int x = 0; x < out_w; ++x) {
         const Lerp& h = lx[x];
-        const float* p0 = row.data() + static_cast<size_t>(h.i0) * bands;
-        const float* p1 = row.data() + static_cast<size_t>(h.i1) * bands;
+        const float* p0 = row.data() + static_cast<size_t>(h.i0) * 4;
+        const float* p1 = row.data() + static_cast<size_t>(h.i1) * 4;
         const float ar = p0[0] + (p1[0] - p0[0]) * h.f, ag = p0[1] + (p1[1] - p0[1]) * h.f;
         const float ab = p0[2] + (p1[2] - p0[2]) * h.f, b = p0[3] + (p1[3] - p0[3]) * h.f;
         const float value = b + (ar * px[x * 3] + ag * px[x * 3 + 1] + ab * px[x * 3 + 2]) * (1.f / 255.f);
         out[x] = std::clamp(value, 0.f, 1.f);
       }
+      finish(y, out);
     }
   });
   return q;
@@ -327,65 +345,82 @@ namespace {
 constexpr double kForegroundFullPixels = 1e6;
 constexpr double kForegroundWorkPixels = 0.4e6;
 
-// Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion).
+// Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion): the box means of
+// alpha, F * alpha and B * (1 - alpha), streamed together (seven channels), divided row by row.
 void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plane& alpha, int radius, Buffer<float>& f_hat,
                     Buffer<float>& b_hat) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  Buffer<float> blurred_a(n), fa[3], ba[3];
-  parallel_for(7, [&](int job) {
-    if (job == 6) {
-      box_mean(alpha.v.data(), blurred_a.data(), w, h, radius);
-      return;
-    }
-    const int c = job % 3;
-    const bool is_fg = job < 3;
-    Buffer<float>& out = is_fg ? fa[c] : ba[c];
-    out.resize(n);
-    const Buffer<float>& src = is_fg ? fg : bg;
-    for (size_t i = 0; i < n; ++i) out[i] = src[i * 3 + c] * (is_fg ? alpha.v[i] : 1.f - alpha.v[i]);
-    box_mean(out.data(), out.data(), w, h, radius);  // in place
-  });
   f_hat.resize(n * 3);
   b_hat.resize(n * 3);
-  parallel_rows(h, [&](int first, int end) {
-    for (size_t i = static_cast<size_t>(first) * w; i < static_cast<size_t>(end) * w; ++i) {
-      const float wa = blurred_a[i], wb = 1.f - blurred_a[i];
+  auto weighted = [&](int y, float* row) {
+    const size_t base = static_cast<size_t>(y) * w;
+    for (int x = 0; x < w; ++x) {
+      const size_t i = base + x;
+      const float a = alpha.v[i];
+      float* o = row + static_cast<size_t>(x) * 7;
+      o[0] = a;
       for (int c = 0; c < 3; ++c) {
-        f_hat[i * 3 + c] = wa > 1e-5f ? fa[c][i] / wa : fg[i * 3 + c];
-        b_hat[i * 3 + c] = wb > 1e-5f ? ba[c][i] / wb : bg[i * 3 + c];
+        o[1 + c] = fg[i * 3 + c] * a;
+        o[4 + c] = bg[i * 3 + c] * (1.f - a);
       }
     }
-  });
+  };
+  auto divide = [&](int y, const float* m) {
+    const size_t base = static_cast<size_t>(y) * w;
+    for (int x = 0; x < w; ++x) {
+      const size_t i = base + x;
+      const float* ch = m + static_cast<size_t>(x) * 7;
+      const float wa = ch[0], wb = 1.f - ch[0];
+      for (int c = 0; c < 3; ++c) {
+        f_hat[i * 3 + c] = wa > 1e-5f ? ch[1 + c] / wa : fg[i * 3 + c];
+        b_hat[i * 3 + c] = wb > 1e-5f ? ch[4 + c] / wb : bg[i * 3 + c];
+      }
+    }
+  };
+  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<7>(w, h, radius, y0, y1, weighted, divide); });
 }
 
 // Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
 void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, Buffer<float>& image, Plane& small_alpha) {
   const int w = alpha.width, h = alpha.height;
   const int sw = (w + factor - 1) / factor, sh = (h + factor - 1) / factor;
-  small_alpha = Plane(sw, sh);
-  image.assign(static_cast<size_t>(sw) * sh * 3, 0.f);
+  small_alpha = Plane(sw, sh, Unfilled{});
+  image.resize(static_cast<size_t>(sw) * sh * 3);
   parallel_rows(sh, [&](int sy_begin, int sy_end) {
-    std::vector<float> count(sw);
+    // Colour sums in integers (exact, as the float sums of whole numbers they replace were), alpha
+    // in float, in the same order as before: the same values, without a float add per sample.
+    std::vector<uint32_t> colour(static_cast<size_t>(sw) * 3);
+    std::vector<float> a_sum(sw);
     for (int sy = sy_begin; sy < sy_end; ++sy) {
-      std::fill(count.begin(), count.end(), 0.f);
-      float* img_row = image.data() + static_cast<size_t>(sy) * sw * 3;
-      float* a_row = small_alpha.row(sy);
-      for (int y = sy * factor; y < std::min(h, (sy + 1) * factor); ++y) {
+      std::fill(colour.begin(), colour.end(), 0u);
+      std::fill(a_sum.begin(), a_sum.end(), 0.f);
+      const int y_end = std::min(h, (sy + 1) * factor);
+      for (int y = sy * factor; y < y_end; ++y) {
         const uint8_t* px = rgb + static_cast<size_t>(y) * w * 3;
         const float* a = alpha.row(y);
-        for (int x = 0; x < w; ++x) {
-          const int sx = x / factor;
-          img_row[sx * 3] += px[x * 3];
-          img_row[sx * 3 + 1] += px[x * 3 + 1];
-          img_row[sx * 3 + 2] += px[x * 3 + 2];
-          a_row[sx] += a[x];
-          count[sx] += 1;
+        for (int sx = 0, x = 0; sx < sw; ++sx) {
+          uint32_t r = 0, g = 0, b = 0;
+          float as = a_sum[sx];
+          for (const int x_end = std::min(w, x + factor); x < x_end; ++x) {
+            r += px[x * 3];
+            g += px[x * 3 + 1];
+            b += px[x * 3 + 2];
+            as += a[x];
+          }
+          colour[sx * 3] += r;
+          colour[sx * 3 + 1] += g;
+          colour[sx * 3 + 2] += b;
+          a_sum[sx] = as;
         }
       }
+      const int rows = y_end - sy * factor;
+      float* img_row = image.data() + static_cast<size_t>(sy) * sw * 3;
+      float* a_row = small_alpha.row(sy);
       for (int sx = 0; sx < sw; ++sx) {
-        for (int c = 0; c < 3; ++c) img_row[sx * 3 + c] /= count[sx] * 255.f;
-        a_row[sx] /= count[sx];
+        const float count = static_cast<float>(rows * (std::min(w, (sx + 1) * factor) - sx * factor));
+        for (int c = 0; c < 3; ++c) img_row[sx * 3 + c] = static_cast<float>(colour[sx * 3 + c]) / (count * 255.f);
+        a_row[sx] = a_sum[sx] / count;
       }
     }
   });

@@ -18,11 +18,15 @@
 
 namespace bgone {
 
+// Asks a Plane for no fill: for a plane that is written whole before it is read.
+struct Unfilled {};
+
 struct Plane {
   int width = 0, height = 0;
   Buffer<float> v;
   Plane() = default;
   Plane(int w, int h, float fill = 0.f) : width(w), height(h), v(static_cast<size_t>(w) * h, fill) {}
+  Plane(int w, int h, Unfilled) : width(w), height(h), v(static_cast<size_t>(w) * h) {}
   float* row(int y) { return v.data() + static_cast<size_t>(y) * width; }
   const float* row(int y) const { return v.data() + static_cast<size_t>(y) * width; }
 };
@@ -58,20 +62,25 @@ void parallel_rows(int height, const std::function<void(int, int)>& fn);
 // 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).
 inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0.f : v >= 1.f ? 1.f : v) * 255.f + 0.5f); }
 
-// Box mean over a (2r+1)^2 window, windows clipped at the borders. `in` and `out` may be the same.
-void box_mean(const float* in, float* out, int w, int h, int r);
+// Splits rows [0, height) into one contiguous band per free core: fn(first_row, end_row). For
+// work whose bands each pay a start-up (the streamed box means below read r rows around them).
+void parallel_bands(int height, const std::function<void(int, int)>& fn);
 
-// 2x2 averages of an interleaved RGB image and of its mask (same size, even sides; an odd last
-// row or column is dropped). Returns the mask; the image goes to `rgb_out`.
-Plane halve(const uint8_t* rgb, const Plane& mask, Buffer<uint8_t>& rgb_out);
-
+// The guided filter's coefficients on the grid they were fitted on, four per pixel, interleaved:
+// a_r, a_g, a_b, b, where alpha = a . rgb + b with rgb in 0..1.
 struct GuidedCoefficients {
-  Plane a[3], b;  // alpha = a . rgb + b, rgb in 0..1
+  int width = 0, height = 0;
+  Buffer<float> v;
+  const float* row(int y) const { return v.data() + static_cast<size_t>(y) * width * 4; }
 };
-// Fits the colour guided filter of `mask` guided by `rgb` (interleaved 8-bit, same size).
-GuidedCoefficients fit_guided(const uint8_t* rgb, const Plane& mask, int radius, double eps);
-// Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h).
-Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my);
+// Fits the colour guided filter of `mask` guided by `rgb` (interleaved 8-bit, the mask's size) at
+// half that resolution: both are averaged 2x2 (an odd last row or column is dropped) on the way in,
+// and box means of `radius` are taken at the half resolution.
+GuidedCoefficients fit_guided_half(const uint8_t* rgb, const Plane& mask, int radius, double eps);
+// Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h): the
+// alpha, clamped to 0..1. finish(y, row) then gets each row while it is still in the cache.
+Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my,
+                   const std::function<void(int, float*)>& finish);
 
 // Replaces the colours of the pixels with 0 < alpha < 1 by their foreground colours, in place; the
 // others keep the image colour. rgb is interleaved 8-bit, the size of alpha; alpha is 0..1.

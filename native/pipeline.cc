@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <future>
@@ -32,13 +31,15 @@ struct MaskStats {
   int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
 };
 
-MaskStats analyse_mask(const Plane& mask) {
+// Clamps the model's output to 0..1 in place and finds the subject in it.
+MaskStats clamp_and_analyse(Plane& mask) {
   MaskStats s;
   s.u0 = mask.width;
   s.v0 = mask.height;
   for (int y = 0; y < mask.height; ++y) {
-    const float* row = mask.row(y);
+    float* row = mask.row(y);
     for (int x = 0; x < mask.width; ++x) {
+      row[x] = std::clamp(row[x], 0.f, 1.f);
       if (row[x] < 0.5f) continue;
       ++s.subject_pixels;
       s.u0 = std::min(s.u0, x);
@@ -151,7 +152,7 @@ Pixels compose(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& f
 // tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the run's cost.
 Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, Plane& mask) {
   for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
-  Plane mirrored(w, h);
+  Plane mirrored(w, h, Unfilled{});
   const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
   for (int y = 0; y < h; ++y) {
     float* out = mask.row(y);
@@ -163,25 +164,7 @@ Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, P
 
 }  // namespace
 
-static double proc_cpu() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-struct Tracer {
-  bool on = getenv("BGONE_TRACE") != nullptr;
-  Clock::time_point w = Clock::now();
-  double c = proc_cpu();
-  void mark(const char* what) {
-    if (!on) return;
-    double nc = proc_cpu();
-    fprintf(stderr, "  %-14s wall %6.1f cpu %6.1f\n", what, ms_since(w), nc - c);
-    w = Clock::now();
-    c = nc;
-  }
-};
 JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
-  Tracer tr;
   const auto start = Clock::now();
   JobResult result;
   Timings& t = result.timings;
@@ -206,13 +189,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     // pixel too, so decode once, before the inference, and derive the model's input from it. It no
     // longer runs beside the inference either, where it took cores from the model's threads.
     step = Clock::now();
-    tr.mark("header");
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
-    tr.mark("decode_full");
     step = Clock::now();
     small = model_input_from_decoded(*decoded, in_w, in_h);
-    tr.mark("model_input");
   } else {
     step = Clock::now();
     small = decode_for_model(data, length, format, header, in_w, in_h);
@@ -238,9 +218,8 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
   }
   t.preprocess = ms_since(step);
-  tr.mark("tensor");
 
-  Plane mask(in_w, in_h);
+  Plane mask(in_w, in_h, Unfilled{});
   step = Clock::now();
   Model::RunCost cost;
   try {
@@ -259,11 +238,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     cost.waited += mirrored.waited;
     cost.cpu += mirrored.cpu;
   }
-  tr.mark("inference");
   t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
   Buffer<float>().swap(tensor);
-  for (float& v : mask.v) v = std::clamp(v, 0.f, 1.f);
 
   t.inference_cpu = cost.cpu;
   if (full.valid()) {
@@ -276,9 +253,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   if (image_w != header.width || image_h != header.height)
     throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
 
-  tr.mark("clamp");
-  const MaskStats stats = analyse_mask(mask);
-  tr.mark("analyse");
+  const MaskStats stats = clamp_and_analyse(mask);
   if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * plane)) {
     throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
   }
@@ -294,58 +269,50 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   crop_and_resize(*decoded, box.x, box.y, box.w, box.h, out_w, out_h, rgb, input_alpha);
   decoded.reset();
   t.resize = ms_since(step);
-  tr.mark("crop_resize");
 
   step = Clock::now();
   // Output pixel centre -> mask pixel centre, per axis.
   const double kx = static_cast<double>(in_w) / image_w, ky = static_cast<double>(in_h) / image_h;
   const AxisMap mx{static_cast<double>(box.w) / out_w * kx, (box.x + 0.5 * box.w / out_w) * kx - 0.5};
   const AxisMap my{static_cast<double>(box.h) / out_h * ky, (box.y + 0.5 * box.h / out_h) * ky - 0.5};
-  Plane alpha;
-  if (o.refine) {
-    // Fitted at half the model's resolution: 4x less work for the same scores (bench/quality).
-    Buffer<uint8_t> half_guide;
-    const Plane half_mask = halve(small.data.data(), mask, half_guide);
-    const GuidedCoefficients k = fit_guided(half_guide.data(), half_mask, std::max(1, o.guided_radius / 2), o.guided_eps);
-    const AxisMap hx{mx.scale / 2, (mx.offset + 0.5) / 2 - 0.5}, hy{my.scale / 2, (my.offset + 0.5) / 2 - 0.5};
-    tr.mark("halve_fit");
-    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy);
-    tr.mark("apply");
-  } else {
-    alpha = resample_plane(mask, out_w, out_h, mx, my);
-  }
   const std::vector<float> cov_x = coverage(out_w, box.x, box.w, image_w);
   const std::vector<float> cov_y = coverage(out_h, box.y, box.h, image_h);
   const bool levels = o.refine && o.levels_low < o.levels_high;
   const float level_scale = levels ? 1.f / (o.levels_high - o.levels_low) : 1.f;
-  parallel_rows(out_h, [&](int first, int end) {
-    for (int y = first; y < end; ++y) {
-      float* row = alpha.row(y);
-      const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
-      for (int x = 0; x < out_w; ++x) {
-        float a = std::clamp(row[x], 0.f, 1.f);
-        if (levels) a = std::clamp((a - o.levels_low) * level_scale, 0.f, 1.f);
-        a *= cov_x[x] * cov_y[y];
-        if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
-        row[x] = a;
-      }
+  // Levels, then the share of each pixel inside the image, then the upload's own alpha.
+  auto finish = [&](int y, float* row) {
+    const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
+    for (int x = 0; x < out_w; ++x) {
+      float a = std::clamp(row[x], 0.f, 1.f);
+      if (levels) a = std::clamp((a - o.levels_low) * level_scale, 0.f, 1.f);
+      a *= cov_x[x] * cov_y[y];
+      if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
+      row[x] = a;
     }
-  });
-  tr.mark("levels_cov");
+  };
+  Plane alpha;
+  if (o.refine) {
+    // Fitted at half the model's resolution: 4x less work for the same scores (bench/quality).
+    const GuidedCoefficients k = fit_guided_half(small.data.data(), mask, std::max(1, o.guided_radius / 2), o.guided_eps);
+    const AxisMap hx{mx.scale / 2, (mx.offset + 0.5) / 2 - 0.5}, hy{my.scale / 2, (my.offset + 0.5) / 2 - 0.5};
+    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, finish);
+  } else {
+    alpha = resample_plane(mask, out_w, out_h, mx, my);
+    parallel_rows(out_h, [&](int first, int end) {
+      for (int y = first; y < end; ++y) finish(y, alpha.row(y));
+    });
+  }
   Buffer<uint8_t> fg;
   if (!o.alpha_only) {
     if (o.refine) estimate_foreground(rgb.data, alpha);
     fg = std::move(rgb.data);
   }
-  tr.mark("foreground");
   Pixels composed = compose(o, alpha, fg);
-  tr.mark("compose");
   t.matting = ms_since(step);
 
   step = Clock::now();
   result.encoded = encode(composed, o);
   t.encode = ms_since(step);
-  tr.mark("encode");
   result.width = composed.width;
   result.height = composed.height;
   result.channels = composed.bands;
