@@ -23,7 +23,7 @@
  * 6 requests, fewer core calls (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
  *
  * Issue 19's figures: the bare inference of the default model's file at 1024² by onnxruntime-node with
- * its defaults, in a separate process (helpers/ort-inference.ts, one-shot) before the first level
+ * its defaults but the core's intra-op thread count (helpers/ort-inference.ts), in a separate process (helpers/ort-inference.ts, one-shot) before the first level
  * and after the last, never beside the service; the p50 at concurrency 1 over it (target <= 1.15),
  * the req/s at concurrency 4 over 1 / it (target >= 0.9), the per-stage times and the CPU outside
  * inference (process CPU per call less the CPU while the model ran) of the core's sequential calls,
@@ -162,7 +162,7 @@ interface CoreRun {
   cpu: CpuShare;
 }
 
-/** Bare inference of the model's file by onnxruntime-node with its defaults, in its own process (ms per run). */
+/** Bare inference of the model's file by onnxruntime-node (its defaults, the core's threads), in its own process (ms per run). */
 async function bareInference(model: string): Promise<number[]> {
   const out = JSON.parse((await runToCompletion(ORT_CHILD, ['--model', model, '--runs', String(BARE_RUNS), '--warmup', '1'])).toString('utf8')) as {
     times: number[];

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "buffers.h"
+#include "parallel.h"
 
 namespace bgone {
 
@@ -39,32 +40,8 @@ struct AxisMap {
 // Resamples `src` to out_w x out_h; a linear (tent) filter widened when shrinking, edges clamped.
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my);
 
-// One budget of threads for the process: while a model runs on the CPU, its threads hold the cores
-// (CoresInUse, model.cc), and another job's parallel loops below use only the cores left (at least
-// one, its own thread), instead of adding as many threads again. On two cores a second pair of
-// threads beside the model's made both slower: the model's steps wait for their slowest thread.
-class CoresInUse {
- public:
-  explicit CoresInUse(int cores);
-  ~CoresInUse();
-  CoresInUse(const CoresInUse&) = delete;
-  CoresInUse& operator=(const CoresInUse&) = delete;
-
- private:
-  int cores_;
-};
-
-// Runs fn(0..count-1) on up to one thread per free core (above); rethrows the first exception.
-void parallel_for(int count, const std::function<void(int)>& fn);
-// Splits rows [0, height) into contiguous blocks run in parallel: fn(first_row, end_row).
-void parallel_rows(int height, const std::function<void(int, int)>& fn);
-
 // 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).
 inline uint8_t unit_to_byte(float v) { return static_cast<uint8_t>((v <= 0.f ? 0.f : v >= 1.f ? 1.f : v) * 255.f + 0.5f); }
-
-// Splits rows [0, height) into one contiguous band per free core: fn(first_row, end_row). For
-// work whose bands each pay a start-up (the streamed box means below read r rows around them).
-void parallel_bands(int height, const std::function<void(int, int)>& fn);
 
 // The guided filter's coefficients on the grid they were fitted on, four per pixel, interleaved:
 // a_r, a_g, a_b, b, where alpha = a . rgb + b with rgb in 0..1.

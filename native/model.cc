@@ -9,8 +9,8 @@
 
 #include "buffers.h"
 #include "errors.h"
-#include "matting.h"
 #include "onnxruntime_c_api.h"
+#include "parallel.h"
 #include "providers.h"
 
 namespace bgone {

@@ -1,0 +1,213 @@
+#include "png_writer.h"
+
+#include <dlfcn.h>
+#include <glib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "buffers.h"
+#include "errors.h"
+#include "parallel.h"
+
+namespace bgone {
+namespace {
+
+// The part of zlib's ABI used here, as zlib.h declares it (unchanged since zlib 1.0): the headers
+// are not among those an addon builds against, and the functions come from the running process.
+struct ZStream {
+  const uint8_t* next_in;
+  unsigned avail_in;
+  unsigned long total_in;
+  uint8_t* next_out;
+  unsigned avail_out;
+  unsigned long total_out;
+  const char* msg;
+  void* state;
+  void* (*zalloc)(void*, unsigned, unsigned);
+  void (*zfree)(void*, void*);
+  void* opaque;
+  int data_type;
+  unsigned long adler;
+  unsigned long reserved;
+};
+constexpr int kZOk = 0, kZStreamEnd = 1;
+constexpr int kZNoFlush = 0, kZSyncFlush = 2, kZFinish = 4;
+constexpr int kZDeflated = 8, kZDefaultStrategy = 0;
+constexpr int kRawWindowBits = -15;  // a raw deflate stream: the zlib header and checksum are ours
+constexpr int kMemLevel = 8;
+
+struct Zlib {
+  int (*deflate_init2)(ZStream*, int, int, int, int, int, const char*, int);
+  int (*deflate)(ZStream*, int);
+  int (*deflate_end)(ZStream*);
+  unsigned long (*deflate_bound)(ZStream*, unsigned long);
+  unsigned long (*crc32)(unsigned long, const uint8_t*, unsigned);
+  unsigned long (*adler32)(unsigned long, const uint8_t*, unsigned);
+  unsigned long (*adler32_combine)(unsigned long, unsigned long, long);
+};
+
+template <class F>
+bool find(F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+  return fn != nullptr;
+}
+
+// The process's zlib, or nullptr when it does not export one.
+const Zlib* zlib() {
+  static const Zlib* found = [] {
+    static Zlib z;
+    const bool all = find(z.deflate_init2, "deflateInit2_") && find(z.deflate, "deflate") && find(z.deflate_end, "deflateEnd") &&
+                     find(z.deflate_bound, "deflateBound") && find(z.crc32, "crc32") && find(z.adler32, "adler32") &&
+                     find(z.adler32_combine, "adler32_combine");
+    return all ? &z : nullptr;
+  }();
+  return found;
+}
+
+// zlib's checksums take at most 4 GiB at a time.
+constexpr size_t kChecksumStep = size_t{1} << 30;
+unsigned long checksum(unsigned long (*fn)(unsigned long, const uint8_t*, unsigned), unsigned long sum, const uint8_t* p, size_t n) {
+  for (size_t done = 0; done < n; done += kChecksumStep) sum = fn(sum, p + done, static_cast<unsigned>(std::min(kChecksumStep, n - done)));
+  return sum;
+}
+
+// Pixels per segment: each segment costs a flush (a few bytes) and a cold start of the compressor's
+// matches (a few hundred bytes); 2 MiB makes 4 segments at 2 MP, 23 at 12 MP.
+constexpr size_t kSegmentBytes = size_t{2} << 20;
+// Rows filtered and deflated per call: small enough to stay in the cache.
+constexpr size_t kFilterBlockBytes = size_t{256} << 10;
+constexpr uint8_t kFilterUp = 2;
+
+// One run of rows, filtered and deflated into `out` (a raw deflate stream that ends on a byte
+// boundary; the last segment's ends the stream).
+struct Segment {
+  int first_row = 0, end_row = 0;
+  Buffer<uint8_t> out;
+  size_t size = 0;
+  unsigned long adler = 1;
+  size_t raw_bytes = 0;
+};
+
+void deflate_segment(const Zlib& z, const Pixels& px, int level, bool last, Segment& seg) {
+  const size_t stride = static_cast<size_t>(px.width) * px.bands, row_bytes = stride + 1;
+  const int rows = seg.end_row - seg.first_row;
+  seg.raw_bytes = row_bytes * rows;
+  ZStream s{};
+  if (z.deflate_init2(&s, level, kZDeflated, kRawWindowBits, kMemLevel, kZDefaultStrategy, "1", sizeof(ZStream)) != kZOk) {
+    throw PipelineError(ErrorCode::Internal, "zlib refused to start");
+  }
+  try {
+    seg.out.resize(z.deflate_bound(&s, seg.raw_bytes) + 64);
+    s.next_out = seg.out.data();
+    s.avail_out = static_cast<unsigned>(std::min<size_t>(seg.out.size(), 0xFFFFFFFFu));
+    const int block_rows = std::max<int>(1, static_cast<int>(kFilterBlockBytes / row_bytes));
+    Buffer<uint8_t> block(static_cast<size_t>(block_rows) * row_bytes);
+    for (int y0 = seg.first_row; y0 < seg.end_row; y0 += block_rows) {
+      const int y1 = std::min(seg.end_row, y0 + block_rows);
+      for (int y = y0; y < y1; ++y) {
+        uint8_t* dst = block.data() + static_cast<size_t>(y - y0) * row_bytes;
+        const uint8_t* cur = px.data.data() + static_cast<size_t>(y) * stride;
+        dst[0] = kFilterUp;
+        if (y == 0) {
+          std::memcpy(dst + 1, cur, stride);  // "up" from the row above the image: zeros
+        } else {
+          const uint8_t* up = cur - stride;
+          for (size_t i = 0; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(cur[i] - up[i]);
+        }
+      }
+      const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
+      seg.adler = checksum(z.adler32, seg.adler, block.data(), n);
+      s.next_in = block.data();
+      s.avail_in = static_cast<unsigned>(n);
+      const bool end = y1 == seg.end_row;
+      const int rc = z.deflate(&s, end ? (last ? kZFinish : kZSyncFlush) : kZNoFlush);
+      if (rc != (end && last ? kZStreamEnd : kZOk) || s.avail_in != 0) throw PipelineError(ErrorCode::Internal, "zlib failed");
+    }
+    seg.size = s.total_out;
+  } catch (...) {
+    z.deflate_end(&s);
+    throw;
+  }
+  z.deflate_end(&s);
+}
+
+void put32(uint8_t*& p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v >> 24);
+  p[1] = static_cast<uint8_t>(v >> 16);
+  p[2] = static_cast<uint8_t>(v >> 8);
+  p[3] = static_cast<uint8_t>(v);
+  p += 4;
+}
+
+// Writes a chunk's type and data (already at p + 8) with its length before and CRC after.
+void close_chunk(const Zlib& z, uint8_t*& p, const char* type, size_t length) {
+  put32(p, static_cast<uint32_t>(length));
+  std::memcpy(p, type, 4);
+  const unsigned long crc = checksum(z.crc32, z.crc32(0, nullptr, 0), p, length + 4);
+  p += 4 + length;
+  put32(p, static_cast<uint32_t>(crc));
+}
+
+}  // namespace
+
+bool png_writer_available() { return zlib() != nullptr; }
+
+Encoded encode_png_parallel(const Pixels& px, int level) {
+  const Zlib* z = zlib();
+  if (z == nullptr) throw PipelineError(ErrorCode::Internal, "no zlib in this process");
+  const uint8_t colour_type = px.bands == 1 ? 0 : px.bands == 3 ? 2 : px.bands == 4 ? 6 : 255;
+  if (colour_type == 255) throw PipelineError(ErrorCode::Internal, "unexpected bands for PNG");
+  // Segments of about kSegmentBytes of pixels, taken by the free cores in turn. Their number
+  // depends on the image alone, never on the load: the same job gives the same bytes.
+  const size_t stride = static_cast<size_t>(px.width) * px.bands;
+  const size_t by_size = (stride * px.height + kSegmentBytes - 1) / kSegmentBytes;
+  const int count = static_cast<int>(std::max<size_t>(1, std::min<size_t>(by_size, static_cast<size_t>(px.height))));
+  std::vector<Segment> segments(count);
+  for (int i = 0; i < count; ++i) {
+    segments[i].first_row = static_cast<int>(static_cast<long long>(px.height) * i / count);
+    segments[i].end_row = static_cast<int>(static_cast<long long>(px.height) * (i + 1) / count);
+  }
+  parallel_for(count, [&](int i) { deflate_segment(*z, px, level, i == count - 1, segments[i]); });
+
+  unsigned long adler = segments[0].adler;
+  size_t compressed = 0;
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) adler = z->adler32_combine(adler, segments[i].adler, static_cast<long>(segments[i].raw_bytes));
+    compressed += segments[i].size;
+  }
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  const size_t idat = 2 + compressed + 4;  // zlib header, the deflate stream, Adler-32
+  const size_t total = sizeof(kSignature) + (12 + 13) + (12 + idat) + 12;
+  Encoded out;
+  out.data = g_malloc(total);
+  out.length = total;
+  uint8_t* p = static_cast<uint8_t*>(out.data);
+  std::memcpy(p, kSignature, sizeof(kSignature));
+  p += sizeof(kSignature);
+  {
+    uint8_t* data = p + 8;
+    put32(data, static_cast<uint32_t>(px.width));
+    put32(data, static_cast<uint32_t>(px.height));
+    const uint8_t rest[5] = {8, colour_type, 0, 0, 0};  // bit depth, colour type, deflate, adaptive filters, no interlace
+    std::memcpy(data, rest, 5);
+    close_chunk(*z, p, "IHDR", 13);
+  }
+  {
+    uint8_t* data = p + 8;
+    *data++ = 0x78;  // deflate with a 32 KiB window...
+    *data++ = 0x01;  // ...no preset dictionary, fastest; (0x78 * 256 + 0x01) % 31 == 0
+    for (const Segment& seg : segments) {
+      std::memcpy(data, seg.out.data(), seg.size);
+      data += seg.size;
+    }
+    put32(data, static_cast<uint32_t>(adler));
+    close_chunk(*z, p, "IDAT", idat);
+  }
+  close_chunk(*z, p, "IEND", 0);
+  return out;
+}
+
+}  // namespace bgone

@@ -1,0 +1,26 @@
+// PNG encoding of a job's result, deflated in parallel.
+//
+// libvips writes a PNG on one thread: at 2 MP the encode was the longest stage after the inference
+// (25 ms of a 100 ms tail), at 12 MP 100 ms, while the other core idled. Here the rows are split
+// into segments of a fixed size, taken by the free cores in turn; each segment is filtered ("up": a
+// photo's row resembles the one above) and deflated on its own, ending on a byte boundary (a sync
+// flush), and the segments are joined into one zlib stream, their Adler-32 sums combined. A
+// segment's data cannot refer back into the previous one: the file is a few hundred bytes larger
+// per segment.
+//
+// The deflate is the zlib inside the Node.js binary, which exports it for addons (Node 20, 22 and
+// 24 all do). It is looked up at run time, never linked: where it is missing (another host
+// process), png_writer_available() is false and image_io.cc encodes with libvips as before.
+#pragma once
+#include <cstddef>
+
+#include "image_io.h"
+
+namespace bgone {
+
+bool png_writer_available();
+// Encodes 8-bit pixels with 1 (grey), 3 (RGB) or 4 (RGBA) bands at zlib level 0-9. The result is
+// g_malloc'ed, exactly its size: release it with free_encoded.
+Encoded encode_png_parallel(const Pixels& pixels, int level);
+
+}  // namespace bgone
