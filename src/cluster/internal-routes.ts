@@ -28,25 +28,35 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
     handler(ex);
   };
 
+  /**
+   * A route that hands a peer bytes this node holds for the image in the path, found by `find`,
+   * with their metadata in META_HEADER (counted as served), or answers 404 naming `what`.
+   */
+  const handsHeld = (what: string, find: (imageId: string) => { data: Buffer; meta: InputMeta | ResultMeta } | undefined) =>
+    guarded((ex) => {
+      const held = find(ex.params.image!);
+      if (!held) return ex.error(new HttpError('not_found', `This node does not hold that ${what}.`));
+      peers.served(held.data.length);
+      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(held.meta), 'Cache-Control': 'no-store' }, held.data);
+    });
+
   router.delete(
     `${INTERNAL_PREFIX}/images/:image/input`,
-    guarded((ex) => {
-      const image = runner.takeInput(ex.params.image!);
-      if (!image) return ex.error(new HttpError('not_found', 'This node does not hold that image.'));
-      peers.served(image.data.length);
+    handsHeld('image', (imageId) => {
+      const image = runner.takeInput(imageId);
+      if (!image) return undefined;
       const meta: InputMeta = { options: image.options };
-      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(meta), 'Cache-Control': 'no-store' }, image.data);
+      return { data: image.data, meta };
     }),
   );
 
   router.get(
     `${INTERNAL_PREFIX}/images/:image/result`,
-    guarded((ex) => {
-      const held = runner.result(ex.params.image!);
-      if (!held) return ex.error(new HttpError('not_found', 'This node does not hold that result.'));
-      peers.served(held.data.length);
+    handsHeld('result', (imageId) => {
+      const held = runner.result(imageId);
+      if (!held) return undefined;
       const meta: ResultMeta = { format: held.format, width: held.width, height: held.height, requestId: held.requestId, expiresAt: held.expiresAt };
-      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(meta), 'Cache-Control': 'no-store' }, held.data);
+      return { data: held.data, meta };
     }),
   );
 

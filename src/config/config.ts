@@ -136,6 +136,24 @@ export function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): b
   throw new ConfigError(`${name} must be true or false (got "${raw}")`);
 }
 
+/**
+ * An optional base URL (BGONE_PUBLIC_URL, BGONE_INTERNAL_URL): http:// or https://, without query
+ * or fragment, and without user or password where `credentials` is 'refused'; returned without its
+ * trailing slashes, since paths are appended to it. A ConfigError naming the variable otherwise.
+ */
+function baseUrl(env: NodeJS.ProcessEnv, name: string, credentials: 'allowed' | 'refused'): string | undefined {
+  const raw = env[name] || undefined;
+  if (raw === undefined) return undefined;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(raw);
+  } catch {}
+  const refusedCredentials = credentials === 'refused' && (parsed?.username || parsed?.password);
+  if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.search || parsed.hash || refusedCredentials)
+    throw new ConfigError(`${name} must be an http:// or https:// URL without ${credentials === 'refused' ? 'credentials or query' : 'query'} (got "${raw}")`);
+  return raw.replace(/\/+$/, '');
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -189,17 +207,8 @@ function httpChoice(env: NodeJS.ProcessEnv): BackendChoice {
 }
 
 function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
-  const publicUrl = env.BGONE_PUBLIC_URL || undefined;
-  if (publicUrl !== undefined) {
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(publicUrl);
-    } catch {}
-    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.search || parsed.hash)
-      throw new ConfigError(`BGONE_PUBLIC_URL must be an http:// or https:// URL without query (got "${publicUrl}")`);
-  }
   return {
-    publicUrl: publicUrl?.replace(/\/+$/, ''),
+    publicUrl: baseUrl(env, 'BGONE_PUBLIC_URL', 'allowed'),
     resultTtlSeconds: int(env, 'BGONE_BATCH_RESULT_TTL', BATCH_DEFAULTS.resultTtlSeconds, 1, 7 * 24 * 3600),
     memoryMb: int(env, 'BGONE_BATCH_MEMORY_MB', BATCH_DEFAULTS.memoryMb, 16, 1_048_576),
     accountSharePercent: int(env, 'BGONE_BATCH_ACCOUNT_SHARE', BATCH_DEFAULTS.accountSharePercent, 1, 100),
@@ -253,23 +262,16 @@ export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = e
   // Never the secret itself in the message: it would reach logs.
   if (clusterSecret !== undefined && (clusterSecret.length < MIN_CLUSTER_SECRET_LENGTH || /\s/.test(clusterSecret)))
     throw new ConfigError(`BGONE_CLUSTER_SECRET must be at least ${MIN_CLUSTER_SECRET_LENGTH} characters without spaces (e.g. openssl rand -hex 32)`);
-  const internalUrl = env.BGONE_INTERNAL_URL || undefined;
-  if (internalUrl !== undefined) {
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(internalUrl);
-    } catch {}
-    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.search || parsed.hash || parsed.username || parsed.password)
-      throw new ConfigError(`BGONE_INTERNAL_URL must be an http:// or https:// URL without credentials or query (got "${internalUrl}")`);
-    if (clusterSecret === undefined) throw new ConfigError('BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET: peers are reached only with the cluster secret');
-  }
+  const internalUrl = baseUrl(env, 'BGONE_INTERNAL_URL', 'refused');
+  if (internalUrl !== undefined && clusterSecret === undefined)
+    throw new ConfigError('BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET: peers are reached only with the cluster secret');
   return {
     url,
     poolSize: int(env, 'BGONE_DATABASE_POOL_SIZE', 10, 1, 1000),
     statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
     heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
     clusterSecret,
-    internalUrl: internalUrl?.replace(/\/+$/, ''),
+    internalUrl,
   };
 }
 

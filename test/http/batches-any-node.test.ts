@@ -5,37 +5,23 @@
  * holding the queued images is killed (SIGKILL) mid-batch, the rest complete, the lost ones end
  * failed and uncharged, results it held answer 410, and the webhook events say exactly that.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.js';
-import { killChildren, ServeProcess } from '../helpers/cli-process.js';
+import { ServeProcess } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
+import { NodesOnOneDatabase } from '../helpers/nodes-on-one-database.js';
 import { readPhoto } from '../helpers/paths.js';
-import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
-import { blob, get, type HttpResult, testBackend, toResult, waitFor } from '../helpers/server.js';
+import { blob, get, type HttpResult, toResult, waitFor } from '../helpers/server.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const BATCHES = '/api/v1/batches';
-/** Short, so that the kill test waits seconds, not the default 30 s. */
-const HEARTBEAT_LAPSE_MS = 3000;
 const SECRET = 'test-cluster-secret-0123456789abcdef0123456789';
 const photos = [PHOTOS.teddy, PHOTOS.llama, PHOTOS.book, PHOTOS.swan].map((name) => ({ name, data: readPhoto(name) }));
 
-let dir: string;
-let database: { url: string; drop(): Promise<void> };
-let store: Store;
-let nodes: ServeProcess[];
-let urls: string[];
+let cluster: NodesOnOneDatabase;
 let receiver: WebhookReceiver;
-let env: Record<string, string>;
-
-async function account(email: string): Promise<{ id: number; key: string }> {
-  const created = await store.accounts.create({ email, plan: 'pro' });
-  return { id: created.id, key: (await store.keys.create(created.id)).key };
-}
+/** What every node here is started with, beside what nodes-on-one-database.ts sets. */
+let settings: Record<string, string>;
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 
@@ -75,7 +61,7 @@ async function waitCompleted(url: string, key: string, id: string): Promise<any>
 
 /** Which node (index in `nodes`) holds each image of a batch now, read from the database as an operator would. */
 async function holders(batchId: string): Promise<Map<string, number | undefined>> {
-  const client = new pg.Client({ connectionString: database.url });
+  const client = new pg.Client({ connectionString: cluster.database.url });
   await client.connect();
   try {
     const { rows } = await client.query<{ id: string; url: string | null }>(
@@ -83,59 +69,47 @@ async function holders(batchId: string): Promise<Map<string, number | undefined>
        LEFT JOIN nodes n ON n.id = coalesce(i.holder, b.owner) WHERE i.batch_id = $1`,
       [batchId],
     );
-    return new Map(rows.map((r) => [r.id, r.url === null ? undefined : urls.indexOf(r.url)]));
+    return new Map(rows.map((r) => [r.id, r.url === null ? undefined : cluster.urls.indexOf(r.url)]));
   } finally {
     await client.end();
   }
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'bgone-any-node-'));
-  database = await freshDatabase(await testDatabaseUrl());
-  store = await openStore({ url: database.url, autoRecover: false });
+  cluster = await NodesOnOneDatabase.open('any-node');
   receiver = await startWebhookReceiver();
-  const backend = testBackend();
-  env = {
-    BGONE_DATABASE_URL: database.url,
+  settings = {
     BGONE_CLUSTER_SECRET: SECRET,
-    BGONE_HOST: '127.0.0.1',
-    BGONE_PORT: '0',
-    BGONE_NODE_HEARTBEAT_LAPSE_MS: String(HEARTBEAT_LAPSE_MS),
     BGONE_WEBHOOK_ALLOW_PRIVATE: 'true',
     BGONE_INFERENCE_THREADS: '1',
     BGONE_LOG_LEVEL: 'info',
     // The status is polled often: the per-minute limit is not what this file tests.
     BGONE_RATE_LIMIT_PRO: '100000',
     BGONE_ACCOUNT_IN_FLIGHT: '1000',
-    ...(backend === 'auto' ? {} : { BGONE_HTTP: backend }),
   };
-  nodes = [0, 1, 2].map(() => new ServeProcess(dir, env));
-  urls = await Promise.all(nodes.map(async (node) => `http://127.0.0.1:${await node.port()}`));
+  await cluster.start([settings, settings, settings]);
 }, 300_000);
 
 afterAll(async () => {
-  killChildren();
+  await cluster?.close();
   await receiver?.stop();
-  await store?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('a batch on three nodes without sticky routing', () => {
   it('submitted to one node: its status, every result and its deletion through the other two, credits exact, work spread', async () => {
-    const { id: accountId, key } = await account('spread@example.com');
-    await createEndpoint(urls[0]!, key);
-    const submitted = await submit(urls[0]!, key, 6);
+    const { id: accountId, key } = await cluster.account('spread@example.com', 'pro');
+    await createEndpoint(cluster.urls[0]!, key);
+    const submitted = await submit(cluster.urls[0]!, key, 6);
     expect(submitted.status).toBe(202);
     const batchId: string = submitted.json.id;
-    const done = await waitCompleted(urls[1]!, key, batchId);
+    const done = await waitCompleted(cluster.urls[1]!, key, batchId);
     expect(done.images.map((i: any) => i.status)).toEqual(Array(6).fill('succeeded'));
 
     // Every result through node 1 and node 2: the same bytes from both, wherever they are held.
     const held = await holders(batchId);
     for (const image of done.images) {
       const [viaB, viaC] = await Promise.all(
-        [urls[1]!, urls[2]!].map(async (url) => {
+        [cluster.urls[1]!, cluster.urls[2]!].map(async (url) => {
           const res = await fetch(`${url}${BATCHES}/${batchId}/images/${image.id}`, { headers: auth(key) });
           return {
             status: res.status,
@@ -157,23 +131,23 @@ describe('a batch on three nodes without sticky routing', () => {
     expect(new Set(held.values()).size, `holders: ${JSON.stringify([...held])}`).toBeGreaterThan(1);
 
     // Credits: one per image, from whichever node ran it.
-    const balance = await store.credits.balance(accountId);
+    const balance = await cluster.store.credits.balance(accountId);
     expect(balance.used).toBe(6);
     expect(balance.reserved).toBe(0);
 
     // The internal route: refused with the account's API key, or a wrong secret.
     const someImage = done.images[0].id;
-    const withKey = await get(urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: auth(key) });
+    const withKey = await get(cluster.urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: auth(key) });
     expect(withKey.status).toBe(401);
-    const wrong = await get(urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: { 'x-bgone-cluster-secret': `${SECRET}x` } });
+    const wrong = await get(cluster.urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: { 'x-bgone-cluster-secret': `${SECRET}x` } });
     expect(wrong.status).toBe(401);
 
     // Deleted through node 2: gone on every node, results included.
-    const deleted = await fetch(`${urls[2]}${BATCHES}/${batchId}`, { method: 'DELETE', headers: auth(key) });
+    const deleted = await fetch(`${cluster.urls[2]}${BATCHES}/${batchId}`, { method: 'DELETE', headers: auth(key) });
     expect(deleted.status).toBe(204);
-    for (const url of urls) expect((await get(url, `${BATCHES}/${batchId}`, { headers: auth(key) })).status).toBe(404);
+    for (const url of cluster.urls) expect((await get(url, `${BATCHES}/${batchId}`, { headers: auth(key) })).status).toBe(404);
     for (const [imageId, node] of held) {
-      const direct = await get(urls[node!]!, `/internal/v1/images/${imageId}/result`, { headers: { 'x-bgone-cluster-secret': SECRET } });
+      const direct = await get(cluster.urls[node!]!, `/internal/v1/images/${imageId}/result`, { headers: { 'x-bgone-cluster-secret': SECRET } });
       expect(direct.status, `the result of ${imageId} is dropped on node ${node}`).toBe(404);
     }
 
@@ -189,8 +163,8 @@ describe('a batch on three nodes without sticky routing', () => {
   }, 300_000);
 
   it('a node started without the cluster secret beside nodes that have it refuses to start, with a message', async () => {
-    const { BGONE_CLUSTER_SECRET: _, ...withoutSecret } = env;
-    const lone = new ServeProcess(dir, withoutSecret);
+    const { BGONE_CLUSTER_SECRET: _, ...withoutSecret } = settings;
+    const lone = new ServeProcess(cluster.dir, cluster.nodeEnv(withoutSecret));
     const exit = await lone.exited;
     expect(exit.code).toBe(1);
     expect(lone.stderr).toMatch(/share batch work with BGONE_CLUSTER_SECRET/);
@@ -198,26 +172,26 @@ describe('a batch on three nodes without sticky routing', () => {
   }, 300_000);
 
   it('kill -9 of the node holding the queued images mid-batch: the rest complete, the lost ones fail uncharged, events match', async () => {
-    const { id: accountId, key } = await account('killed@example.com');
-    await createEndpoint(urls[1]!, key);
+    const { id: accountId, key } = await cluster.account('killed@example.com', 'pro');
+    await createEndpoint(cluster.urls[1]!, key);
     const count = 16;
-    const submitted = await submit(urls[0]!, key, count);
+    const submitted = await submit(cluster.urls[0]!, key, count);
     expect(submitted.status).toBe(202);
     const batchId: string = submitted.json.id;
     // Mid-batch: some images ended, most still queued on node 0.
     await waitFor(
       async () => {
-        const view = (await get(urls[1]!, `${BATCHES}/${batchId}`, { headers: auth(key) })).json;
+        const view = (await get(cluster.urls[1]!, `${BATCHES}/${batchId}`, { headers: auth(key) })).json;
         return view.images.filter((i: any) => i.status === 'succeeded').length >= 2;
       },
       'two images to succeed',
       180_000,
     );
     const heldBefore = await holders(batchId);
-    nodes[0]!.child.kill('SIGKILL');
-    await nodes[0]!.exited;
+    cluster.nodes[0]!.child.kill('SIGKILL');
+    await cluster.nodes[0]!.exited;
 
-    const done = await waitCompleted(urls[1]!, key, batchId);
+    const done = await waitCompleted(cluster.urls[1]!, key, batchId);
     const succeeded = done.images.filter((i: any) => i.status === 'succeeded');
     const failed = done.images.filter((i: any) => i.status === 'failed');
     expect(succeeded.length + failed.length).toBe(count);
@@ -231,7 +205,7 @@ describe('a batch on three nodes without sticky routing', () => {
     // Results: those the killed node held answer 410, the others are fetched from their node.
     const heldAfter = await holders(batchId);
     for (const image of succeeded) {
-      const res = await fetch(`${urls[2]}${BATCHES}/${batchId}/images/${image.id}`, { headers: auth(key) });
+      const res = await fetch(`${cluster.urls[2]}${BATCHES}/${batchId}/images/${image.id}`, { headers: auth(key) });
       await res.arrayBuffer();
       const holder = heldAfter.get(image.id) ?? heldBefore.get(image.id);
       if (holder === 0 || holder === undefined) {
@@ -240,8 +214,8 @@ describe('a batch on three nodes without sticky routing', () => {
     }
 
     // Credits: exactly the successes, nothing left reserved once the dead node's heartbeat lapsed.
-    await waitFor(async () => (await store.credits.balance(accountId)).reserved === 0, 'reservations released', 30_000);
-    expect((await store.credits.balance(accountId)).used).toBe(succeeded.length);
+    await waitFor(async () => (await cluster.store.credits.balance(accountId)).reserved === 0, 'reservations released', 30_000);
+    expect((await cluster.store.credits.balance(accountId)).used).toBe(succeeded.length);
 
     // Events: one image.processed per image, saying how it ended, and one batch.completed.
     await waitFor(() => receiver.delivered('batch.completed').some((e) => e.event.data.batch_id === batchId), 'batch.completed', 30_000);

@@ -45,6 +45,19 @@ afterAll(() => killChildren());
 /** A visitor behind the trusted proxy, coming from `ip`. */
 const from = (s: { url: string }, ip: string) => new DashboardClient(s.url, { 'x-forwarded-for': ip });
 
+/**
+ * One client signing up `count` times with new emails (`<name>-1@example.com`, ...), on each of
+ * `nodes` in turn and from each of its addresses `ips` in turn. The statuses, in order.
+ */
+async function signUps(nodes: ReadonlyArray<{ url: string }>, ips: readonly string[], name: string, count: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const visitor = from(nodes[i % nodes.length]!, ips[i % ips.length]!);
+    statuses.push((await visitor.signUp(`${name}-${i + 1}@example.com`, PASSWORD)).status);
+  }
+  return statuses;
+}
+
 async function accounts(store: Store): Promise<string[]> {
   return (await store.accounts.list()).map((a) => a.email);
 }
@@ -54,8 +67,8 @@ describe('sign-ups per address', () => {
     const s = await server({ trustProxy: true });
     // A password that breaks the rules does not count (nothing was tried); a taken email does.
     expect((await from(s, '203.0.113.7').signUp('short@example.com', 'abc')).status).toBe(400);
-    for (let i = 1; i <= 4; i++) expect((await from(s, '203.0.113.7').signUp(`user${i}@example.com`, PASSWORD)).status).toBe(200);
-    expect((await from(s, '203.0.113.7').signUp('user1@example.com', PASSWORD)).status).toBe(400);
+    expect(await signUps([s], ['203.0.113.7'], 'user', 4)).toEqual([200, 200, 200, 200]);
+    expect((await from(s, '203.0.113.7').signUp('user-1@example.com', PASSWORD)).status).toBe(400);
 
     const client = from(s, '203.0.113.7');
     const refused = await client.signUp('sixth@example.com', PASSWORD);
@@ -91,9 +104,8 @@ describe('sign-ups per address', () => {
   it('over IPv6 are counted per /64: new addresses of one /64 share its count, another /64 has its own', async () => {
     const s = await server({ trustProxy: true, signupsPerIpPerHour: 3 });
     // One client's /64 spelled three ways: each sign-up comes from a fresh address of it.
-    expect((await from(s, '2001:db8:a:b::1').signUp('one@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(s, '2001:db8:a:b:dead:beef:0:2').signUp('two@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(s, '2001:0db8:000a:000b:ffff:ffff:ffff:ffff').signUp('three@example.com', PASSWORD)).status).toBe(200);
+    const slash64 = ['2001:db8:a:b::1', '2001:db8:a:b:dead:beef:0:2', '2001:0db8:000a:000b:ffff:ffff:ffff:ffff'];
+    expect(await signUps([s], slash64, 'v6', 3)).toEqual([200, 200, 200]);
     const refused = await from(s, '2001:db8:a:b:1234::5').signUp('four@example.com', PASSWORD);
     expect(refused.status).toBe(429);
     expect(message(refused.html)).toContain('at most 3 an hour');
@@ -101,10 +113,7 @@ describe('sign-ups per address', () => {
     // The neighbouring /64 is another client.
     expect((await from(s, '2001:db8:a:c::1').signUp('four@example.com', PASSWORD)).status).toBe(200);
     // An IPv4 client is counted by its address, whether it arrives as IPv4 or IPv4-mapped IPv6.
-    expect((await from(s, '203.0.113.20').signUp('v4-1@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(s, '::ffff:203.0.113.20').signUp('v4-2@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(s, '203.0.113.20').signUp('v4-3@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(s, '::ffff:203.0.113.20').signUp('v4-4@example.com', PASSWORD)).status).toBe(429);
+    expect(await signUps([s], ['203.0.113.20', '::ffff:203.0.113.20'], 'v4', 4)).toEqual([200, 200, 200, 429]);
     expect((await from(s, '203.0.113.21').signUp('v4-4@example.com', PASSWORD)).status).toBe(200);
   });
 
@@ -122,13 +131,10 @@ describe('sign-ups per address', () => {
       nodes.push({ url: `http://127.0.0.1:${running.port}`, store });
     }
     const [a, b] = nodes as [(typeof nodes)[0], (typeof nodes)[0]];
-    expect((await from(a, '203.0.113.9').signUp('one@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(b, '203.0.113.9').signUp('two@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(a, '203.0.113.9').signUp('three@example.com', PASSWORD)).status).toBe(200);
-    expect((await from(b, '203.0.113.9').signUp('four@example.com', PASSWORD)).status).toBe(429);
-    expect((await from(a, '203.0.113.9').signUp('four@example.com', PASSWORD)).status).toBe(429);
-    expect((await from(b, '203.0.113.10').signUp('four@example.com', PASSWORD)).status).toBe(200);
-    expect(await accounts(a.store)).toEqual(['one@example.com', 'two@example.com', 'three@example.com', 'four@example.com']);
+    // One address through either node, in turn: one count.
+    expect(await signUps([a, b], ['203.0.113.9'], 'pg', 5)).toEqual([200, 200, 200, 429, 429]);
+    expect((await from(b, '203.0.113.10').signUp('pg-4@example.com', PASSWORD)).status).toBe(200);
+    expect(await accounts(a.store)).toEqual(['pg-1@example.com', 'pg-2@example.com', 'pg-3@example.com', 'pg-4@example.com']);
   });
 });
 

@@ -9,82 +9,52 @@
  * while the database is unreachable that node is not ready and answers 503, uncharged, and it
  * recovers by itself when the database is back.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openStore, type Store } from '../../src/store/index.js';
-import { killChildren, ServeProcess } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
+import { HEARTBEAT_LAPSE_MS, NodesOnOneDatabase } from '../helpers/nodes-on-one-database.js';
 import { readPhoto } from '../helpers/paths.js';
-import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
-import { get, postImage, setBalance, testBackend, waitFor } from '../helpers/server.js';
+import { get, postImage, setBalance, waitFor } from '../helpers/server.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const teddy = readPhoto(PHOTOS.teddy);
-/** Short, so that the kill test waits seconds, not the default 30 s. */
-const HEARTBEAT_LAPSE_MS = 3000;
 const PRO_LIMIT_PER_MINUTE = 6;
 
-let dir: string;
-let database: { url: string; drop(): Promise<void> };
-let store: Store;
-let nodes: ServeProcess[];
-let urls: string[];
+let cluster: NodesOnOneDatabase;
 /** Between node 1 and the database. */
 let proxy: TcpProxy;
 
-/** A new account on `plan` with one API key. */
-async function account(email: string, plan: 'free' | 'pro' = 'free'): Promise<{ id: number; key: string }> {
-  const created = await store.accounts.create({ email, plan });
-  return { id: created.id, key: (await store.keys.create(created.id)).key };
-}
-
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'bgone-nodes-'));
-  database = await freshDatabase(await testDatabaseUrl());
-  // The test's own connection migrates the database first; the nodes then find it ready.
-  store = await openStore({ url: database.url, autoRecover: false });
-  const backend = testBackend();
-  const env = {
-    BGONE_DATABASE_URL: database.url,
-    BGONE_HOST: '127.0.0.1',
-    BGONE_PORT: '0',
+  cluster = await NodesOnOneDatabase.open('nodes');
+  const settings = {
     BGONE_QUEUE_LIMIT: '64',
     // 60 parallel requests of one account: the per-account in-flight cap is not what this file tests.
     BGONE_ACCOUNT_IN_FLIGHT: '1000',
     BGONE_RATE_LIMIT_FREE: '100000',
     BGONE_RATE_LIMIT_PRO: String(PRO_LIMIT_PER_MINUTE),
-    BGONE_NODE_HEARTBEAT_LAPSE_MS: String(HEARTBEAT_LAPSE_MS),
-    ...(backend === 'auto' ? {} : { BGONE_HTTP: backend }),
   };
-  const direct = new URL(database.url);
+  const direct = new URL(cluster.database.url);
   proxy = await TcpProxy.start(direct.hostname, Number(direct.port));
-  const proxied = new URL(database.url);
+  const proxied = new URL(cluster.database.url);
   proxied.hostname = '127.0.0.1';
   proxied.port = String(proxy.port);
-  nodes = [0, 1, 2].map((i) => new ServeProcess(dir, { ...env, ...(i === 1 ? { BGONE_DATABASE_URL: proxied.toString() } : {}) }));
-  urls = await Promise.all(nodes.map(async (node) => `http://127.0.0.1:${await node.port()}`));
+  await cluster.start([settings, { ...settings, BGONE_DATABASE_URL: proxied.toString() }, settings]);
 });
 
 afterAll(async () => {
-  killChildren();
+  await cluster?.close();
   await proxy?.close();
-  await store?.close();
-  await database?.drop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('three nodes on one PostgreSQL database', () => {
   it('started at once on an empty database: exactly one node created the local account and printed its key', async () => {
-    const printed = nodes.filter((node) => node.stdout.includes('shown only this once'));
+    const printed = cluster.nodes.filter((node) => node.stdout.includes('shown only this once'));
     expect(printed).toHaveLength(1);
-    expect((await store.accounts.list()).map((a) => a.email)).toEqual(['local@localhost']);
+    expect((await cluster.store.accounts.list()).map((a) => a.email)).toEqual(['local@localhost']);
   });
 
   it('each node reports PostgreSQL and its HTTP backend', async () => {
-    for (const url of urls) {
+    for (const url of cluster.urls) {
       const ready = await get(url, '/readyz');
       expect(ready.status).toBe(200);
       expect(ready.json).toMatchObject({ status: 'ready', database: 'postgres' });
@@ -92,57 +62,61 @@ describe('three nodes on one PostgreSQL database', () => {
   });
 
   it('a balance of 5 and 60 parallel requests spread over the three give exactly 5 successes and 55 payment_required', async () => {
-    const client = await account('credits@example.com');
-    await setBalance(store, client.id, 5);
-    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => postImage(urls[i % 3]!, client.key, { size: 'preview' }, teddy)));
+    const client = await cluster.account('credits@example.com');
+    await setBalance(cluster.store, client.id, 5);
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => postImage(cluster.urls[i % 3]!, client.key, { size: 'preview' }, teddy)));
     const byStatus: Record<number, number> = {};
     for (const r of results) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
     expect(byStatus).toEqual({ 200: 5, 402: 55 });
     for (const r of results.filter((r) => r.status === 402)) expect(r.json).toMatchObject({ code: 'payment_required' });
-    expect(await store.credits.balance(client.id)).toMatchObject({ remaining: 0, reserved: 0, used: 100 });
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ remaining: 0, reserved: 0, used: 100 });
   });
 
   it('a per-minute limit holds across the three: 12 requests, 6 let through, 6 refused with 429', async () => {
-    const client = await account('rate@example.com', 'pro');
+    const client = await cluster.account('rate@example.com', 'pro');
     // Requests that fail validation are cheap and still count against the limit.
     const results = [];
-    for (let i = 0; i < 2 * PRO_LIMIT_PER_MINUTE; i++) results.push(await postImage(urls[i % 3]!, client.key, { format: 'bmp' }, teddy));
+    for (let i = 0; i < 2 * PRO_LIMIT_PER_MINUTE; i++) results.push(await postImage(cluster.urls[i % 3]!, client.key, { format: 'bmp' }, teddy));
     expect(results.map((r) => r.status)).toEqual([...Array(PRO_LIMIT_PER_MINUTE).fill(400), ...Array(PRO_LIMIT_PER_MINUTE).fill(429)]);
     expect(results.at(-1)!.headers.get('x-ratelimit-remaining')).toBe('0');
   });
 
   it('an Idempotency-Key retry sent to another node is processed again but not charged', async () => {
-    const client = await account('idempotent@example.com');
+    const client = await cluster.account('idempotent@example.com');
     const headers = { 'Idempotency-Key': 'order-42' };
-    const first = await postImage(urls[0]!, client.key, { size: 'preview' }, teddy, headers);
+    const first = await postImage(cluster.urls[0]!, client.key, { size: 'preview' }, teddy, headers);
     expect(first.status).toBe(200);
-    const retry = await postImage(urls[1]!, client.key, { size: 'preview' }, teddy, headers);
+    const retry = await postImage(cluster.urls[1]!, client.key, { size: 'preview' }, teddy, headers);
     expect(retry.status).toBe(200);
     expect(retry.headers.get('x-credits-remaining')).toBe(first.headers.get('x-credits-remaining'));
-    expect(await store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
   });
 
   it('a node killed while processing: the others release its reservation once its heartbeat lapses, and nothing is charged', async () => {
-    const client = await account('killed@example.com');
-    const victim = nodes[2]!;
-    const pending = postImage(urls[2]!, client.key, {}, teddy).catch((err: unknown) => err);
-    await waitFor(async () => (await store.credits.balance(client.id)).reserved === 1, 'the reservation of the request in flight');
+    const client = await cluster.account('killed@example.com');
+    const victim = cluster.nodes[2]!;
+    const pending = postImage(cluster.urls[2]!, client.key, {}, teddy).catch((err: unknown) => err);
+    await waitFor(async () => (await cluster.store.credits.balance(client.id)).reserved === 1, 'the reservation of the request in flight');
     victim.child.kill('SIGKILL');
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect(await pending).toBeInstanceOf(Error); // the connection died with the node
     // Still held right after the kill; released by a live node's heartbeat tick after the lapse.
-    expect((await store.credits.balance(client.id)).reserved).toBe(1);
-    await waitFor(async () => (await store.credits.balance(client.id)).reserved === 0, 'the dead node’s reservation to be released', 6 * HEARTBEAT_LAPSE_MS);
-    expect(await store.credits.balance(client.id)).toMatchObject({ used: 0, reserved: 0, remaining: 100 });
+    expect((await cluster.store.credits.balance(client.id)).reserved).toBe(1);
+    await waitFor(
+      async () => (await cluster.store.credits.balance(client.id)).reserved === 0,
+      'the dead node’s reservation to be released',
+      6 * HEARTBEAT_LAPSE_MS,
+    );
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 0, reserved: 0, remaining: 100 });
     // The two live nodes still serve.
-    const after = await postImage(urls[0]!, client.key, { size: 'preview' }, teddy);
+    const after = await postImage(cluster.urls[0]!, client.key, { size: 'preview' }, teddy);
     expect(after.status).toBe(200);
-    expect(await store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
   });
 
   it('a node cut off from the database: not ready, 503 with Retry-After and nothing charged; it recovers by itself', async () => {
-    const client = await account('outage@example.com');
-    const url = urls[1]!;
+    const client = await cluster.account('outage@example.com');
+    const url = cluster.urls[1]!;
     proxy.cut();
     try {
       const ready = await get(url, '/readyz');
@@ -153,8 +127,8 @@ describe('three nodes on one PostgreSQL database', () => {
       expect(refused.json).toMatchObject({ code: 'overloaded' });
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
       // The other nodes serve meanwhile.
-      expect((await postImage(urls[0]!, client.key, { size: 'preview' }, teddy)).status).toBe(200);
-      expect(nodes[1]!.alive).toBe(true);
+      expect((await postImage(cluster.urls[0]!, client.key, { size: 'preview' }, teddy)).status).toBe(200);
+      expect(cluster.nodes[1]!.alive).toBe(true);
       // Long enough for the others to count node 1 as dead: its first reservation after the outage
       // must still be its own (it beats before reserving), not released under the request.
       await sleep(2 * HEARTBEAT_LAPSE_MS);
@@ -163,7 +137,7 @@ describe('three nodes on one PostgreSQL database', () => {
     }
     await waitFor(async () => (await get(url, '/readyz')).status === 200, 'node 1 to be ready again', 30_000);
     const after = await postImage(url, client.key, { size: 'preview' }, teddy);
-    expect(after.status, `node 1 answered ${JSON.stringify(after.json)}; its log:\n${nodes[1]!.stdout.slice(-4000)}`).toBe(200);
-    expect(await store.credits.balance(client.id)).toMatchObject({ used: 2, reserved: 0 });
+    expect(after.status, `node 1 answered ${JSON.stringify(after.json)}; its log:\n${cluster.nodes[1]!.stdout.slice(-4000)}`).toBe(200);
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 2, reserved: 0 });
   });
 });

@@ -96,6 +96,12 @@ async function endpoint(s: Service, a: Account, url: string, r?: WebhookReceiver
   return res.json.id;
 }
 
+/** A receiver (stopped after the test) and `a`'s endpoint at its address, whose secret it learns. */
+async function receivingEndpoint(s: Service, a: Account): Promise<{ receiver: WebhookReceiver; id: string }> {
+  const r = await receiver();
+  return { receiver: r, id: await endpoint(s, a, r.url, r) };
+}
+
 async function sendTest(s: Service, a: Account, endpointId: string): Promise<number> {
   const res = await fetch(`${s.url}/api/v1/webhooks/${endpointId}/test`, { method: 'POST', headers: { authorization: `Bearer ${a.key}` } });
   await res.arrayBuffer();
@@ -110,27 +116,25 @@ describe('fair delivery', () => {
   it("a stuck endpoint of account X, flooded with 64 test events, delays neither account Y's event nor X's other endpoint beyond ~2 s", async () => {
     const s = await service({ webhookTimeoutMs: 15_000 });
     const stuck = await stuckReceiver();
-    const yReceiver = await receiver();
-    const xHealthy = await receiver();
     const x = await account(s, 'x@example.com');
     const y = await account(s, 'y@example.com');
     const stuckId = await endpoint(s, x, stuck.url);
-    const xHealthyId = await endpoint(s, x, xHealthy.url, xHealthy);
-    const yId = await endpoint(s, y, yReceiver.url, yReceiver);
+    const xHealthy = await receivingEndpoint(s, x);
+    const yHook = await receivingEndpoint(s, y);
 
     const flood = await Promise.all(Array.from({ length: 64 }, () => sendTest(s, x, stuckId)));
     expect(flood.every((status) => status === 202)).toBe(true);
     await waitFor(() => stuck.open >= 2, 'the stuck endpoint holding attempts');
 
-    expect(await sendTest(s, y, yId)).toBe(202);
-    expect(await sendTest(s, x, xHealthyId)).toBe(202);
+    expect(await sendTest(s, y, yHook.id)).toBe(202);
+    expect(await sendTest(s, x, xHealthy.id)).toBe(202);
     await waitFor(
-      () => yReceiver.delivered('webhook.test').length === 1 && xHealthy.delivered('webhook.test').length === 1,
+      () => yHook.receiver.delivered('webhook.test').length === 1 && xHealthy.receiver.delivered('webhook.test').length === 1,
       "Y's event and X's other endpoint's event, beside the stuck one",
       FAIRNESS_BOUND_MS,
     );
-    expect(yReceiver.received[0]!.verified).toBe(true);
-    expect(xHealthy.received[0]!.verified).toBe(true);
+    expect(yHook.receiver.received[0]!.verified).toBe(true);
+    expect(xHealthy.receiver.received[0]!.verified).toBe(true);
     // Never more than two attempts at the stuck endpoint at once, and its events all wait their turn: none lost.
     expect(stuck.maxOpen).toBe(2);
     expect(stuck.accepted).toBe(2);
@@ -202,13 +206,10 @@ describe('IPv6 addresses that embed a private IPv4 address', () => {
 describe('outbox retention', () => {
   it('deletes delivered and failed deliveries once BGONE_WEBHOOK_RETENTION has passed on the store’s clock; keeps pending ones', async () => {
     const s = await service({ webhookRetentionSeconds: 3600 });
-    const ok = await receiver();
-    const gone = await receiver();
-    const flaky = await receiver();
     const a = await account(s, 'a@example.com');
-    const okId = await endpoint(s, a, ok.url, ok);
-    const goneId = await endpoint(s, a, gone.url, gone);
-    const flakyId = await endpoint(s, a, flaky.url, flaky);
+    const { id: okId } = await receivingEndpoint(s, a);
+    const { receiver: gone, id: goneId } = await receivingEndpoint(s, a);
+    const { receiver: flaky, id: flakyId } = await receivingEndpoint(s, a);
     gone.script = [410];
     flaky.script = Array.from({ length: 8 }, () => 500);
     for (const id of [okId, goneId, flakyId]) expect(await sendTest(s, a, id)).toBe(202);
@@ -231,9 +232,8 @@ describe('outbox retention', () => {
 
   it('a pruning that fails leaves deliveries going, and is tried again at the next poll', async () => {
     const s = await service({ webhookRetentionSeconds: 3600 });
-    const ok = await receiver();
     const a = await account(s, 'a@example.com');
-    const okId = await endpoint(s, a, ok.url, ok);
+    const { receiver: ok, id: okId } = await receivingEndpoint(s, a);
     expect(await sendTest(s, a, okId)).toBe(202);
     await waitFor(async () => (await deliveries(s, a, okId))[0]?.status === 'delivered', 'the first event delivered');
     s.faulty.fail('webhooks.prune');

@@ -36,6 +36,17 @@ describe.each(STORE_KINDS)('%s store: webhooks', (kind) => {
     return (await store.webhooks.deliveries(accountId, endpointId, n)).reverse();
   }
 
+  /** A store with two accounts: a with endpoints 1 and 2, and beside it b with endpoint 3. */
+  async function openTwoAccountsWithEndpoints() {
+    const store = await t.open();
+    const a = await store.accounts.create({ email: 'a@example.com' });
+    const b = await store.accounts.create({ email: 'b@example.com' });
+    const a1 = (await createEndpoint(store, a.id, 1))!.endpoint;
+    const a2 = (await createEndpoint(store, a.id, 2))!.endpoint;
+    const b3 = (await createEndpoint(store, b.id, 3))!.endpoint;
+    return { store, a, b, a1, a2, b3 };
+  }
+
   describe('endpoints', () => {
     it('create returns the secret once; list and get never show it', async () => {
       const store = await t.open();
@@ -199,12 +210,7 @@ describe.each(STORE_KINDS)('%s store: webhooks', (kind) => {
     const CAPS = { perEndpoint: 2, perAccount: 4 };
 
     it('an endpoint with many due rows gets at most perEndpoint claimed; the others are taken round-robin', async () => {
-      const store = await t.open();
-      const x = await store.accounts.create({ email: 'x@example.com' });
-      const y = await store.accounts.create({ email: 'y@example.com' });
-      const stuck = (await createEndpoint(store, x.id, 1))!.endpoint;
-      const xOther = (await createEndpoint(store, x.id, 2))!.endpoint;
-      const yHook = (await createEndpoint(store, y.id, 3))!.endpoint;
+      const { store, a: x, b: y, a1: stuck, a2: xOther, b3: yHook } = await openTwoAccountsWithEndpoints();
       const flood = await testEvents(store, x.id, stuck.id, 64); // written first: FIFO would send only these
       const [xLate] = await testEvents(store, x.id, xOther.id, 1);
       const [yLate] = await testEvents(store, y.id, yHook.id, 1);
@@ -363,12 +369,7 @@ describe.each(STORE_KINDS)('%s store: webhooks', (kind) => {
 
   describe('lists', () => {
     it('deliveries() lists one endpoint’s rows newest first; recentDeliveries() an account’s or everyone’s', async () => {
-      const store = await t.open();
-      const a = await store.accounts.create({ email: 'a@example.com' });
-      const b = await store.accounts.create({ email: 'b@example.com' });
-      const ea = (await createEndpoint(store, a.id, 1))!.endpoint;
-      const ea2 = (await createEndpoint(store, a.id, 2))!.endpoint;
-      const eb = (await createEndpoint(store, b.id, 3))!.endpoint;
+      const { store, a, b, a1: ea, a2: ea2, b3: eb } = await openTwoAccountsWithEndpoints();
       const rows = await testEvents(store, a.id, ea.id, 4, 0); // same clock time: write order decides
       const other = await testEvents(store, a.id, ea2.id, 1);
       const bRows = await testEvents(store, b.id, eb.id, 2);

@@ -24,6 +24,20 @@ function gate(log: string[], name: string) {
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
+/**
+ * The normal job `name` let into `limiter`, then a background job 'bg' queued behind it: where the
+ * tests of the background job's minimum share start. `jobs` holds the normal job's run, for the
+ * test to add the others it starts.
+ */
+async function backgroundBehind(limiter: Limiter, started: string[], name: string) {
+  const normal = gate(started, name);
+  const jobs = [limiter.run(normal.job)];
+  await tick();
+  const bg = gate(started, 'bg');
+  const background = limiter.run(bg.job, 'background');
+  return { normal, jobs, bg, background };
+}
+
 describe('Limiter', () => {
   it('runs at most `concurrency` jobs; the others wait and start in arrival order', async () => {
     const limiter = new Limiter(2);
@@ -270,11 +284,7 @@ describe('Limiter', () => {
   it('under continuous normal traffic a background job goes in after `backgroundEvery` normal jobs passed it (its minimum share)', async () => {
     const limiter = new Limiter(1, 0, 3);
     const started: string[] = [];
-    const first = gate(started, 'n0');
-    const jobs = [limiter.run(first.job)];
-    await tick();
-    const bg = gate(started, 'bg');
-    const background = limiter.run(bg.job, 'background');
+    const { normal: first, jobs, bg, background } = await backgroundBehind(limiter, started, 'n0');
     // Normal jobs keep arriving, always one waiting: without the share the background job never starts.
     const normals = [first];
     for (let i = 1; i <= 5; i++) {
@@ -300,11 +310,7 @@ describe('Limiter', () => {
   it('a background job whose share is due takes the next free place beside a running normal job; the normal job behind it waits for that one only', async () => {
     const limiter = new Limiter(2, 0, 2);
     const started: string[] = [];
-    const long = gate(started, 'long');
-    const jobs = [limiter.run(long.job)];
-    await tick();
-    const bg = gate(started, 'bg');
-    const background = limiter.run(bg.job, 'background');
+    const { normal: long, jobs, bg, background } = await backgroundBehind(limiter, started, 'long');
     const short = [gate(started, 's1'), gate(started, 's2'), gate(started, 's3')];
     jobs.push(limiter.run(short[0]!.job));
     await tick();

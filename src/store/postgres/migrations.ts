@@ -10,6 +10,7 @@
  */
 import type { PoolClient } from 'pg';
 import { StoreError } from '../errors.js';
+import { outboxEndedMigration } from '../outbox-ended-migration.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: accounts, API keys, credits, sessions, and the nodes that own reservations.
@@ -214,18 +215,9 @@ export const MIGRATIONS: readonly string[] = [
     UNIQUE (batch_id, position)
   );
   `,
-  // 3: when a delivery ended (delivered or failed), so that ended rows are pruned after the
-  // retention period (BGONE_WEBHOOK_RETENTION) and the outbox stays small. Rows that ended before
-  // this migration count from their delivery, or else from their creation.
-  `
-  ALTER TABLE webhook_deliveries ADD COLUMN ended_at BIGINT;
-  UPDATE webhook_deliveries SET ended_at = coalesce(delivered_at, created_at) WHERE status <> 'pending';
-  CREATE INDEX webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE status <> 'pending';
-  -- The live claims, counted by every claim against the per-endpoint and per-account caps.
-  CREATE INDEX webhook_deliveries_claimed ON webhook_deliveries (claimed_until) WHERE status = 'pending';
-  -- Each endpoint's oldest due rows, probed by every claim (batch-rules.ts FAIR_DUE_SQL).
-  CREATE INDEX webhook_deliveries_pending_by_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, seq) WHERE status = 'pending';
-  `,
+  // 3: when a delivery ended (delivered or failed), for the outbox's retention: the statements
+  // are SQLite's 4 too (../outbox-ended-migration.ts).
+  outboxEndedMigration('BIGINT'),
   // 4: batches on any node: where each node is reached, and which node holds what of an image.
   `
   ALTER TABLE nodes ADD COLUMN internal_url TEXT;     -- where its peers reach it (null: it shares no batch work)

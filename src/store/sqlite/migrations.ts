@@ -6,6 +6,8 @@
  * No image data is ever stored: at most the SHA-256 of an upload, kept only while an
  * Idempotency-Key needs it (24 h).
  */
+import { outboxEndedMigration } from '../outbox-ended-migration.js';
+
 export const MIGRATIONS: readonly string[] = [
   // 1: accounts, API keys, credits.
   `
@@ -176,18 +178,9 @@ export const MIGRATIONS: readonly string[] = [
     UNIQUE (batch_id, position)
   ) STRICT;
   `,
-  // 4: when a delivery ended (delivered or failed), so that ended rows are pruned after the
-  // retention period (BGONE_WEBHOOK_RETENTION) and the outbox stays small. Rows that ended before
-  // this migration count from their delivery, or else from their creation.
-  `
-  ALTER TABLE webhook_deliveries ADD COLUMN ended_at INTEGER;
-  UPDATE webhook_deliveries SET ended_at = coalesce(delivered_at, created_at) WHERE status <> 'pending';
-  CREATE INDEX webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE status <> 'pending';
-  -- The live claims, counted by every claim against the per-endpoint and per-account caps.
-  CREATE INDEX webhook_deliveries_claimed ON webhook_deliveries (claimed_until) WHERE status = 'pending';
-  -- Each endpoint's oldest due rows, probed by every claim (batch-rules.ts FAIR_DUE_SQL).
-  CREATE INDEX webhook_deliveries_pending_by_endpoint ON webhook_deliveries (endpoint_id, next_attempt_at, seq) WHERE status = 'pending';
-  `,
+  // 4: when a delivery ended (delivered or failed), for the outbox's retention: the statements
+  // are PostgreSQL's 3 too (../outbox-ended-migration.ts).
+  outboxEndedMigration('INTEGER'),
 ];
 
 /** The schema version this build writes and understands. */
