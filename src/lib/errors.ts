@@ -16,6 +16,20 @@ export const ERROR_CODES = [
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/**
+ * The HTTP status bgone's own API answers each code with (docs/contract.md), for an embedder who
+ * answers HTTP too; the service's table (src/service/errors.ts) starts from this one.
+ */
+export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
+  missing_image: 400,
+  validation_error: 400,
+  image_too_large: 400,
+  unsupported_media_type: 415,
+  invalid_image: 422,
+  foreground_not_found: 422,
+  internal_error: 500,
+});
+
 const MESSAGES: Record<ErrorCode, string> = {
   missing_image: 'No image was provided.',
   validation_error: 'An option has an invalid value.',

@@ -14,7 +14,7 @@ import { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
-export { BgoneError, ERROR_CODES, type ErrorCode } from './errors.js';
+export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
 export { type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
 export {

@@ -4,7 +4,7 @@
  * http/exchange.ts. A service rule, not HTTP plumbing: which refusal is which status is the
  * contract's choice, so it lives with the other rules, and src/http reads it from here.
  */
-import type { ErrorCode } from '../lib/errors.js';
+import { ERROR_STATUS, type ErrorCode } from '../lib/errors.js';
 
 export type HttpErrorCode =
   | Exclude<ErrorCode, 'internal_error'>
@@ -20,13 +20,12 @@ export type HttpErrorCode =
   | 'overloaded'
   | 'internal_server_error';
 
+// The library's codes keep the statuses it documents for embedders; its internal_error is answered
+// as internal_server_error (below).
+const { internal_error: _answeredAsInternalServerError, ...LIBRARY_STATUS } = ERROR_STATUS;
+
 export const HTTP_STATUS: Readonly<Record<HttpErrorCode, number>> = {
-  missing_image: 400,
-  validation_error: 400,
-  image_too_large: 400,
-  unsupported_media_type: 415,
-  invalid_image: 422,
-  foreground_not_found: 422,
+  ...LIBRARY_STATUS,
   authentication_error: 401,
   payment_required: 402,
   permission_denied: 403,

@@ -2,20 +2,10 @@
 // types by `npm run test:embed` (scripts/embed-check.mjs) and run there on a real photo: a plain
 // node:http handler that takes an uploaded image as the request body and answers the cut-out.
 import { createServer } from 'node:http';
-import { BgoneError, type ErrorCode, type RemoveBackgroundOptions, removeBackground } from 'bgone';
+// ERROR_STATUS: the HTTP status bgone's own API answers each error code with.
+import { BgoneError, ERROR_STATUS, type ErrorCode, type RemoveBackgroundOptions, removeBackground } from 'bgone';
 
 const MAX_UPLOAD = 20 * 1024 * 1024; // bgone refuses larger files (image_too_large) anyway
-
-/** HTTP statuses for the library's error codes, as bgone's own API answers them. */
-const STATUS: Record<ErrorCode, number> = {
-  missing_image: 400,
-  validation_error: 400,
-  image_too_large: 400,
-  unsupported_media_type: 415,
-  invalid_image: 422,
-  foreground_not_found: 422,
-  internal_error: 500,
-};
 
 const server = createServer(async (req, res) => {
   const chunks: Buffer[] = [];
@@ -35,7 +25,7 @@ const server = createServer(async (req, res) => {
   } catch (err) {
     if (gone.signal.aborted) return;
     const code: ErrorCode = err instanceof BgoneError ? err.code : 'internal_error';
-    res.writeHead(STATUS[code], { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code, message: (err as Error).message } }));
+    res.writeHead(ERROR_STATUS[code], { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code, message: (err as Error).message } }));
   }
 });
 
