@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "fields.h"
 #include "image_io.h"
+#include "jobs.h"
 #include "model.h"
 #include "pipeline.h"
 #include "providers.h"

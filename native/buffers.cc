@@ -3,16 +3,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <thread>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 namespace bgone {
 namespace {
@@ -24,10 +18,6 @@ constexpr size_t kMappedFrom = size_t{512} << 10;
 // Every block starts with this header (the size of the alignment we promise): what free_buffer needs
 // to give the block back.
 constexpr size_t kHeader = 64;
-// How long memory stays warm after the last job: longer than the gap between the requests of a
-// client that sends one after another (an upload and a response apart), short enough that an idle
-// service is back to its idle RSS within a second or two.
-constexpr auto kKeepWarm = std::chrono::milliseconds(1000);
 // The blocks mapped (in use and cached) stay within the most in use at once since the last release
 // plus this share of it. A job's phases ask for different sizes (the decode and the tensor, then
 // ONNX Runtime's run, then the matting planes): at 2 MP the most in use at once is 180 MB but the
@@ -137,58 +127,6 @@ BlockCache& cache() {
   return *instance;
 }
 
-// Counts jobs in progress; a thread of its own gives the cache back kKeepWarm after the last ends.
-class IdleRelease {
- public:
-  void started() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!thread_started_) {
-      std::thread([this] { loop(); }).detach();
-      thread_started_ = true;
-    }
-    ++jobs_;
-  }
-  void ended() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --jobs_;
-      last_end_ = std::chrono::steady_clock::now();
-      pending_ = true;
-    }
-    wake_.notify_one();
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [this] { return pending_ && jobs_ == 0; });
-      const auto due = last_end_ + kKeepWarm;
-      if (wake_.wait_until(lock, due, [this] { return jobs_ > 0; })) continue;  // busy again
-      if (std::chrono::steady_clock::now() < last_end_ + kKeepWarm) continue;   // another job ended meanwhile
-      pending_ = false;
-      lock.unlock();
-      cache().release();
-#ifdef __GLIBC__
-      // glibc keeps freed pages in per-thread arenas for reuse: hand them back too.
-      malloc_trim(0);
-#endif
-      lock.lock();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool thread_started_ = false, pending_ = false;
-  int jobs_ = 0;
-  std::chrono::steady_clock::time_point last_end_;
-};
-
-IdleRelease& idle_release() {
-  static IdleRelease* instance = new IdleRelease();
-  return *instance;
-}
-
 void* with_header(Header header) {
   if (header.base == nullptr) throw std::bad_alloc();
   *static_cast<Header*>(header.base) = header;
@@ -221,9 +159,6 @@ void free_buffer(void* p) noexcept {
     std::free(header.base);
   }
 }
-
-JobInProgress::JobInProgress() { idle_release().started(); }
-JobInProgress::~JobInProgress() { idle_release().ended(); }
 
 BufferStats buffer_stats() { return cache().stats(); }
 void release_cached_buffers() { cache().release(); }

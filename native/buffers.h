@@ -8,8 +8,8 @@
 //   transparent huge page is faulted in one trap (the same 128 MB: 8 ms). Where the kernel has
 //   transparent huge pages off, the advice is ignored and the pages are ordinary ones;
 // - a freed block is kept for the next block of a size it fits (back-to-back jobs ask for the same
-//   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for
-//   kKeepWarm (buffers.cc). The blocks mapped never add up to more than 1.5 times the most that
+//   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for a
+//   second (jobs.h). The blocks mapped never add up to more than 1.5 times the most that
 //   jobs had in use at once since the last release (a job's phases ask for different sizes).
 // Smaller blocks come from malloc. docs/performance.md has the measurements.
 #pragma once
@@ -27,16 +27,6 @@ void* alloc_buffer(size_t bytes);
 void* alloc_lasting(size_t bytes);
 void free_buffer(void* p) noexcept;
 
-// Marks a job in progress for as long as it lives: freed blocks stay cached while any job runs and
-// for kKeepWarm after the last one ends; then the cache goes back to the OS, with malloc_trim.
-class JobInProgress {
- public:
-  JobInProgress();
-  ~JobInProgress();
-  JobInProgress(const JobInProgress&) = delete;
-  JobInProgress& operator=(const JobInProgress&) = delete;
-};
-
 struct BufferStats {
   size_t in_use = 0;  // bytes of mapped blocks in use
   size_t cached = 0;  // bytes of mapped blocks kept for reuse
@@ -44,7 +34,7 @@ struct BufferStats {
   size_t mapped = 0;  // blocks mapped so far (a warm job maps none)
 };
 BufferStats buffer_stats();
-// Gives every cached block back now (the idle release does this by itself).
+// Gives every cached block back now (jobs.cc does, once the core is idle).
 void release_cached_buffers();
 
 // std::allocator over alloc_buffer, for std::vector. resize(n) and vector(n) leave the elements

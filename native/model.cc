@@ -4,11 +4,13 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <thread>
 
 #include "buffers.h"
 #include "errors.h"
+#include "jobs.h"
 #include "onnxruntime_c_api.h"
 #include "parallel.h"
 #include "providers.h"
@@ -19,7 +21,36 @@ namespace {
 const OrtApi* g_api = nullptr;
 OrtEnv* g_env = nullptr;
 std::mutex g_load_mutex;
-std::mutex g_inference_mutex;  // one inference at a time in the whole process
+
+// How the model runs of the process share the cores. A job alone in the native core runs alone,
+// on every core. While other jobs are in progress, a second run may start beside the first (on the
+// same session, with the same threads): one run's steps leave gaps (a step waits for its slowest
+// thread, and some steps are serial) that the other fills. 4 jobs of 2 MP at once finished in
+// 1.64-1.75 s instead of 1.85-1.93 s one run at a time (docs/performance.md). Not more than two:
+// each holds its own working memory (about 150 MB at 1024²), for no more gaps to fill.
+constexpr int kRunsBesideOthers = 2;
+
+class RunSlots {
+ public:
+  void acquire() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    freed_.wait(lock, [this] { return running_ < (jobs_in_progress() > 1 ? kRunsBesideOthers : 1); });
+    ++running_;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --running_;
+    }
+    freed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  int running_ = 0;
+};
+RunSlots g_run_slots;
 
 void check(OrtStatus* status, const char* what) {
   if (status == nullptr) return;
@@ -113,12 +144,10 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     // model, many small quantize/dequantize tensors, turning it off made the run 15-20 % slower).
     check(g_api->DisableCpuMemArena(options), "DisableCpuMemArena");
     check(g_api->AddSessionConfigEntry(options, "session.use_env_allocators", "1"), "use_env_allocators");
-    // The intra-op threads spin between the steps of a run (waking a sleeping thread costs more on
-    // these virtual machines: 394 against 421 ms per 2 MP inference), and stop the moment the run
-    // ends (force_spinning_stop), so that they take no time from the decode and encode of the jobs
-    // around it. With 4 jobs in flight the throughput was the same either way.
-    check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "1"), "allow_spinning");
-    check(g_api->AddSessionConfigEntry(options, "session.force_spinning_stop", "1"), "force_spinning_stop");
+    // Intra-op threads do not spin while they wait: beside a second run or another job's decode and
+    // encode, a spinning thread takes the core the other one needs (4 jobs at once: 1.80-1.87 s
+    // spinning against 1.64-1.75 s not); a run alone was as fast either way within the noise.
+    check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
     append_execution_provider(g_api, options, spec);
     t_creating_session = true;
     OrtStatus* created = g_api->CreateSession(g_env, spec.path.c_str(), options, &session_);
@@ -163,7 +192,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   RunCost cost;
   OrtStatus* status;
   {
-    std::lock_guard<std::mutex> lock(g_inference_mutex);
+    g_run_slots.acquire();
     cost.waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
     // The process's CPU, not the calling thread's: the run's work is on ONNX Runtime's pool too. It
     // also counts whatever else the process does meanwhile (another job's decode or encode), which
@@ -174,6 +203,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     const double cpu_start = process_cpu_ms();
     status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
     cost.cpu = process_cpu_ms() - cpu_start;
+    g_run_slots.release();
   }
   g_api->ReleaseValue(input_value);
   check(status, "Run");

@@ -1,7 +1,7 @@
 // One ONNX model session behind the ONNX Runtime C API. The runtime library is opened with dlopen
 // from a path chosen in JavaScript (onnxruntime-node's copy), so the addon has no link-time
-// dependency on it. Every inference in the process is serialised: one run uses all cores, and
-// measurements showed no throughput gain from running two at once on this class of machine.
+// dependency on it. A job alone runs its model alone, on every core; beside other jobs at most two
+// runs share the cores (model.cc, RunSlots).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,11 +50,11 @@ class Model {
   const ModelSpec& spec() const { return spec_; }
   // What one run cost besides its wall time (ms).
   struct RunCost {
-    double waited = 0;  // waiting for the lock (another job's inference)
+    double waited = 0;  // waiting for a place to run (other jobs' inference)
     double cpu = 0;     // CPU time of the whole process while the model ran (all threads)
   };
   // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
-  // plane into `out`. Serialised across all models of the process.
+  // plane into `out`. Shares the cores with the other runs of the process (RunSlots).
   RunCost run(Buffer<float>& input, int width, int height, Buffer<float>& out);
 
  private:

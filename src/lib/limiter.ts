@@ -1,7 +1,8 @@
 /**
- * Bounds how many jobs are inside the native core at once. Inference is serialised in C++ anyway;
- * letting a second job in means its decode and encode overlap the first one's inference, while more
- * would only hold libuv threads waiting on the inference lock. Callers beyond the bound wait here,
+ * Bounds how many jobs are inside the native core at once. The C++ side lets at most two model runs
+ * share the cores (native/model.cc); letting a second job in means its decode and encode overlap
+ * the first one's inference, or its run fills the gaps of the first, while more would only hold
+ * libuv threads waiting for a place to run. Callers beyond the bound wait here,
  * in order. The bound can change while jobs run (configure()): it applies to jobs not yet started.
  *
  * Background jobs (a service's batch work) wait in a lane of their own: one is let in only when no

@@ -16,7 +16,8 @@ export interface LibrarySettings {
   inferenceThreads: number;
   /**
    * Jobs inside the native core at once (default 2): a second job's decode and encode overlap the
-   * first one's inference, while more would only hold libuv threads waiting on the inference lock.
+   * first one's inference, or its inference runs beside it (at most two runs share the cores:
+   * native/model.cc), while more would only hold libuv threads waiting for a place to run.
    */
   nativeConcurrency: number;
   /**

@@ -149,7 +149,8 @@ export class JobMemoryGate {
  * bands, 2 bytes a sample for 16-bit inputs), the alpha matte, the composited output and its
  * encoding (up to `outputScale` × the input's pixels, e.g. a crop box that extends the canvas), and
  * a fixed part for the model's input and the matting at the model's resolution. ONNX Runtime's own
- * working memory is not counted: one inference runs at a time, whatever the number of jobs.
+ * working memory is not counted: at most two inferences run at once, whatever the number of jobs
+ * (native/model.cc), so it is bounded apart from the jobs.
  */
 export function estimateJobBytes(width: number, height: number, options: { bitsPerSample?: number; outputScale?: number } = {}): number {
   const pixels = width * height;
