@@ -13,7 +13,7 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { multipartBody, type RawResponse, rawConnection, rawExchange, requestHead } from '../helpers/http-raw.js';
-import { readPhoto } from '../helpers/paths.js';
+import { readFixture, readPhoto } from '../helpers/paths.js';
 import { randomBytes } from '../helpers/prng.js';
 import { credits, get, postImage, startTestServer, type TestServer, waitFor } from '../helpers/server.js';
 
@@ -105,6 +105,10 @@ describe('clients that go away, and malformed bodies', () => {
     { name: 'image_file', filename: 'photo.jpg', type: 'image/jpeg', data: teddy },
   ]);
   const head = (key: string) => requestHead(key, `multipart/form-data; boundary=${boundary}`, body.length);
+  // A job that stays in the native core for a good while (a 5 MP photo at full size, about half a
+  // second here): the preview of a small photo could finish before the client is made to leave.
+  const slowBody = multipartBody(boundary, [{ name: 'image_file', filename: 'swan.jpg', type: 'image/jpeg', data: readFixture('swan-big.jpg') }]);
+  const slowHead = (key: string) => requestHead(key, `multipart/form-data; boundary=${boundary}`, slowBody.length);
 
   beforeAll(async () => {
     ts = await startTestServer({ queueLimit: 64 });
@@ -134,11 +138,11 @@ describe('clients that go away, and malformed bodies', () => {
     const before = await credits(ts);
     const conn = rawConnection(ts.port, 60_000);
     await conn.ready;
-    conn.write(head(ts.key));
-    conn.write(body);
+    conn.write(slowHead(ts.key));
+    conn.write(slowBody);
     // The credit is reserved once the upload is parsed and validated: processing has started.
     await waitFor(async () => (await credits(ts)).reserved === 1, 'the credit reservation');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await new Promise((resolve) => setTimeout(resolve, 100));
     expect({ inFlight: ts.server.inFlight(), reserved: (await credits(ts)).reserved }, 'still processing when the client leaves').toEqual({
       inFlight: 1,
       reserved: 1,
