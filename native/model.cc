@@ -26,12 +26,25 @@ std::mutex g_load_mutex;
 // on every core. While other jobs are in progress, a second run may start beside the first (on the
 // same session, with the same threads): one run's steps leave gaps (a step waits for its slowest
 // thread, and some steps are serial) that the other fills. 4 jobs of 2 MP at once finished in
-// 1.64-1.75 s instead of 1.85-1.93 s one run at a time (docs/performance.md). Not more than two:
+// 1.46-1.49 s instead of 1.56-1.80 s one run at a time (docs/performance.md). Not more than two:
 // each holds its own working memory (about 150 MB at 1024²), for no more gaps to fill.
 constexpr int kRunsBesideOthers = 2;
 
 class RunSlots {
  public:
+  // Holds a place for as long as it lives.
+  class Place {
+   public:
+    explicit Place(RunSlots& slots) : slots_(slots) { slots_.acquire(); }
+    ~Place() { slots_.release(); }
+    Place(const Place&) = delete;
+    Place& operator=(const Place&) = delete;
+
+   private:
+    RunSlots& slots_;
+  };
+
+ private:
   void acquire() {
     std::unique_lock<std::mutex> lock(mutex_);
     freed_.wait(lock, [this] { return running_ < (jobs_in_progress() > 1 ? kRunsBesideOthers : 1); });
@@ -45,7 +58,6 @@ class RunSlots {
     freed_.notify_all();
   }
 
- private:
   std::mutex mutex_;
   std::condition_variable freed_;
   int running_ = 0;
@@ -192,7 +204,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   RunCost cost;
   OrtStatus* status;
   {
-    g_run_slots.acquire();
+    const RunSlots::Place place(g_run_slots);
     cost.waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
     // The process's CPU, not the calling thread's: the run's work is on ONNX Runtime's pool too. It
     // also counts whatever else the process does meanwhile (another job's decode or encode), which
@@ -203,7 +215,6 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     const double cpu_start = process_cpu_ms();
     status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
     cost.cpu = process_cpu_ms() - cpu_start;
-    g_run_slots.release();
   }
   g_api->ReleaseValue(input_value);
   check(status, "Run");
