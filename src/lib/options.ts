@@ -61,7 +61,7 @@ export const TUNING = {
   inferenceSize: 1024,
   /** JPEG and WebP quality. */
   quality: 90,
-  /** zlib level of PNG output (0-9); rows are written with the "up" filter (native/image_io.cc). */
+  /** zlib level of PNG output (0-9); rows are written with the "up" filter (native/png_writer.cc). */
   pngCompression: 1,
 };
 
