@@ -9,7 +9,6 @@
 #include <string>
 
 #include "errors.h"
-#include "png_writer.h"
 
 namespace bgone {
 namespace {
@@ -369,7 +368,6 @@ void crop_and_resize(DecodedImage& decoded, int x, int y, int w, int h, int out_
 }
 
 Encoded encode(const Pixels& pixels, const JobOptions& options) {
-  if (options.format == OutputFormat::Png && png_writer_available()) return encode_png_parallel(pixels, options.png_compression);
   VipsImage* image =
       vips_image_new_from_memory(pixels.data.data(), pixels.data.size(), pixels.width, pixels.height, pixels.bands, VIPS_FORMAT_UCHAR);
   if (image == nullptr) fail(ErrorCode::Internal, "cannot wrap the result");

@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "matting.h"
+#include "png_writer.h"
 
 namespace bgone {
 namespace {
@@ -100,53 +101,82 @@ std::vector<float> coverage(int out_n, int box_start, int box_n, int image_n) {
 
 inline uint8_t to_byte(float v) { return unit_to_byte(v); }
 
-Pixels compose(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg) {
-  const size_t n = alpha.v.size();
-  Pixels out;
-  out.width = alpha.width;
-  out.height = alpha.height;
-  if (o.alpha_only) {
-    out.bands = 1;
-    out.data.resize(n);
-    for (size_t i = 0; i < n; ++i) out.data[i] = to_byte(alpha.v[i]);
-    return out;
+// The output's pixels from the alpha and the foreground colours, a row at a time: the PNG writer
+// asks for rows as it compresses them (png_writer.h), the other formats get the whole image.
+class Composer {
+ public:
+  Composer(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg) : o_(o), alpha_(alpha), fg_(fg) {
+    if (o.alpha_only) {
+      bands_ = 1;
+      return;
+    }
+    // Background: bg_color, else white for JPEG (no alpha channel), else transparent.
+    has_bg_ = o.has_background || o.format == OutputFormat::Jpeg;
+    if (o.has_background) {
+      for (int c = 0; c < 3; ++c) bg_[c] = o.background[c] / 255.f;
+      bg_a_ = o.background[3] / 255.f;
+    }
+    keep_alpha_ = o.format != OutputFormat::Jpeg && (!has_bg_ || bg_a_ < 1.f);
+    bands_ = keep_alpha_ ? 4 : 3;
   }
-  // Background: bg_color, else white for JPEG (no alpha channel), else transparent.
-  bool has_bg = o.has_background || o.format == OutputFormat::Jpeg;
-  float bg[3] = {1, 1, 1}, bg_a = 1;
-  if (o.has_background) {
-    for (int c = 0; c < 3; ++c) bg[c] = o.background[c] / 255.f;
-    bg_a = o.background[3] / 255.f;
-  }
-  const bool keep_alpha = o.format != OutputFormat::Jpeg && (!has_bg || bg_a < 1.f);
-  out.bands = keep_alpha ? 4 : 3;
-  out.data.resize(n * out.bands);
-  parallel_rows(out.height, [&](int first, int end) {
-    for (size_t i = static_cast<size_t>(first) * out.width; i < static_cast<size_t>(end) * out.width; ++i) {
-      const uint8_t a8 = to_byte(alpha.v[i]);
+
+  int width() const { return alpha_.width; }
+  int height() const { return alpha_.height; }
+  int bands() const { return bands_; }
+
+  void row(int y, uint8_t* out) const {
+    const float* alpha = alpha_.row(y);
+    const int w = alpha_.width;
+    if (o_.alpha_only) {
+      for (int x = 0; x < w; ++x) out[x] = to_byte(alpha[x]);
+      return;
+    }
+    const uint8_t* fg = fg_.data() + static_cast<size_t>(y) * w * 3;
+    for (int x = 0; x < w; ++x) {
+      const uint8_t a8 = to_byte(alpha[x]);
       const float a = a8 / 255.f;
-      uint8_t* px = out.data.data() + i * out.bands;
-      const uint8_t* f = fg.data() + i * 3;
-      if (!has_bg) {
+      uint8_t* px = out + static_cast<size_t>(x) * bands_;
+      const uint8_t* f = fg + static_cast<size_t>(x) * 3;
+      if (!has_bg_) {
         // Fully transparent pixels carry no colour: nothing of the background leaks, and PNGs shrink.
         for (int c = 0; c < 3; ++c) px[c] = a8 == 0 ? 0 : f[c];
         px[3] = a8;
         continue;
       }
-      const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
+      const float under = bg_a_ * (1.f - a);  // "over" compositing of the subject on the background
       float out_a = a + under;
       float rgb[3];
-      for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
-      if (!keep_alpha && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
+      for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg_[c] * under) / out_a : 0.f;
+      if (!keep_alpha_ && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
         for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
         out_a = 1.f;
       }
       for (int c = 0; c < 3; ++c) px[c] = to_byte(rgb[c]);
-      if (keep_alpha) px[3] = to_byte(out_a);
+      if (keep_alpha_) px[3] = to_byte(out_a);
     }
-  });
-  return out;
-}
+  }
+
+  Pixels whole() const {
+    Pixels out;
+    out.width = width();
+    out.height = height();
+    out.bands = bands_;
+    out.data.resize(static_cast<size_t>(out.width) * out.height * out.bands);
+    const size_t stride = static_cast<size_t>(out.width) * out.bands;
+    parallel_rows(out.height, [&](int first, int end) {
+      for (int y = first; y < end; ++y) row(y, out.data.data() + y * stride);
+    });
+    return out;
+  }
+
+ private:
+  const JobOptions& o_;
+  const Plane& alpha_;
+  const Buffer<uint8_t>& fg_;
+  bool has_bg_ = false, keep_alpha_ = true;
+  float bg_[3] = {1, 1, 1}, bg_a_ = 1;
+  int bands_ = 4;
+};
 
 // Test-time augmentation (the flipAverage knob, off by default: see src/lib/options.ts): mirrors the
 // tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the run's cost.
@@ -307,15 +337,21 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     if (o.refine) estimate_foreground(rgb.data, alpha);
     fg = std::move(rgb.data);
   }
-  Pixels composed = compose(o, alpha, fg);
   t.matting = ms_since(step);
 
+  // Composing the output's pixels counts as encoding: for PNG it happens row by row inside it.
   step = Clock::now();
-  result.encoded = encode(composed, o);
+  const Composer composer(o, alpha, fg);
+  if (o.format == OutputFormat::Png && png_writer_available()) {
+    result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression,
+                                     [&composer](int y, uint8_t* row) { composer.row(y, row); });
+  } else {
+    result.encoded = encode(composer.whole(), o);
+  }
   t.encode = ms_since(step);
-  result.width = composed.width;
-  result.height = composed.height;
-  result.channels = composed.bands;
+  result.width = composer.width();
+  result.height = composer.height();
+  result.channels = composer.bands();
   t.total = ms_since(start);
   return result;
 }

@@ -19,8 +19,8 @@ struct Timings {
   // what it costs outside the inference: the CPU a GPU deployment still pays per image.
   double inference_cpu = 0;
   double resize = 0;   // crop, canvas and output-size resampling of the colour image
-  double matting = 0;  // mask -> alpha at output resolution, foreground colours, compositing
-  double encode = 0;
+  double matting = 0;  // mask -> alpha at output resolution, foreground colours
+  double encode = 0;   // compositing the output's pixels and encoding them (for PNG, row by row together)
   double total = 0;
 };
 

@@ -91,8 +91,15 @@ struct Segment {
   size_t raw_bytes = 0;
 };
 
-void deflate_segment(const Zlib& z, const Pixels& px, int level, bool last, Segment& seg) {
-  const size_t stride = static_cast<size_t>(px.width) * px.bands, row_bytes = stride + 1;
+// The image being written: its size and where its rows come from.
+struct Image {
+  int width, height, bands;
+  const PngRows& rows;
+  size_t stride() const { return static_cast<size_t>(width) * bands; }
+};
+
+void deflate_segment(const Zlib& z, const Image& image, int level, bool last, Segment& seg) {
+  const size_t stride = image.stride(), row_bytes = stride + 1;
   const int rows = seg.end_row - seg.first_row;
   seg.raw_bytes = row_bytes * rows;
   ZStream s{};
@@ -105,18 +112,21 @@ void deflate_segment(const Zlib& z, const Pixels& px, int level, bool last, Segm
     s.avail_out = static_cast<unsigned>(std::min<size_t>(seg.out.size(), 0xFFFFFFFFu));
     const int block_rows = std::max<int>(1, static_cast<int>(kFilterBlockBytes / row_bytes));
     Buffer<uint8_t> block(static_cast<size_t>(block_rows) * row_bytes);
+    // The row above (for the "up" filter): zeros above the image, else made once more here.
+    Buffer<uint8_t> above(stride), current(stride);
+    if (seg.first_row == 0) {
+      std::fill(above.begin(), above.end(), 0);
+    } else {
+      image.rows(seg.first_row - 1, above.data());
+    }
     for (int y0 = seg.first_row; y0 < seg.end_row; y0 += block_rows) {
       const int y1 = std::min(seg.end_row, y0 + block_rows);
       for (int y = y0; y < y1; ++y) {
         uint8_t* dst = block.data() + static_cast<size_t>(y - y0) * row_bytes;
-        const uint8_t* cur = px.data.data() + static_cast<size_t>(y) * stride;
+        image.rows(y, current.data());
         dst[0] = kFilterUp;
-        if (y == 0) {
-          std::memcpy(dst + 1, cur, stride);  // "up" from the row above the image: zeros
-        } else {
-          const uint8_t* up = cur - stride;
-          for (size_t i = 0; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(cur[i] - up[i]);
-        }
+        for (size_t i = 0; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(current[i] - above[i]);
+        above.swap(current);
       }
       const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
       seg.adler = checksum(z.adler32, seg.adler, block.data(), n);
@@ -155,14 +165,15 @@ void close_chunk(const Zlib& z, uint8_t*& p, const char* type, size_t length) {
 
 bool png_writer_available() { return zlib() != nullptr; }
 
-Encoded encode_png_parallel(const Pixels& px, int level) {
+Encoded encode_png_rows(int width, int height, int bands, int level, const PngRows& rows) {
   const Zlib* z = zlib();
   if (z == nullptr) throw PipelineError(ErrorCode::Internal, "no zlib in this process");
+  const Image px{width, height, bands, rows};
   const uint8_t colour_type = px.bands == 1 ? 0 : px.bands == 3 ? 2 : px.bands == 4 ? 6 : 255;
   if (colour_type == 255) throw PipelineError(ErrorCode::Internal, "unexpected bands for PNG");
   // Segments of about kSegmentBytes of pixels, taken by the free cores in turn. Their number
   // depends on the image alone, never on the load: the same job gives the same bytes.
-  const size_t stride = static_cast<size_t>(px.width) * px.bands;
+  const size_t stride = px.stride();
   const size_t by_size = (stride * px.height + kSegmentBytes - 1) / kSegmentBytes;
   const int count = static_cast<int>(std::max<size_t>(1, std::min<size_t>(by_size, static_cast<size_t>(px.height))));
   std::vector<Segment> segments(count);

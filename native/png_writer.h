@@ -11,16 +11,24 @@
 // The deflate is the zlib inside the Node.js binary, which exports it for addons (Node 20, 22 and
 // 24 all do). It is looked up at run time, never linked: where it is missing (another host
 // process), png_writer_available() is false and image_io.cc encodes with libvips as before.
+//
+// The rows are asked for as the segments need them (rows(y, out) writes row y, width x bands bytes;
+// it is called from several threads at once), so the result's pixels are made row by row next to
+// their compression and no composed image is ever held whole.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "image_io.h"
 
 namespace bgone {
 
+using PngRows = std::function<void(int y, uint8_t* row)>;
+
 bool png_writer_available();
-// Encodes 8-bit pixels with 1 (grey), 3 (RGB) or 4 (RGBA) bands at zlib level 0-9. The result is
+// Encodes an 8-bit image with 1 (grey), 3 (RGB) or 4 (RGBA) bands at zlib level 0-9. The result is
 // g_malloc'ed, exactly its size: release it with free_encoded.
-Encoded encode_png_parallel(const Pixels& pixels, int level);
+Encoded encode_png_rows(int width, int height, int bands, int level, const PngRows& rows);
 
 }  // namespace bgone
