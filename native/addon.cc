@@ -75,7 +75,7 @@ ModelSpec read_model_spec(const Napi::Value& value) {
     spec.mean[c] = static_cast<float>(mean[c]);
     spec.std[c] = static_cast<float>(std_dev[c]);
   }
-  spec.threads = static_cast<int>(o.integer("threads", 0, 4096));
+  spec.threads = static_cast<int>(o.integer("threads", 1, 4096));
   spec.dynamic_size = o.boolean("dynamicSize");
   spec.provider = o.choice<const char*>("provider", {{"cpu", "cpu"}, {"cuda", "cuda"}});
   spec.device_id = static_cast<int>(o.integer("deviceId", 0, 255));

@@ -137,17 +137,17 @@ void* from_malloc(size_t bytes) { return std::aligned_alloc(kHeader, round_up(kH
 
 }  // namespace
 
-void* alloc_buffer(size_t bytes) {
-  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
-  if (bytes < kMappedFrom) return with_header({from_malloc(bytes), 0});
-  size_t mapped = round_up(kHeader + bytes, kHugePage);
-  void* base = cache().take(mapped);
-  return with_header({base, mapped});
-}
-
 void* alloc_lasting(size_t bytes) {
   if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
   return with_header({from_malloc(bytes), 0});
+}
+
+void* alloc_buffer(size_t bytes) {
+  if (bytes < kMappedFrom) return alloc_lasting(bytes);
+  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
+  size_t mapped = round_up(kHeader + bytes, kHugePage);
+  void* base = cache().take(mapped);
+  return with_header({base, mapped});
 }
 
 void free_buffer(void* p) noexcept {

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <thread>
 
 #include "buffers.h"
 #include "errors.h"
@@ -146,7 +145,7 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
   OrtSessionOptions* options = nullptr;
   check(g_api->CreateSessionOptions(&options), "CreateSessionOptions");
   try {
-    if (spec.threads > 0) check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
+    check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
     check(g_api->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
     check(g_api->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
     // No arena: with the float models the arena and the memory patterns together cost about 1 GB of
@@ -210,8 +209,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     // also counts whatever else the process does meanwhile (another job's decode or encode), which
     // is why the benchmarks read it one job at a time.
     // On the CPU the run takes its intra-op threads' cores; with a GPU, the calling thread's only.
-    const CoresInUse cores(
-        spec_.provider == "cpu" ? (spec_.threads > 0 ? spec_.threads : static_cast<int>(std::thread::hardware_concurrency())) : 1);
+    const CoresInUse cores(spec_.provider == "cpu" ? spec_.threads : 1);
     const double cpu_start = process_cpu_ms();
     status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
     cost.cpu = process_cpu_ms() - cpu_start;

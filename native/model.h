@@ -28,7 +28,7 @@ struct ModelSpec {
   int height = 0;
   float mean[3] = {};
   float std[3] = {};
-  int threads = 0;            // 0: ONNX Runtime's default (one per physical core), chosen in TypeScript
+  int threads = 0;            // intra-op threads, chosen in TypeScript (src/lib/settings.ts inferenceThreadCount)
   bool dynamic_size = false;  // the graph's input height and width are symbolic: any job size works
   // Execution provider (providers.h): "cpu" or "cuda"; with "cuda", the GPU's index and the most GPU
   // memory ONNX Runtime's arena may take (MiB, 0: no limit).

@@ -67,12 +67,10 @@ const Zlib* zlib() {
   return found;
 }
 
-// zlib's checksums take at most 4 GiB at a time.
-constexpr size_t kChecksumStep = size_t{1} << 30;
-unsigned long checksum(unsigned long (*fn)(unsigned long, const uint8_t*, unsigned), unsigned long sum, const uint8_t* p, size_t n) {
-  for (size_t done = 0; done < n; done += kChecksumStep) sum = fn(sum, p + done, static_cast<unsigned>(std::min(kChecksumStep, n - done)));
-  return sum;
-}
+// The most a PNG chunk may hold (the format's own limit). The IDAT chunk is checked against it
+// before anything is written; everything a checksum is taken over is smaller, so zlib's 32-bit
+// lengths always suffice.
+constexpr size_t kMaxChunk = 0x7FFFFFFF;
 
 // Pixels per segment: each segment costs a flush (a few bytes) and a cold start of the compressor's
 // matches (a few hundred bytes); 2 MiB makes 4 segments at 2 MP, 23 at 12 MP.
@@ -109,7 +107,7 @@ void deflate_segment(const Zlib& z, const Image& image, int level, bool last, Se
   try {
     seg.out.resize(z.deflate_bound(&s, seg.raw_bytes) + 64);
     s.next_out = seg.out.data();
-    s.avail_out = static_cast<unsigned>(std::min<size_t>(seg.out.size(), 0xFFFFFFFFu));
+    s.avail_out = static_cast<unsigned>(seg.out.size());  // a segment is a few MiB
     const int block_rows = std::max<int>(1, static_cast<int>(kFilterBlockBytes / row_bytes));
     Buffer<uint8_t> block(static_cast<size_t>(block_rows) * row_bytes);
     // The row above (for the "up" filter): zeros above the image, else made once more here.
@@ -129,7 +127,7 @@ void deflate_segment(const Zlib& z, const Image& image, int level, bool last, Se
         above.swap(current);
       }
       const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
-      seg.adler = checksum(z.adler32, seg.adler, block.data(), n);
+      seg.adler = z.adler32(seg.adler, block.data(), static_cast<unsigned>(n));
       s.next_in = block.data();
       s.avail_in = static_cast<unsigned>(n);
       const bool end = y1 == seg.end_row;
@@ -156,7 +154,7 @@ void put32(uint8_t*& p, uint32_t v) {
 void close_chunk(const Zlib& z, uint8_t*& p, const char* type, size_t length) {
   put32(p, static_cast<uint32_t>(length));
   std::memcpy(p, type, 4);
-  const unsigned long crc = checksum(z.crc32, z.crc32(0, nullptr, 0), p, length + 4);
+  const unsigned long crc = z.crc32(z.crc32(0, nullptr, 0), p, static_cast<unsigned>(length + 4));
   p += 4 + length;
   put32(p, static_cast<uint32_t>(crc));
 }
@@ -191,6 +189,7 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
   }
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
   const size_t idat = 2 + compressed + 4;  // zlib header, the deflate stream, Adler-32
+  if (idat > kMaxChunk) throw PipelineError(ErrorCode::Internal, "the PNG's data does not fit in one chunk");
   const size_t total = sizeof(kSignature) + (12 + 13) + (12 + idat) + 12;
   Encoded out;
   out.data = g_malloc(total);

@@ -51,7 +51,7 @@ export interface NativeModelSpec {
   /** The graph takes any input size: the job's inferenceSize is used instead of width × height. */
   dynamicSize: boolean;
   std: [number, number, number];
-  /** ONNX Runtime intra-op threads; 0: one per core. */
+  /** ONNX Runtime intra-op threads, at least 1 (settings.ts inferenceThreadCount resolves 0). */
   threads: number;
   /** Execution provider (native/providers.h). */
   provider: 'cpu' | 'cuda';
