@@ -6,6 +6,8 @@
 #include <napi.h>
 #include <vips/vips.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "jobs.h"
 #include "model.h"
 #include "pipeline.h"
+#include "png_writer.h"
 #include "providers.h"
 
 namespace bgone {
@@ -311,6 +314,36 @@ Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// encodePng(pixels, width, height, bands, level) -> Buffer: the PNG writer alone, on given pixels
+// (width x height x bands bytes, rows in order), so that tests reach its encoders' edge cases
+// (stored blocks, long runs, every band count) directly. Not part of the library's API.
+Napi::Value EncodePng(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const bool numbers = info[1].IsNumber() && info[2].IsNumber() && info[3].IsNumber() && info[4].IsNumber();
+  if (!info[0].IsBuffer() || !numbers) {
+    Napi::TypeError::New(env, "encodePng(pixels, width, height, bands, level)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Buffer<uint8_t> pixels = info[0].As<Napi::Buffer<uint8_t>>();
+  const int width = info[1].As<Napi::Number>().Int32Value(), height = info[2].As<Napi::Number>().Int32Value();
+  const int bands = info[3].As<Napi::Number>().Int32Value(), level = info[4].As<Napi::Number>().Int32Value();
+  const size_t stride = static_cast<size_t>(std::max(width, 0)) * std::max(bands, 0);
+  if (width < 1 || height < 1 || level < 0 || level > 9 || stride * height != pixels.Length() || !png_writer_available()) {
+    Napi::RangeError::New(env, "encodePng: pixels, sizes or level do not fit").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  try {
+    const uint8_t* data = pixels.Data();
+    Encoded encoded =
+        encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
+    return Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(encoded.data), encoded.length,
+                                      [](Napi::Env, uint8_t* p) { free_encoded(p); });
+  } catch (const PipelineError& e) {
+    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
@@ -318,6 +351,7 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("availableProviders", Napi::Function::New(env, AvailableProviders));
   exports.Set("probe", Napi::Function::New(env, Probe));
   exports.Set("memoryStats", Napi::Function::New(env, MemoryStats));
+  exports.Set("encodePng", Napi::Function::New(env, EncodePng));
   return exports;
 }
 

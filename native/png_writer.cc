@@ -11,6 +11,7 @@
 #include "buffers.h"
 #include "errors.h"
 #include "parallel.h"
+#include "png_deflate.h"
 
 namespace bgone {
 namespace {
@@ -96,50 +97,76 @@ struct Image {
   size_t stride() const { return static_cast<size_t>(width) * bands; }
 };
 
-void deflate_segment(const Zlib& z, const Image& image, int level, bool last, Segment& seg) {
+// Filters the segment's rows ("up") a cache-sized block at a time, handing each block to
+// `consume(data, n, last_block)` and taking its Adler-32 sum.
+template <class Consume>
+void filter_segment(const Zlib& z, const Image& image, Segment& seg, Consume&& consume) {
   const size_t stride = image.stride(), row_bytes = stride + 1;
-  const int rows = seg.end_row - seg.first_row;
-  seg.raw_bytes = row_bytes * rows;
+  seg.raw_bytes = row_bytes * (seg.end_row - seg.first_row);
+  const int block_rows = std::max<int>(1, static_cast<int>(kFilterBlockBytes / row_bytes));
+  Buffer<uint8_t> block(static_cast<size_t>(block_rows) * row_bytes);
+  // The row above (for the "up" filter): zeros above the image, else made once more here.
+  Buffer<uint8_t> above(stride), current(stride);
+  if (seg.first_row == 0) {
+    std::fill(above.begin(), above.end(), 0);
+  } else {
+    image.rows(seg.first_row - 1, above.data());
+  }
+  for (int y0 = seg.first_row; y0 < seg.end_row; y0 += block_rows) {
+    const int y1 = std::min(seg.end_row, y0 + block_rows);
+    for (int y = y0; y < y1; ++y) {
+      uint8_t* dst = block.data() + static_cast<size_t>(y - y0) * row_bytes;
+      image.rows(y, current.data());
+      dst[0] = kFilterUp;
+      for (size_t i = 0; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(current[i] - above[i]);
+      above.swap(current);
+    }
+    const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
+    seg.adler = z.adler32(seg.adler, block.data(), static_cast<unsigned>(n));
+    consume(block.data(), n, y1 == seg.end_row);
+  }
+}
+
+// pngCompression 1: our own encoder (png_deflate.h).
+void fast_deflate_segment(const Zlib& z, const Image& image, bool last, Segment& seg) {
+  FastDeflate deflater(image.bands);
+  filter_segment(z, image, seg, [&](const uint8_t* data, size_t n, bool) { deflater.add(data, n); });
+  deflater.finish(last);
+  seg.size = deflater.size();
+  seg.out = std::move(deflater.output());
+}
+
+// Other levels: zlib's.
+void zlib_deflate_segment(const Zlib& z, const Image& image, int level, bool last, Segment& seg) {
   ZStream s{};
   if (z.deflate_init2(&s, level, kZDeflated, kRawWindowBits, kMemLevel, kZDefaultStrategy, "1", sizeof(ZStream)) != kZOk) {
     throw PipelineError(ErrorCode::Internal, "zlib refused to start");
   }
   try {
-    seg.out.resize(z.deflate_bound(&s, seg.raw_bytes) + 64);
+    const size_t raw_bytes = (image.stride() + 1) * (seg.end_row - seg.first_row);
+    seg.out.resize(z.deflate_bound(&s, raw_bytes) + 64);
     s.next_out = seg.out.data();
     s.avail_out = static_cast<unsigned>(seg.out.size());  // a segment is a few MiB
-    const int block_rows = std::max<int>(1, static_cast<int>(kFilterBlockBytes / row_bytes));
-    Buffer<uint8_t> block(static_cast<size_t>(block_rows) * row_bytes);
-    // The row above (for the "up" filter): zeros above the image, else made once more here.
-    Buffer<uint8_t> above(stride), current(stride);
-    if (seg.first_row == 0) {
-      std::fill(above.begin(), above.end(), 0);
-    } else {
-      image.rows(seg.first_row - 1, above.data());
-    }
-    for (int y0 = seg.first_row; y0 < seg.end_row; y0 += block_rows) {
-      const int y1 = std::min(seg.end_row, y0 + block_rows);
-      for (int y = y0; y < y1; ++y) {
-        uint8_t* dst = block.data() + static_cast<size_t>(y - y0) * row_bytes;
-        image.rows(y, current.data());
-        dst[0] = kFilterUp;
-        for (size_t i = 0; i < stride; ++i) dst[1 + i] = static_cast<uint8_t>(current[i] - above[i]);
-        above.swap(current);
-      }
-      const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
-      seg.adler = z.adler32(seg.adler, block.data(), static_cast<unsigned>(n));
-      s.next_in = block.data();
+    filter_segment(z, image, seg, [&](const uint8_t* data, size_t n, bool end) {
+      s.next_in = data;
       s.avail_in = static_cast<unsigned>(n);
-      const bool end = y1 == seg.end_row;
       const int rc = z.deflate(&s, end ? (last ? kZFinish : kZSyncFlush) : kZNoFlush);
       if (rc != (end && last ? kZStreamEnd : kZOk) || s.avail_in != 0) throw PipelineError(ErrorCode::Internal, "zlib failed");
-    }
+    });
     seg.size = s.total_out;
   } catch (...) {
     z.deflate_end(&s);
     throw;
   }
   z.deflate_end(&s);
+}
+
+void deflate_segment(const Zlib& z, const Image& image, int level, bool last, Segment& seg) {
+  if (level == 1) {
+    fast_deflate_segment(z, image, last, seg);
+  } else {
+    zlib_deflate_segment(z, image, level, last, seg);
+  }
 }
 
 void put32(uint8_t*& p, uint32_t v) {

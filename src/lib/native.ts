@@ -85,6 +85,8 @@ interface Addon {
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
   /** The large blocks of native/buffers.h, in bytes. */
   memoryStats(): NativeMemoryStats;
+  /** The PNG writer alone on raw pixels (rows of width x bands bytes), for tests of its encoders. */
+  encodePng(pixels: Buffer, width: number, height: number, bands: number, level: number): Buffer;
 }
 
 /**
