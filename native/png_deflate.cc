@@ -4,6 +4,10 @@
 #include <array>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace bgone {
 namespace {
 
@@ -149,31 +153,32 @@ void at_least_two(uint32_t* freq, int n) {
 
 }  // namespace
 
-FastDeflate::FastDeflate(int pixel_bytes) : pixel_bytes_(std::clamp(pixel_bytes, 1, 4)) { symbols_.resize(kBlockSymbols); }
+FastDeflate::FastDeflate(int pixel_bytes, size_t expected_bytes) : pixel_bytes_(std::clamp(pixel_bytes, 1, 4)) {
+  symbols_.resize(kBlockSymbols);
+  // Never more than stored blocks take (plus their headers); pages not written are never touched.
+  out_.resize(expected_bytes + expected_bytes / 64 + 1024);
+}
 
 void FastDeflate::reserve(size_t bytes) {
   if (out_.size() < pos_ + bytes + 8) out_.resize(std::max(out_.size() * 2, pos_ + bytes + 8));
 }
 
+// Appends `count` bits (at most 32). Branch-free: the whole 64-bit buffer is stored at the write
+// position every time (reserve keeps 8 bytes of slack) and the position moves by the whole bytes.
 void FastDeflate::put(uint32_t bits, int count) {
   bits_ |= static_cast<uint64_t>(bits) << bit_count_;
   bit_count_ += count;
-  if (bit_count_ >= 32) {
-    const uint32_t word = static_cast<uint32_t>(bits_);
-    std::memcpy(out_.data() + pos_, &word, 4);
-    pos_ += 4;
-    bits_ >>= 32;
-    bit_count_ -= 32;
-  }
+  std::memcpy(out_.data() + pos_, &bits_, 8);
+  const int bytes = bit_count_ >> 3;  // at most 4: fewer than 8 bits were pending
+  pos_ += bytes;
+  bits_ >>= bytes * 8;
+  bit_count_ &= 7;
 }
 
 void FastDeflate::align() {
-  while (bit_count_ > 0) {
-    out_[pos_++] = static_cast<uint8_t>(bits_);
-    bits_ >>= 8;
-    bit_count_ = std::max(0, bit_count_ - 8);
-  }
+  if (bit_count_ > 0) out_[pos_++] = static_cast<uint8_t>(bits_);
   bits_ = 0;
+  bit_count_ = 0;
 }
 
 void FastDeflate::add(const uint8_t* data, size_t n) {
@@ -355,6 +360,49 @@ void FastDeflate::finish(bool last) {
   const uint8_t marker[4] = {0x00, 0x00, 0xFF, 0xFF};
   std::memcpy(out_.data() + pos_, marker, 4);
   pos_ += 4;
+}
+
+uint32_t adler32(uint32_t adler, const uint8_t* data, size_t n) {
+  constexpr uint32_t kMod = 65521;
+  constexpr size_t kMaxRun = 5552;  // the most bytes before the sums could overflow 32 bits
+  uint32_t a = adler & 0xFFFF, b = adler >> 16;
+  while (n > 0) {
+    size_t run = std::min(n, kMaxRun);
+    n -= run;
+#if defined(__SSE2__)
+    // 16 bytes at a time: a gains their sum; b gains 16 * a (as it was) plus the bytes weighted
+    // 16, 15, ..., 1 by their position.
+    const size_t vectors = run / 16;
+    if (vectors > 0) {
+      const __m128i zero = _mm_setzero_si128();
+      const __m128i weights_lo = _mm_setr_epi16(16, 15, 14, 13, 12, 11, 10, 9), weights_hi = _mm_setr_epi16(8, 7, 6, 5, 4, 3, 2, 1);
+      __m128i sum_a = zero, sum_b = zero, prior_a = zero;
+      for (size_t v = 0; v < vectors; ++v, data += 16) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data));
+        prior_a = _mm_add_epi32(prior_a, sum_a);
+        sum_a = _mm_add_epi32(sum_a, _mm_sad_epu8(bytes, zero));
+        sum_b = _mm_add_epi32(sum_b, _mm_madd_epi16(_mm_unpacklo_epi8(bytes, zero), weights_lo));
+        sum_b = _mm_add_epi32(sum_b, _mm_madd_epi16(_mm_unpackhi_epi8(bytes, zero), weights_hi));
+      }
+      auto total = [](__m128i v) {
+        alignas(16) uint32_t lanes[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(lanes), v);
+        return static_cast<uint64_t>(lanes[0]) + lanes[1] + lanes[2] + lanes[3];
+      };
+      const uint64_t bytes_sum = total(sum_a), weighted = total(sum_b), before = total(prior_a);
+      b = static_cast<uint32_t>((b + static_cast<uint64_t>(a) * 16 * vectors + 16 * before + weighted) % kMod);
+      a = static_cast<uint32_t>((a + bytes_sum) % kMod);
+      run -= vectors * 16;
+    }
+#endif
+    for (; run > 0; --run) {
+      a += *data++;
+      b += a;
+    }
+    a %= kMod;
+    b %= kMod;
+  }
+  return b << 16 | a;
 }
 
 }  // namespace bgone

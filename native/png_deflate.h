@@ -23,8 +23,9 @@ namespace bgone {
 
 class FastDeflate {
  public:
-  // pixel_bytes: the distance of the second kind of match (1 to 4).
-  explicit FastDeflate(int pixel_bytes);
+  // pixel_bytes: the distance of the second kind of match (1 to 4). expected_bytes: how much will
+  // be added, to size the output once (it grows if ever needed).
+  FastDeflate(int pixel_bytes, size_t expected_bytes);
 
   // Compresses n bytes into whole blocks. Matches do not reach back into an earlier call's bytes.
   void add(const uint8_t* data, size_t n);
@@ -54,5 +55,8 @@ class FastDeflate {
   uint32_t lit_freq_[286] = {};
   uint32_t dist_freq_[30] = {};
 };
+
+// The Adler-32 checksum (RFC 1950) of n more bytes: the one a zlib stream ends with.
+uint32_t adler32(uint32_t adler, const uint8_t* data, size_t n);
 
 }  // namespace bgone

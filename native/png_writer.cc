@@ -46,7 +46,6 @@ struct Zlib {
   int (*deflate_end)(ZStream*);
   unsigned long (*deflate_bound)(ZStream*, unsigned long);
   unsigned long (*crc32)(unsigned long, const uint8_t*, unsigned);
-  unsigned long (*adler32)(unsigned long, const uint8_t*, unsigned);
   unsigned long (*adler32_combine)(unsigned long, unsigned long, long);
 };
 
@@ -61,8 +60,7 @@ const Zlib* zlib() {
   static const Zlib* found = [] {
     static Zlib z;
     const bool all = find(z.deflate_init2, "deflateInit2_") && find(z.deflate, "deflate") && find(z.deflate_end, "deflateEnd") &&
-                     find(z.deflate_bound, "deflateBound") && find(z.crc32, "crc32") && find(z.adler32, "adler32") &&
-                     find(z.adler32_combine, "adler32_combine");
+                     find(z.deflate_bound, "deflateBound") && find(z.crc32, "crc32") && find(z.adler32_combine, "adler32_combine");
     return all ? &z : nullptr;
   }();
   return found;
@@ -122,14 +120,14 @@ void filter_segment(const Zlib& z, const Image& image, Segment& seg, Consume&& c
       above.swap(current);
     }
     const size_t n = static_cast<size_t>(y1 - y0) * row_bytes;
-    seg.adler = z.adler32(seg.adler, block.data(), static_cast<unsigned>(n));
+    seg.adler = adler32(static_cast<uint32_t>(seg.adler), block.data(), n);
     consume(block.data(), n, y1 == seg.end_row);
   }
 }
 
 // pngCompression 1: our own encoder (png_deflate.h).
 void fast_deflate_segment(const Zlib& z, const Image& image, bool last, Segment& seg) {
-  FastDeflate deflater(image.bands);
+  FastDeflate deflater(image.bands, (image.stride() + 1) * (seg.end_row - seg.first_row));
   filter_segment(z, image, seg, [&](const uint8_t* data, size_t n, bool) { deflater.add(data, n); });
   deflater.finish(last);
   seg.size = deflater.size();
