@@ -8,9 +8,10 @@
 // segment's data cannot refer back into the previous one: the file is a few hundred bytes larger
 // per segment.
 //
-// The deflate is the zlib inside the Node.js binary, which exports it for addons (Node 20, 22 and
-// 24 all do). It is looked up at run time, never linked: where it is missing (another host
-// process), png_writer_available() is false and image_io.cc encodes with libvips as before.
+// At level 1 (the default) the deflate is our own (png_deflate.h); at the other levels it is the
+// zlib inside the Node.js binary, which exports it for addons (Node 20, 22 and 24 all do), as does
+// the IDAT's CRC. That zlib is looked up at run time, never linked: where it is missing (another
+// host process), png_writer_available() is false and image_io.cc encodes with libvips as before.
 //
 // The rows are asked for as the segments need them (rows(y, out) writes row y, width x bands bytes;
 // it is called from several threads at once), so the result's pixels are made row by row next to

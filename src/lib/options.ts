@@ -61,7 +61,10 @@ export const TUNING = {
   inferenceSize: 1024,
   /** JPEG and WebP quality. */
   quality: 90,
-  /** zlib level of PNG output (0-9); rows are written with the "up" filter (native/png_writer.cc). */
+  /**
+   * PNG deflate level (0-9): 1 is bgone's own fast encoder (native/png_deflate.cc), the others zlib's
+   * levels; rows are written with the "up" filter (native/png_writer.cc).
+   */
   pngCompression: 1,
 };
 
