@@ -150,19 +150,29 @@ void stream_box_mean(int w, int h, int r, int y0, int y1, Source&& source, Sink&
 
 }  // namespace
 
-GuidedCoefficients fit_guided_half(const uint8_t* rgb, const Plane& mask, int radius, double eps) {
-  const int fw = mask.width, w = std::max(1, mask.width / 2), h = std::max(1, mask.height / 2);
-  const int step_x = mask.width > 1 ? 1 : 0, step_y = mask.height > 1 ? fw : 0;
-  // The guide and the mask averaged 2x2 (the guide rounded to 8 bits), then the products whose
-  // local means the filter needs: I (3), p, I*p (3), I*I^T (6 unique).
+GuidedCoefficients fit_guided_coarse(const uint8_t* rgb, const Plane& mask, int factor, int radius, double eps) {
+  const int f = std::max(1, factor);
+  const int fw = mask.width, w = std::max(1, mask.width / f), h = std::max(1, mask.height / f);
+  const float share = 1.f / static_cast<float>(f * f);
+  const int half = f * f / 2;
+  // The guide and the mask averaged f x f (the guide rounded to 8 bits; a block past the last whole
+  // one is dropped, a side shorter than f repeats its last sample), then the products whose local
+  // means the filter needs: I (3), p, I*p (3), I*I^T (6 unique).
   auto products = [&](int y, float* row) {
     for (int x = 0; x < w; ++x) {
-      const size_t i0 = static_cast<size_t>(2 * y) * fw + 2 * x, i1 = i0 + step_x, i2 = i0 + step_y, i3 = i2 + step_x;
-      float I[3];
-      for (int c = 0; c < 3; ++c) {
-        I[c] = static_cast<uint8_t>((rgb[i0 * 3 + c] + rgb[i1 * 3 + c] + rgb[i2 * 3 + c] + rgb[i3 * 3 + c] + 2) / 4) / 255.f;
+      int sum[3] = {0, 0, 0};
+      float p = 0;
+      for (int dy = 0; dy < f; ++dy) {
+        const size_t line = static_cast<size_t>(std::min(f * y + dy, mask.height - 1)) * fw;
+        for (int dx = 0; dx < f; ++dx) {
+          const size_t i = line + std::min(f * x + dx, fw - 1);
+          for (int c = 0; c < 3; ++c) sum[c] += rgb[i * 3 + c];
+          p += mask.v[i];
+        }
       }
-      const float p = (mask.v[i0] + mask.v[i1] + mask.v[i2] + mask.v[i3]) * 0.25f;
+      p *= share;
+      float I[3];
+      for (int c = 0; c < 3; ++c) I[c] = static_cast<uint8_t>((sum[c] + half) / (f * f)) / 255.f;
       const float r = I[0], g = I[1], b = I[2];
       float* o = row + static_cast<size_t>(x) * 13;
       o[0] = r, o[1] = g, o[2] = b, o[3] = p;

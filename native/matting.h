@@ -50,10 +50,10 @@ struct GuidedCoefficients {
   Buffer<float> v;
   const float* row(int y) const { return v.data() + static_cast<size_t>(y) * width * 4; }
 };
-// Fits the colour guided filter of `mask` guided by `rgb` (interleaved 8-bit, the mask's size) at
-// half that resolution: both are averaged 2x2 (an odd last row or column is dropped) on the way in,
-// and box means of `radius` are taken at the half resolution.
-GuidedCoefficients fit_guided_half(const uint8_t* rgb, const Plane& mask, int radius, double eps);
+// Fits the colour guided filter of `mask` guided by `rgb` (interleaved 8-bit, the mask's size) on a
+// grid `factor` times coarser: both are averaged factor x factor on the way in (what is left past
+// the last whole block is dropped), and box means of `radius` are taken on that grid.
+GuidedCoefficients fit_guided_coarse(const uint8_t* rgb, const Plane& mask, int factor, int radius, double eps);
 // Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h): the
 // alpha, clamped to 0..1. finish(y, row) then gets each row while it is still in the cache.
 Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my,
