@@ -156,7 +156,7 @@ export function estimateJobBytes(width: number, height: number, options: { bitsP
   const pixels = width * height;
   const sampleBytes = (options.bitsPerSample ?? 8) > 8 ? 2 : 1;
   const outputPixels = pixels * Math.max(1, options.outputScale ?? 1);
-  const FIXED = 48 * 1024 * 1024; // 1024² float model input and output, guided filter at half that
+  const FIXED = 48 * 1024 * 1024; // 1024² float model input and output, the guided filter fit on a coarser grid
   return FIXED + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
 }
 
