@@ -71,9 +71,13 @@ const Zlib* zlib() {
 // lengths always suffice.
 constexpr size_t kMaxChunk = 0x7FFFFFFF;
 
-// Pixels per segment: each segment costs a flush (a few bytes) and a cold start of the compressor's
-// matches (a few hundred bytes); 2 MiB makes 4 segments at 2 MP, 23 at 12 MP.
+// Pixels per segment: each segment costs a flush (a few bytes) and, for zlib, a cold start of its
+// matches (a few hundred bytes); 2 MiB makes 4 segments at 2 MP, 23 at 12 MP. Our own deflate
+// keeps nothing from one block to the next anyway, so its segments are halved: the free cores then
+// share a cut-out's slow rows (the subject) and fast ones (transparency) more evenly. encodePng of
+// a 2 MP cut-out: 8.7-9.3 -> 7.6-7.8 ms at the same CPU (512 KiB: 6.9-8.0 ms, but 1 ms more CPU).
 constexpr size_t kSegmentBytes = size_t{2} << 20;
+constexpr size_t kFastSegmentBytes = size_t{1} << 20;
 // Rows filtered and deflated per call: small enough to stay in the cache.
 constexpr size_t kFilterBlockBytes = size_t{256} << 10;
 constexpr uint8_t kFilterUp = 2;
@@ -197,7 +201,8 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
   // Segments of about kSegmentBytes of pixels, taken by the free cores in turn. Their number
   // depends on the image alone, never on the load: the same job gives the same bytes.
   const size_t stride = px.stride();
-  const size_t by_size = (stride * px.height + kSegmentBytes - 1) / kSegmentBytes;
+  const size_t segment_bytes = level == 1 ? kFastSegmentBytes : kSegmentBytes;
+  const size_t by_size = (stride * px.height + segment_bytes - 1) / segment_bytes;
   const int count = static_cast<int>(std::max<size_t>(1, std::min<size_t>(by_size, static_cast<size_t>(px.height))));
   std::vector<Segment> segments(count);
   for (int i = 0; i < count; ++i) {
