@@ -42,7 +42,12 @@ size_t match_length(const uint8_t* p, size_t d, size_t available) {
   return len;
 }
 
-// RFC 1951 3.2.5: each match length's symbol and extra bits.
+// RFC 1951 3.2.5: the length symbols 257-285, the first length of each and its extra bits.
+constexpr int kLengthBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+constexpr int kLengthExtraBits[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+
+// Each match length's symbol and extra bits.
 struct LengthCode {
   uint16_t symbol;
   uint8_t extra_bits;
@@ -50,14 +55,12 @@ struct LengthCode {
 };
 const std::array<LengthCode, kMaxMatch + 1>& length_codes() {
   static const std::array<LengthCode, kMaxMatch + 1> table = [] {
-    static const int base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                                 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-    static const int bits[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
     std::array<LengthCode, kMaxMatch + 1> t{};
     for (int code = 0; code < 29; ++code) {
-      const int end = code == 28 ? 259 : base[code + 1];
-      for (int len = base[code]; len < end && len <= kMaxMatch; ++len) {
-        t[len] = {static_cast<uint16_t>(257 + code), static_cast<uint8_t>(bits[code]), static_cast<uint16_t>(len - base[code])};
+      const int end = code == 28 ? kMaxMatch + 1 : kLengthBase[code + 1];
+      for (int len = kLengthBase[code]; len < end; ++len) {
+        t[len] = {static_cast<uint16_t>(257 + code), static_cast<uint8_t>(kLengthExtraBits[code]),
+                  static_cast<uint16_t>(len - kLengthBase[code])};
       }
     }
     return t;
@@ -286,8 +289,7 @@ void FastDeflate::write_block(const uint8_t* raw, size_t raw_n) {
     bits += cl_len[sym] + (sym >= 16 ? kRunExtra[sym - 16] : 0);
   }
   for (int s = 0; s < kLitCodes; ++s) bits += static_cast<uint64_t>(lit_freq_[s]) * lit_len[s];
-  // The lengths' extra bits: 1 for symbols 265-268, 2 for 269-272, ..., 5 for 281-284.
-  for (int sym = 265; sym < 285; ++sym) bits += static_cast<uint64_t>(lit_freq_[sym]) * ((sym - 261) / 4);
+  for (int code = 0; code < 29; ++code) bits += static_cast<uint64_t>(lit_freq_[257 + code]) * kLengthExtraBits[code];
   for (int d = 0; d < kDistCodes; ++d) bits += static_cast<uint64_t>(dist_freq_[d]) * dist_len[d];
   const size_t stored_pieces = std::max<size_t>(1, (raw_n + 65534) / 65535);
   const uint64_t stored_bits = 8 * (static_cast<uint64_t>(raw_n) + 5 * stored_pieces) + 7;
