@@ -41,26 +41,47 @@ export function createPool(settings: PoolSettings): pg.Pool {
   return pool;
 }
 
+/**
+ * A connection of the pool for `fn`, released afterwards; dropped from the pool when it broke.
+ * Why: pg emits 'error' on a client whose connection is lost (a database restart, a network cut),
+ * and the pool listens only while the client is idle. Lost while checked out, with no listener
+ * here, the event is an uncaught exception that ends the process. Here it only marks the
+ * connection broken: the query running then, or the next one, fails with the error itself.
+ * `fn` may also call `discard()` for a connection it cannot trust any more.
+ */
+export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient, discard: () => void) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  const discard = () => {
+    broken = true;
+  };
+  client.on('error', discard);
+  try {
+    return await fn(client, discard);
+  } finally {
+    client.off('error', discard);
+    client.release(broken);
+  }
+}
+
 /** One transaction on its own connection, retried as a whole on a serialization failure or a deadlock. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    const client = await pool.connect();
-    let broken = false;
     try {
-      await client.query('BEGIN');
-      const result = await fn(client);
-      await client.query('COMMIT');
-      return result;
+      return await withClient(pool, async (client, discard) => {
+        await client.query('BEGIN');
+        try {
+          const result = await fn(client);
+          await client.query('COMMIT');
+          return result;
+        } catch (err) {
+          await client.query('ROLLBACK').catch(discard); // a connection that cannot roll back is gone
+          throw err;
+        }
+      });
     } catch (err) {
-      try {
-        await client.query('ROLLBACK');
-      } catch {
-        broken = true; // the connection is gone: drop it from the pool
-      }
       const code = (err as { code?: unknown }).code;
       if (typeof code !== 'string' || !RETRYABLE.has(code) || attempt >= TX_ATTEMPTS) throw err;
-    } finally {
-      client.release(broken);
     }
   }
 }

@@ -27,7 +27,7 @@ import { PostgresKeys } from './keys.js';
 import { PostgresLoginThrottle } from './login-throttle.js';
 import { migrate } from './migrations.js';
 import { NodeHeartbeat } from './node.js';
-import { accountRow, createPool, inTransaction } from './pool.js';
+import { accountRow, createPool, inTransaction, withClient } from './pool.js';
 import { PostgresRateWindows } from './rate-windows.js';
 import { PostgresSessions } from './sessions.js';
 import { PostgresUsage } from './usage.js';
@@ -194,12 +194,7 @@ export class PostgresStore implements Store {
 
   /** Migrates the database (under an advisory lock), registers this node and starts its heartbeat. */
   async open(): Promise<void> {
-    const client = await this.#pool.connect();
-    try {
-      await migrate(client);
-    } finally {
-      client.release();
-    }
+    await withClient(this.#pool, (client) => migrate(client));
     await this.#heartbeat.start();
   }
 

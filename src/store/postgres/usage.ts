@@ -7,7 +7,7 @@ import { ACCOUNT_COLUMNS, type AccountRow } from '../rows.js';
 import type { AccountUsage, DayUsage, UsageStore, UsageSummary } from '../store.js';
 import type { PostgresCredits } from './credits.js';
 import { notFound } from './errors.js';
-import { accountRow } from './pool.js';
+import { accountRow, withClient } from './pool.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -38,8 +38,7 @@ export class PostgresUsage implements UsageStore {
 
   /** One consistent snapshot (REPEATABLE READ, read only) of every account's current cycle and the totals. */
   async summary(): Promise<UsageSummary> {
-    const client = await this.pool.connect();
-    try {
+    return withClient(this.pool, async (client, discard) => {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       try {
         const now = this.clock().getTime();
@@ -92,11 +91,9 @@ export class PostgresUsage implements UsageStore {
           perAccount,
         };
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
+        await client.query('ROLLBACK').catch(discard);
         throw err;
       }
-    } finally {
-      client.release();
-    }
+    });
   }
 }
