@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <future>
+#include <mutex>
 
 #include "errors.h"
 #include "matting.h"
@@ -32,23 +33,36 @@ struct MaskStats {
   int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
 };
 
-// Clamps the model's output to 0..1 in place and finds the subject in it.
+// Clamps the model's output to 0..1 in place and finds the subject in it, on the free cores (it
+// is on the critical path, between the inference and the matting).
 MaskStats clamp_and_analyse(Plane& mask) {
   MaskStats s;
   s.u0 = mask.width;
   s.v0 = mask.height;
-  for (int y = 0; y < mask.height; ++y) {
-    float* row = mask.row(y);
-    for (int x = 0; x < mask.width; ++x) {
-      row[x] = std::clamp(row[x], 0.f, 1.f);
-      if (row[x] < 0.5f) continue;
-      ++s.subject_pixels;
-      s.u0 = std::min(s.u0, x);
-      s.u1 = std::max(s.u1, x);
-      s.v0 = std::min(s.v0, y);
-      s.v1 = std::max(s.v1, y);
+  std::mutex merge;
+  parallel_rows(mask.height, [&](int first, int end) {
+    MaskStats b;
+    b.u0 = mask.width;
+    b.v0 = mask.height;
+    for (int y = first; y < end; ++y) {
+      float* row = mask.row(y);
+      for (int x = 0; x < mask.width; ++x) {
+        row[x] = std::clamp(row[x], 0.f, 1.f);
+        if (row[x] < 0.5f) continue;
+        ++b.subject_pixels;
+        b.u0 = std::min(b.u0, x);
+        b.u1 = std::max(b.u1, x);
+        b.v0 = std::min(b.v0, y);
+        b.v1 = std::max(b.v1, y);
+      }
     }
-  }
+    const std::lock_guard<std::mutex> lock(merge);
+    s.subject_pixels += b.subject_pixels;
+    s.u0 = std::min(s.u0, b.u0);
+    s.u1 = std::max(s.u1, b.u1);
+    s.v0 = std::min(s.v0, b.v0);
+    s.v1 = std::max(s.v1, b.v1);
+  });
   return s;
 }
 
@@ -247,9 +261,13 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     for (int v = 0; v < 256; ++v) lut[c][v] = (v - spec.mean[c]) / spec.std[c];
   }
   Buffer<float> tensor(plane * 3);
-  for (size_t i = 0; i < plane; ++i) {
-    for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
-  }
+  // On the free cores (before the inference, all of them): single-threaded this loop was 3 ms of
+  // the 2 MP job's critical path.
+  parallel_rows(in_h, [&](int first, int end) {
+    for (size_t i = static_cast<size_t>(first) * in_w; i < static_cast<size_t>(end) * in_w; ++i) {
+      for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
+    }
+  });
   t.preprocess = ms_since(step);
 
   Plane mask(in_w, in_h, Unfilled{});
