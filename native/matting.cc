@@ -237,7 +237,7 @@ std::vector<Lerp> lerps(int out_n, int src_n, AxisMap map) {
 
 }  // namespace
 
-Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my,
+Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my, FinishFlat flat,
                    const std::function<void(int, float*)>& finish) {
   Plane q(out_w, out_h, Unfilled{});
   const int sw = k.width, sh = k.height;
@@ -260,6 +260,27 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
   // Enlarging (the common case for photos): bilinear, fused, without full-size coefficient planes:
   // each output row interpolates the coefficients' rows vertically once, then horizontally per pixel.
   const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, sh, my);
+  // The bounds of a . rgb + b over every colour (rgb in 0..1), per grid point. Interpolated
+  // coefficients are a weighted mean of their four grid points, and the lower bound is concave, the
+  // upper convex, in them: the four points' extremes bound every pixel between them.
+  std::vector<float> lowest(static_cast<size_t>(sw) * sh), highest(lowest.size());
+  for (size_t i = 0; i < lowest.size(); ++i) {
+    const float* c = k.v.data() + i * 4;
+    lowest[i] = c[3] + std::min(c[0], 0.f) + std::min(c[1], 0.f) + std::min(c[2], 0.f);
+    highest[i] = c[3] + std::max(c[0], 0.f) + std::max(c[1], 0.f) + std::max(c[2], 0.f);
+  }
+  // A margin far above float rounding keeps a stretch next to the flat ends computed pixel by pixel.
+  constexpr float kMargin = 1e-4f;
+  const float zero_below = flat.zero_up_to - kMargin, one_above = flat.one_from + kMargin;
+  // The output columns between each pair of grid columns, as runs.
+  struct Run {
+    int x0, x1, i0, i1;
+  };
+  std::vector<Run> runs;
+  for (int x = 0; x < out_w; ++x) {
+    if (runs.empty() || runs.back().i0 != lx[x].i0 || runs.back().i1 != lx[x].i1) runs.push_back({x, x, lx[x].i0, lx[x].i1});
+    runs.back().x1 = x + 1;
+  }
   parallel_rows(out_h, [&](int y_begin, int y_end) {
     std::vector<float> row(static_cast<size_t>(sw) * 4);
     for (int y = y_begin; y < y_end; ++y) {
@@ -267,16 +288,26 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
       const float* r0 = k.row(v.i0);
       const float* r1 = k.row(v.i1);
       for (size_t i = 0; i < row.size(); ++i) row[i] = r0[i] + (r1[i] - r0[i]) * v.f;
+      const float *lo0 = lowest.data() + static_cast<size_t>(v.i0) * sw, *lo1 = lowest.data() + static_cast<size_t>(v.i1) * sw;
+      const float *hi0 = highest.data() + static_cast<size_t>(v.i0) * sw, *hi1 = highest.data() + static_cast<size_t>(v.i1) * sw;
       const uint8_t* px = rgb + static_cast<size_t>(y) * out_w * 3;
       float* out = q.row(y);
-      for (int x = 0; x < out_w; ++x) {
-        const Lerp& h = lx[x];
-        const float* p0 = row.data() + static_cast<size_t>(h.i0) * 4;
-        const float* p1 = row.data() + static_cast<size_t>(h.i1) * 4;
-        const float ar = p0[0] + (p1[0] - p0[0]) * h.f, ag = p0[1] + (p1[1] - p0[1]) * h.f;
-        const float ab = p0[2] + (p1[2] - p0[2]) * h.f, b = p0[3] + (p1[3] - p0[3]) * h.f;
-        const float value = b + (ar * px[x * 3] + ag * px[x * 3 + 1] + ab * px[x * 3 + 2]) * (1.f / 255.f);
-        out[x] = std::clamp(value, 0.f, 1.f);
+      for (const Run& run : runs) {
+        const float hi = std::max(std::max(hi0[run.i0], hi0[run.i1]), std::max(hi1[run.i0], hi1[run.i1]));
+        const float lo = std::min(std::min(lo0[run.i0], lo0[run.i1]), std::min(lo1[run.i0], lo1[run.i1]));
+        if (hi < zero_below || lo > one_above) {
+          std::fill(out + run.x0, out + run.x1, hi < zero_below ? 0.f : 1.f);
+          continue;
+        }
+        for (int x = run.x0; x < run.x1; ++x) {
+          const Lerp& h = lx[x];
+          const float* p0 = row.data() + static_cast<size_t>(h.i0) * 4;
+          const float* p1 = row.data() + static_cast<size_t>(h.i1) * 4;
+          const float ar = p0[0] + (p1[0] - p0[0]) * h.f, ag = p0[1] + (p1[1] - p0[1]) * h.f;
+          const float ab = p0[2] + (p1[2] - p0[2]) * h.f, b = p0[3] + (p1[3] - p0[3]) * h.f;
+          const float value = b + (ar * px[x * 3] + ag * px[x * 3 + 1] + ab * px[x * 3 + 2]) * (1.f / 255.f);
+          out[x] = std::clamp(value, 0.f, 1.f);
+        }
       }
       finish(y, out);
     }

@@ -54,10 +54,18 @@ struct GuidedCoefficients {
 // grid `factor` times coarser: both are averaged factor x factor on the way in (what is left past
 // the last whole block is dropped), and box means of `radius` are taken on that grid.
 GuidedCoefficients fit_guided_coarse(const uint8_t* rgb, const Plane& mask, int factor, int radius, double eps);
+// What finish (below) does with the values at the ends of 0..1: every value up to `zero_up_to`
+// finishes as 0 does, every value from `one_from` as 1 does (levels; without them 0 and 1).
+struct FinishFlat {
+  float zero_up_to = 0, one_from = 1;
+};
 // Applies resampled coefficients to the output image (interleaved 8-bit RGB, out_w x out_h): the
 // alpha, clamped to 0..1. finish(y, row) then gets each row while it is still in the cache.
+// Where the coefficients around a stretch of a row bound the alpha to one of finish's flat ends
+// whatever the colours, the stretch is written as 0 or 1 without a per-pixel product: in a photo
+// that is most of the background and of the subject's inside. The result is the same.
 Plane apply_guided(const GuidedCoefficients& coefficients, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my,
-                   const std::function<void(int, float*)>& finish);
+                   FinishFlat flat, const std::function<void(int, float*)>& finish);
 
 // Replaces the colours of the pixels with 0 < alpha < 1 by their foreground colours, in place; the
 // others keep the image colour. rgb is interleaved 8-bit, the size of alpha; alpha is 0..1.

@@ -350,7 +350,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     const int radius = std::max(1, static_cast<int>(std::lround(static_cast<double>(o.guided_radius) / factor)));
     const GuidedCoefficients k = fit_guided_coarse(small.data.data(), mask, factor, radius, o.guided_eps);
     const AxisMap hx{mx.scale / factor, (mx.offset + 0.5) / factor - 0.5}, hy{my.scale / factor, (my.offset + 0.5) / factor - 0.5};
-    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, finish);
+    // finish (above): with levels, everything up to levels_low ends as 0 and from levels_high as 1.
+    const FinishFlat flat = levels ? FinishFlat{o.levels_low, o.levels_high} : FinishFlat{};
+    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, flat, finish);
   } else {
     alpha = resample_plane(mask, out_w, out_h, mx, my);
     parallel_rows(out_h, [&](int first, int end) {
