@@ -330,15 +330,28 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const std::vector<float> cov_y = coverage(out_h, box.y, box.h, image_h);
   const bool levels = o.refine && o.levels_low < o.levels_high;
   const float level_scale = levels ? 1.f / (o.levels_high - o.levels_low) : 1.f;
-  // Levels, then the share of each pixel inside the image, then the upload's own alpha.
+  // Levels, then the share of each pixel inside the image, then the upload's own alpha: each a
+  // loop of its own, without branches, which the compiler vectorises (one loop with them ran
+  // scalar: 16 ms of CPU at 12 MP). A share of exactly 1 everywhere (no crop past the image)
+  // would multiply by 1, and is skipped.
+  const bool whole_columns = std::all_of(cov_x.begin(), cov_x.end(), [](float c) { return c == 1.f; });
+  const float low = o.levels_low;
   auto finish = [&](int y, float* row) {
-    const uint8_t* in_alpha = input_alpha.bands ? input_alpha.data.data() + static_cast<size_t>(y) * out_w : nullptr;
-    for (int x = 0; x < out_w; ++x) {
-      float a = std::clamp(row[x], 0.f, 1.f);
-      if (levels) a = std::clamp((a - o.levels_low) * level_scale, 0.f, 1.f);
-      a *= cov_x[x] * cov_y[y];
-      if (in_alpha) a *= in_alpha[x] / 255.f;  // what was transparent in the upload stays so
-      row[x] = a;
+    if (levels) {
+      for (int x = 0; x < out_w; ++x) {
+        const float a = std::min(std::max(row[x], 0.f), 1.f);
+        row[x] = std::min(std::max((a - low) * level_scale, 0.f), 1.f);
+      }
+    } else {
+      for (int x = 0; x < out_w; ++x) row[x] = std::min(std::max(row[x], 0.f), 1.f);
+    }
+    const float cy = cov_y[y];
+    if (!whole_columns || cy != 1.f) {
+      for (int x = 0; x < out_w; ++x) row[x] *= cov_x[x] * cy;
+    }
+    if (input_alpha.bands) {  // what was transparent in the upload stays so
+      const uint8_t* in_alpha = input_alpha.data.data() + static_cast<size_t>(y) * out_w;
+      for (int x = 0; x < out_w; ++x) row[x] *= in_alpha[x] / 255.f;
     }
   };
   Plane alpha;
