@@ -260,25 +260,37 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
   // Enlarging (the common case for photos): bilinear, fused, without full-size coefficient planes:
   // each output row interpolates the coefficients' rows vertically once, then horizontally per pixel.
   const std::vector<Lerp> lx = lerps(out_w, sw, mx), ly = lerps(out_h, sh, my);
-  // The bounds of a . rgb + b over every colour (rgb in 0..1), per grid point. Interpolated
-  // coefficients are a weighted mean of their four grid points, and the lower bound is concave, the
-  // upper convex, in them: the four points' extremes bound every pixel between them.
+  // Per cell of the grid (grid points i, i + 1 and j, j + 1, the last ones repeated at the edges):
+  // 0 or 1 where finish makes that of every alpha in the cell whatever the colours, else -1 (each
+  // pixel computed). The bounds of a . rgb + b over every colour (rgb in 0..1) are taken per grid
+  // point; interpolated coefficients are a weighted mean of a cell's four points, and the lower
+  // bound is concave, the upper convex, in them, so the four points' extremes bound the cell.
   std::vector<float> lowest(static_cast<size_t>(sw) * sh), highest(lowest.size());
   for (size_t i = 0; i < lowest.size(); ++i) {
     const float* c = k.v.data() + i * 4;
     lowest[i] = c[3] + std::min(c[0], 0.f) + std::min(c[1], 0.f) + std::min(c[2], 0.f);
     highest[i] = c[3] + std::max(c[0], 0.f) + std::max(c[1], 0.f) + std::max(c[2], 0.f);
   }
-  // A margin far above float rounding keeps a stretch next to the flat ends computed pixel by pixel.
+  // A margin far above float rounding keeps a cell next to the flat ends computed pixel by pixel.
   constexpr float kMargin = 1e-4f;
   const float zero_below = flat.zero_up_to - kMargin, one_above = flat.one_from + kMargin;
-  // The output columns between each pair of grid columns, as runs.
+  std::vector<int8_t> cell_flat(lowest.size());
+  for (int j = 0; j < sh; ++j) {
+    const size_t r0 = static_cast<size_t>(j) * sw, r1 = static_cast<size_t>(std::min(j + 1, sh - 1)) * sw;
+    for (int i = 0; i < sw; ++i) {
+      const int i1 = std::min(i + 1, sw - 1);
+      const float hi = std::max(std::max(highest[r0 + i], highest[r0 + i1]), std::max(highest[r1 + i], highest[r1 + i1]));
+      const float lo = std::min(std::min(lowest[r0 + i], lowest[r0 + i1]), std::min(lowest[r1 + i], lowest[r1 + i1]));
+      cell_flat[r0 + i] = hi < zero_below ? 0 : lo > one_above ? 1 : -1;
+    }
+  }
+  // The output columns of each cell, as runs (lerps pairs every column's i0 with min(i0 + 1, last)).
   struct Run {
-    int x0, x1, i0, i1;
+    int x0, x1, cell;
   };
   std::vector<Run> runs;
   for (int x = 0; x < out_w; ++x) {
-    if (runs.empty() || runs.back().i0 != lx[x].i0 || runs.back().i1 != lx[x].i1) runs.push_back({x, x, lx[x].i0, lx[x].i1});
+    if (runs.empty() || runs.back().cell != lx[x].i0) runs.push_back({x, x, lx[x].i0});
     runs.back().x1 = x + 1;
   }
   parallel_rows(out_h, [&](int y_begin, int y_end) {
@@ -288,15 +300,12 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
       const float* r0 = k.row(v.i0);
       const float* r1 = k.row(v.i1);
       for (size_t i = 0; i < row.size(); ++i) row[i] = r0[i] + (r1[i] - r0[i]) * v.f;
-      const float *lo0 = lowest.data() + static_cast<size_t>(v.i0) * sw, *lo1 = lowest.data() + static_cast<size_t>(v.i1) * sw;
-      const float *hi0 = highest.data() + static_cast<size_t>(v.i0) * sw, *hi1 = highest.data() + static_cast<size_t>(v.i1) * sw;
+      const int8_t* flat_row = cell_flat.data() + static_cast<size_t>(v.i0) * sw;
       const uint8_t* px = rgb + static_cast<size_t>(y) * out_w * 3;
       float* out = q.row(y);
       for (const Run& run : runs) {
-        const float hi = std::max(std::max(hi0[run.i0], hi0[run.i1]), std::max(hi1[run.i0], hi1[run.i1]));
-        const float lo = std::min(std::min(lo0[run.i0], lo0[run.i1]), std::min(lo1[run.i0], lo1[run.i1]));
-        if (hi < zero_below || lo > one_above) {
-          std::fill(out + run.x0, out + run.x1, hi < zero_below ? 0.f : 1.f);
+        if (flat_row[run.cell] >= 0) {
+          std::fill(out + run.x0, out + run.x1, static_cast<float>(flat_row[run.cell]));
           continue;
         }
         for (int x = run.x0; x < run.x1; ++x) {

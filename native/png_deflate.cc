@@ -15,7 +15,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the match search and t
 
 constexpr int kMinMatch = 4;  // shorter matches cost about what their literals do
 constexpr int kMaxMatch = 258;
-constexpr int kLitCodes = 286, kDistCodes = 30, kLengthCodes = 19;
+constexpr int kLitCodes = FastDeflate::kLitCodes, kDistCodes = FastDeflate::kDistCodes, kLengthCodes = 19;
 constexpr int kEndOfBlock = 256;
 
 uint32_t load32(const uint8_t* p) {

@@ -36,6 +36,8 @@ class FastDeflate {
   size_t size() const { return pos_; }
 
   static constexpr int kBlockSymbols = 16384;
+  // Deflate's literal/length and distance alphabets (RFC 1951 3.2.5).
+  static constexpr int kLitCodes = 286, kDistCodes = 30;
 
  private:
   void parse_block(const uint8_t* data, size_t n, size_t& i);
@@ -52,8 +54,8 @@ class FastDeflate {
   int bit_count_ = 0;
   Buffer<uint32_t> symbols_;  // literal byte (< 256) or (length << 16 | distance)
   int symbol_count_ = 0;
-  uint32_t lit_freq_[286] = {};
-  uint32_t dist_freq_[30] = {};
+  uint32_t lit_freq_[kLitCodes] = {};
+  uint32_t dist_freq_[kDistCodes] = {};
 };
 
 // The Adler-32 checksum (RFC 1950) of n more bytes: the one a zlib stream ends with.

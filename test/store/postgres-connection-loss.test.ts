@@ -7,6 +7,7 @@
  * The database is reached through a TCP proxy on loopback that the tests cut and restore.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, inTransaction, withClient } from '../../src/store/postgres/pool.js';
 import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
@@ -63,40 +64,37 @@ async function cutWhileHeld<T>(start: (hold: () => Promise<void>) => Promise<T>)
   return outcome;
 }
 
+/** The two ways the store holds a connection, each waiting at `hold()` with it checked out. */
+const HOLDERS: Array<[string, (pool: pg.Pool, hold: () => Promise<void>) => Promise<number>]> = [
+  [
+    'inside a transaction (inTransaction)',
+    (pool, hold) =>
+      inTransaction(pool, async (client) => {
+        await client.query('SELECT 1');
+        await hold();
+        return (await client.query<{ n: number }>('SELECT 2 AS n')).rows[0]!.n;
+      }),
+  ],
+  [
+    'outside a transaction (withClient)',
+    (pool, hold) =>
+      withClient(pool, async (client) => {
+        await hold();
+        return (await client.query<{ n: number }>('SELECT 2 AS n')).rows[0]!.n;
+      }),
+  ],
+];
+
 describe('a PostgreSQL connection lost while checked out', () => {
-  it('inside a transaction: the transaction fails, the process stays up, and the pool serves once the database is back', async () => {
+  it.each(HOLDERS)('%s: the work fails, the process stays up, and the pool serves once the database is back', async (_, holder) => {
     const pool = openPool();
     try {
-      const outcome = await cutWhileHeld((hold) =>
-        inTransaction(pool, async (client) => {
-          await client.query('SELECT 1');
-          await hold();
-          return (await client.query<{ n: number }>('SELECT 2 AS n')).rows[0]!.n;
-        }),
-      );
+      const outcome = await cutWhileHeld((hold) => holder(pool, hold));
       expect(outcome.status).toBe('rejected');
       expect(uncaught).toEqual([]);
       proxy.restore();
       expect((await pool.query<{ n: number }>('SELECT 3 AS n')).rows[0]!.n).toBe(3);
       expect(pool.totalCount).toBe(1); // the broken connection was dropped, not returned to the pool
-    } finally {
-      await pool.end();
-    }
-  });
-
-  it('outside a transaction (withClient): the work fails, the process stays up, and the pool serves once the database is back', async () => {
-    const pool = openPool();
-    try {
-      const outcome = await cutWhileHeld((hold) =>
-        withClient(pool, async (client) => {
-          await hold();
-          return (await client.query<{ n: number }>('SELECT 4 AS n')).rows[0]!.n;
-        }),
-      );
-      expect(outcome.status).toBe('rejected');
-      expect(uncaught).toEqual([]);
-      proxy.restore();
-      expect((await pool.query<{ n: number }>('SELECT 5 AS n')).rows[0]!.n).toBe(5);
     } finally {
       await pool.end();
     }
