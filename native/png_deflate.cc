@@ -314,17 +314,40 @@ void FastDeflate::write_block(const uint8_t* raw, size_t raw_n) {
     put(cl_code[sym], cl_len[sym]);
     if (sym >= 16) put(runs[k] >> 8, kRunExtra[sym - 16]);
   }
+  // The symbols, about one per output byte: the bit buffer lives in locals here, since every store
+  // through the output's uint8_t* may alias the members, which put() would load and store again
+  // for each code. Each literal's code and length come from one table entry.
+  uint32_t lit_entry[256];
+  for (int s = 0; s < 256; ++s) lit_entry[s] = lit_code[s] | static_cast<uint32_t>(lit_len[s]) << 24;
+  uint8_t* out = out_.data();
+  size_t pos = pos_;
+  uint64_t pending = bits_;
+  int pending_count = bit_count_;
+  auto emit = [&](uint32_t code, int count) {
+    pending |= static_cast<uint64_t>(code) << pending_count;
+    pending_count += count;
+    std::memcpy(out + pos, &pending, 8);
+    const int bytes = pending_count >> 3;
+    pos += bytes;
+    pending >>= bytes * 8;
+    pending_count &= 7;
+  };
+  const uint32_t* symbols = symbols_.data();
   for (int k = 0; k < symbol_count_; ++k) {
-    const uint32_t s = symbols_[k];
+    const uint32_t s = symbols[k];
     if (s < 256) {
-      put(lit_code[s], lit_len[s]);
+      const uint32_t entry = lit_entry[s];
+      emit(entry & 0xFFFF, static_cast<int>(entry >> 24));
       continue;
     }
     const LengthCode& lc = lengths_table[s >> 16];
-    put(lit_code[lc.symbol] | static_cast<uint32_t>(lc.extra) << lit_len[lc.symbol], lit_len[lc.symbol] + lc.extra_bits);
+    emit(lit_code[lc.symbol] | static_cast<uint32_t>(lc.extra) << lit_len[lc.symbol], lit_len[lc.symbol] + lc.extra_bits);
     const int d = distance_code(s & 0xFFFF);
-    put(dist_code[d], dist_len[d]);
+    emit(dist_code[d], dist_len[d]);
   }
+  pos_ = pos;
+  bits_ = pending;
+  bit_count_ = pending_count;
   put(lit_code[kEndOfBlock], lit_len[kEndOfBlock]);
 }
 
