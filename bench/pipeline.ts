@@ -148,6 +148,8 @@ interface OrtReady extends Message {
 interface CaseReady extends Message {
   model: string;
   file: string;
+  /** The addon file the case child loaded (bgone.node, or the AVX2 build bgone.avx2.addon). */
+  addon: string;
   loadMs: number;
   idleRssMB: number;
   maxRssMB: number;
@@ -710,7 +712,7 @@ async function main(): Promise<void> {
 
     console.log(`\nbgone pipeline benchmark${QUICK ? ' (BENCH_QUICK)' : ''}`);
     console.log(
-      `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${caseReady?.versions.vips ?? '?'}, onnxruntime ${pure.ready.onnxruntime}`,
+      `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${caseReady?.versions.vips ?? '?'}, onnxruntime ${pure.ready.onnxruntime}, addon ${caseReady?.addon ?? '?'}`,
     );
     console.log(
       `end to end: model ${model} (${manifest.models[model]!.file})${model === manifest.default ? ', the default' : ''}; bare inference: ${pure.ready.model} (${pure.ready.file}), onnxruntime-node defaults but ${pure.ready.intraOpNumThreads} intra-op threads (the core's)`,

@@ -49,6 +49,8 @@ try {
     files.includes(`${prebuild}/bgone.glibc.node`) && files.includes(`${prebuild}/libonnxruntime.so.1`),
   );
   check('the tarball holds no model weights', !files.some((f) => f.endsWith('.onnx')));
+  const withAvx2 = process.platform === 'linux' && process.arch === 'x64';
+  if (withAvx2) check('the tarball holds the AVX2 build beside the addon', files.includes(`${prebuild}/bgone.glibc.avx2.addon`));
 
   // 2. The install, as a user would do it.
   const app = join(work, 'app');
@@ -159,10 +161,10 @@ try {
       '--input-type=module',
       '-e',
       `
-    import { removeBackground, nativeVersions } from 'bgone';
+    import { addonFileInUse, removeBackground, nativeVersions } from 'bgone';
     const png = Buffer.from(${JSON.stringify(readFileSync(join(root, 'test', 'photos', 'images', 'gc_teddy.jpg')).toString('base64'))}, 'base64');
     const r = await removeBackground(png, { size: 'preview' });
-    console.log(JSON.stringify({ width: r.width, vips: nativeVersions().vips }));`,
+    console.log(JSON.stringify({ width: r.width, vips: nativeVersions().vips, addon: addonFileInUse() }));`,
     ],
     nestedApp,
   );
@@ -171,6 +173,13 @@ try {
     existsSync(nestedLib) && /"width":284,"vips":"8\.18\.7"/.test(nestedRun),
     nestedRun.trim(),
   );
+  if (withAvx2 && /^flags\s*:.*\bavx2\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'))) {
+    check(
+      'on a CPU with AVX2 the prebuilt AVX2 build is the one loaded',
+      /"addon":"[^"]*prebuilds[^"]*bgone\.glibc\.avx2\.addon"/.test(nestedRun),
+      nestedRun.trim(),
+    );
+  }
 
   console.log(
     `embed: install ${installSeconds.toFixed(1)} s; node_modules ${du(join(app, 'node_modules'))} MB; tarball ${files.length} files, ${(packed.size / 1e6).toFixed(1)} MB packed, ${(packed.unpackedSize / 1e6).toFixed(1)} MB unpacked`,

@@ -1,4 +1,5 @@
-// `npm pack` runs this (prepack): builds prebuilds/<platform>-<arch>/bgone.glibc.node with
+// `npm pack` runs this (prepack): builds prebuilds/<platform>-<arch>/bgone.glibc.node (and on x86-64
+// Linux bgone.glibc.avx2.addon) with
 // prebuildify (N-API, so one build serves every Node version; tagged glibc so that node-gyp-build
 // never offers it to a musl system) and puts the ONNX Runtime library it opens beside it, with its
 // licence. An embedder's install then compiles nothing and needs no onnxruntime-node: that package
@@ -6,7 +7,7 @@
 // registry, which fails where only the registry is reachable. The addon finds libvips through
 // RUNPATH entries relative to its own folder (see CMakeLists.txt).
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +26,14 @@ execFileSync(process.execPath, [prebuildify, '--napi', '--strip', '--tag-libc', 
 // prebuildify moves the compiled addon out of build/Release: a copy goes back, so that a clone keeps
 // loading its own build (node-gyp-build prefers it) after `npm pack`, as before it.
 copyFileSync(join(target, 'bgone.glibc.node'), join(root, 'build', 'Release', 'bgone.node'));
+// The AVX2 build (x86-64 Linux, CMakeLists.txt) goes beside it, under the name src/lib/native.ts
+// derives from the addon's, stripped as prebuildify strips its own.
+const avx2 = join(root, 'build', 'Release', 'bgone.avx2.addon');
+if (existsSync(avx2)) {
+  const shipped = join(target, 'bgone.glibc.avx2.addon');
+  copyFileSync(avx2, shipped);
+  execFileSync('strip', ['--strip-all', shipped], { stdio: 'inherit' });
+}
 const ortPackage = dirname(require.resolve('onnxruntime-node/package.json'));
 copyFileSync(ortLibraryIn(ortPackage), join(target, ortLibraryFile()));
 const ortVersion = JSON.parse(readFileSync(join(ortPackage, 'package.json'), 'utf8')).version;

@@ -18,9 +18,10 @@
  * pure inference earlier); the job's own input and result buffers are dropped after each job. cpuMs
  * is the process's CPU time (user + system, every thread) over the call.
  */
+import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadLibraryConfig } from '../../src/config/config.js';
-import { configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
+import { addonFileInUse, configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
 import { emit, serveLines } from './line-protocol.js';
 
 const rssMB = (): number => process.memoryUsage().rss / 2 ** 20;
@@ -53,7 +54,8 @@ async function main(): Promise<void> {
   const loadMs = performance.now() - loadStart;
   const versions = nativeVersions();
   await sleep(args.settleMs);
-  emit({ type: 'ready', model, file: entry.file, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
+  const addon = basename(addonFileInUse() ?? '?');
+  emit({ type: 'ready', model, file: entry.file, addon, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
 
   let input: Buffer | undefined;
   await serveLines(async (cmd) => {

@@ -48,7 +48,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serveCommand();
     case 'remove':
-      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY
+      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY, _ADDON_BUILD
       return removeCommand(parsed);
     case 'models':
       return modelsCommand(parsed);

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { MIN_CLUSTER_SECRET_LENGTH } from '../cluster/secret.js';
 import type { BackendChoice } from '../http/backend-select.js';
-import { MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
+import { ADDON_BUILDS, type AddonBuild, MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
 import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
@@ -24,6 +24,8 @@ export interface LibraryConfig {
   cudaMemLimitMb: number;
   /** BGONE_ORT_LIBRARY: the ONNX Runtime shared library to open (default: onnxruntime-node's, CPU only). */
   onnxRuntimeLibrary: string | undefined;
+  /** BGONE_ADDON_BUILD: 'auto' (default: the AVX2 build where the CPU runs it) or 'baseline'. */
+  addonBuild: AddonBuild;
 }
 
 /** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
@@ -230,7 +232,16 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     executionProvider,
     cudaMemLimitMb,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
+    addonBuild: addonBuildChoice(env),
   };
+}
+
+/** BGONE_ADDON_BUILD: auto or baseline. */
+function addonBuildChoice(env: NodeJS.ProcessEnv): AddonBuild {
+  const raw = env.BGONE_ADDON_BUILD ?? '';
+  if (raw === '') return 'auto';
+  if ((ADDON_BUILDS as readonly string[]).includes(raw)) return raw as AddonBuild;
+  throw new ConfigError(`BGONE_ADDON_BUILD must be ${ADDON_BUILDS.join(' or ')} (got "${raw}")`);
 }
 
 /** BGONE_EXECUTION_PROVIDER: cpu, cuda (device 0) or cuda:<device id> (0 to 255). */

@@ -8,7 +8,7 @@
 import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel } from './models.js';
-import { defaultOnnxRuntimeLibrary, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
+import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import type { OutputFormat, RemoveBackgroundOptions } from './options.js';
 import { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
@@ -16,7 +16,7 @@ import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings,
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
-export { type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
+export { addonFileInUse, type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
 export {
   CHANNELS,
   type Channels,
@@ -34,7 +34,7 @@ export {
 } from './options.js';
 export { isPreparedJob, type MemoryEstimator, type PreparedJob, prepareJob } from './prepare-job.js';
 export { type ImageProbe, probeImage } from './probe.js';
-export { DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
+export { type AddonBuild, DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
 
 export type Timings = NativeTimings;
 
@@ -71,6 +71,12 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
   if (inUse !== undefined && (next.onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary()) !== inUse) {
     throw new BgoneError('validation_error', `onnxRuntimeLibrary cannot change once the native core has started (it uses ${inUse}).`, {
       field: 'onnxRuntimeLibrary',
+    });
+  }
+  const fileInUse = addonFileInUse();
+  if (fileInUse !== undefined && addonFile(next.addonBuild) !== fileInUse) {
+    throw new BgoneError('validation_error', `addonBuild cannot change once the native core has started (it uses ${fileInUse}).`, {
+      field: 'addonBuild',
     });
   }
   replaceSettings(next);

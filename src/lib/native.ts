@@ -3,15 +3,17 @@
  * the path of the ONNX Runtime library, which the addon opens with dlopen: the onnxRuntimeLibrary
  * setting, else the copy beside the addon (a prebuild ships one, a compile from source in another
  * project fetches one), else onnxruntime-node's (a clone, where it is a development dependency).
+ * On x86-64 Linux a second build of the same sources for AVX2 lies beside it (CMakeLists.txt), loaded
+ * instead where the CPU runs it (the addonBuild setting).
  * A failure to load or start it is a BgoneError (internal_error), never a bare Error.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
 import type { NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
-import { librarySettings } from './settings.js';
+import { type AddonBuild, librarySettings } from './settings.js';
 
 const require = createRequire(import.meta.url);
 
@@ -109,6 +111,41 @@ function addonPath(): string {
   return (require('node-gyp-build') as { path(dir: string): string }).path(PACKAGE_ROOT);
 }
 
+/**
+ * The AVX2 build beside an addon file: its name with .avx2.addon for .node (bgone.avx2.addon in
+ * build/Release, bgone.glibc.avx2.addon in a prebuild). Not a .node file, so that node-gyp-build
+ * never offers it to a CPU without AVX2.
+ */
+function avx2Build(file: string): string {
+  return file.replace(/\.node$/, '.avx2.addon');
+}
+
+/** Whether this CPU runs AVX2 code: Linux lists avx2 only where the kernel also saves its registers. */
+function cpuRunsAvx2(): boolean {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return false;
+  try {
+    const flags = /^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? '';
+    return flags.split(/\s+/).includes('avx2');
+  } catch {
+    return false;
+  }
+}
+
+/** The addon file the addonBuild setting chooses: the AVX2 build where it may, else node-gyp-build's. */
+export function addonFile(build: AddonBuild = librarySettings().addonBuild): string {
+  const baseline = addonPath();
+  const avx2 = avx2Build(baseline);
+  return build === 'auto' && avx2 !== baseline && existsSync(avx2) && cpuRunsAvx2() ? avx2 : baseline;
+}
+
+/** Loads an addon file; the AVX2 build's suffix is not .node, which require() would read as JavaScript. */
+function loadAddon(file: string): Addon {
+  if (file.endsWith('.node')) return require(file) as Addon;
+  const module = { exports: {} };
+  process.dlopen(module, file);
+  return module.exports as Addon;
+}
+
 /** The default of the onnxRuntimeLibrary setting: beside the addon, else onnxruntime-node's copy. */
 export function defaultOnnxRuntimeLibrary(): string {
   try {
@@ -127,16 +164,19 @@ export function defaultOnnxRuntimeLibrary(): string {
 let addon: Addon | undefined;
 let versions: { vips: string } | undefined;
 let startedWith: string | undefined;
+let loadedFile: string | undefined;
 
 /** The started addon; throws BgoneError('internal_error') if it cannot be loaded or started. */
 export function native(): Addon {
   if (!addon) {
     try {
-      const loaded = require(addonPath()) as Addon;
+      const file = addonFile();
+      const loaded = loadAddon(file);
       const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
       versions = loaded.init({ onnxruntime: library });
       addon = loaded;
       startedWith = library;
+      loadedFile = file;
     } catch (err) {
       throw addonLoadError(err);
     }
@@ -147,6 +187,11 @@ export function native(): Addon {
 /** The ONNX Runtime library the started addon opened; undefined before it started. */
 export function onnxRuntimeLibraryInUse(): string | undefined {
   return startedWith;
+}
+
+/** The addon file the started native core came from; undefined before it started. */
+export function addonFileInUse(): string | undefined {
+  return loadedFile;
 }
 
 /** The native core's large blocks now (starts the native core). */

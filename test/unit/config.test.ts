@@ -31,6 +31,7 @@ describe('loadConfig', () => {
         executionProvider: 'cpu',
         cudaMemLimitMb: 0,
         onnxRuntimeLibrary: undefined,
+        addonBuild: 'auto',
       },
     });
   });
@@ -139,6 +140,7 @@ describe('loadConfig', () => {
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
       onnxRuntimeLibrary: undefined,
+      addonBuild: 'auto',
     });
   });
 
@@ -235,6 +237,21 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: 'gpu' })).toThrow(
       'BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255) (got "gpu")',
     );
+  });
+
+  it.each([
+    [{}, 'auto'],
+    [{ BGONE_ADDON_BUILD: '' }, 'auto'],
+    [{ BGONE_ADDON_BUILD: 'auto' }, 'auto'],
+    [{ BGONE_ADDON_BUILD: 'baseline' }, 'baseline'],
+  ])('BGONE_ADDON_BUILD: %j gives %s', (env, addonBuild) => {
+    expect(loadLibraryConfig(env).addonBuild).toBe(addonBuild);
+    expect(loadConfig(env).library.addonBuild).toBe(addonBuild);
+  });
+
+  it.each(['avx2', 'Baseline', 'none'])('refuses BGONE_ADDON_BUILD=%s, naming what is allowed', (value) => {
+    expect(() => loadLibraryConfig({ BGONE_ADDON_BUILD: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ BGONE_ADDON_BUILD: value })).toThrow(`BGONE_ADDON_BUILD must be auto or baseline (got "${value}")`);
   });
 
   it('a GPU memory limit without a GPU provider is refused rather than ignored', () => {

@@ -15,7 +15,7 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime", () => {
+  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime, the addon build the CPU runs best", () => {
     expect(librarySettings()).toEqual({
       modelsDir: join(REPO_ROOT, 'models'),
       inferenceThreads: 0,
@@ -23,6 +23,7 @@ describe('defaults', () => {
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
       onnxRuntimeLibrary: undefined,
+      addonBuild: 'auto',
     });
     expect(DEFAULT_SETTINGS).toEqual(librarySettings());
   });
@@ -34,6 +35,7 @@ describe('defaults', () => {
     vi.stubEnv('BGONE_NATIVE_CONCURRENCY', '5');
     vi.stubEnv('BGONE_EXECUTION_PROVIDER', 'cuda');
     vi.stubEnv('BGONE_ORT_LIBRARY', join(REPO_ROOT, 'package.json'));
+    vi.stubEnv('BGONE_ADDON_BUILD', 'baseline');
     try {
       vi.resetModules();
       const fresh = await import('../../src/lib/index.js');
@@ -121,6 +123,11 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['onnxRuntimeLibrary', 7],
     ['onnxRuntimeLibrary', '/no/such/libonnxruntime.so.1'],
     ['onnxRuntimeLibrary', REPO_ROOT],
+    ['addonBuild', 'avx2'],
+    ['addonBuild', 'AUTO'],
+    ['addonBuild', ''],
+    ['addonBuild', null],
+    ['addonBuild', 1],
   ])('%s = %j', (field, value) => {
     configure({ inferenceThreads: 1 });
     const before = librarySettings();
@@ -134,7 +141,7 @@ describe('a bad value is a validation_error naming the field, and changes nothin
   it('an unknown field (a typo) is refused, not ignored', () => {
     const error = expectThrowsBgone(() => configure({ modelDir: '/tmp' } as never), 'validation_error');
     expect(error.details?.field).toBe('modelDir');
-    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, onnxRuntimeLibrary/);
+    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, onnxRuntimeLibrary, addonBuild/);
   });
 
   it.each([null, 'models', 3, [1]])('settings %j is not an object', (settings) => {
@@ -153,6 +160,9 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     );
     expect(expectThrowsBgone(() => configure({ onnxRuntimeLibrary: '/no/such/libonnxruntime.so.1' }), 'validation_error').message).toBe(
       'onnxRuntimeLibrary /no/such/libonnxruntime.so.1 is not an existing file.',
+    );
+    expect(expectThrowsBgone(() => configure({ addonBuild: 'avx2' as never }), 'validation_error').message).toBe(
+      'addonBuild must be auto or baseline, got "avx2".',
     );
   });
 });
