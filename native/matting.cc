@@ -88,31 +88,34 @@ Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap
 namespace {
 
 // The box mean over a (2r+1)^2 window, clipped at the borders (each position divides by its own
-// count), of rows [y0, y1) of a C-channel image of w x h, channels interleaved. source(y, row)
-// writes row y (C * w floats) when asked, in increasing y; sink(y, mean) gets the mean of row y.
-// Rows are summed horizontally as they come into a ring of the 2r + 2 rows that the vertical
-// running sums need, so no plane of products or partial sums is ever stored: for the guided filter
-// (13 channels) that was 13 planes written and read twice. Sums are in double, as running sums must
-// be; with y0 = 0 the arithmetic is the same, step for step, as a separate pass per channel.
+// count), of rows [y0, y1) and columns [x0, x1) of a C-channel image of w x h, channels
+// interleaved. source(y, xa, xb, row) writes columns [xa, xb) of row y (C floats per column, at
+// their own places in a row of w columns) when asked, in increasing y; sink(y, mean) gets row y's
+// means, valid in columns [x0, x1). Rows are summed horizontally as they come into a ring of the
+// 2r + 2 rows that the vertical running sums need, so no plane of products or partial sums is
+// ever stored: for the guided filter (13 channels) that was 13 planes written and read twice. Sums
+// are in double, as running sums must be; over the whole image the arithmetic is the same, step
+// for step, as a separate pass per channel.
 template <int C, class Source, class Sink>
-void stream_box_mean(int w, int h, int r, int y0, int y1, Source&& source, Sink&& sink) {
+void stream_box_mean(int w, int h, int r, int y0, int y1, int x0, int x1, Source&& source, Sink&& sink) {
   const int ring_rows = 2 * r + 2;
   const size_t row_size = static_cast<size_t>(w) * C;
+  const int xa = std::max(0, x0 - r), xb = std::min(w, x1 + r);  // the columns the window reads
   Buffer<float> ring(row_size * ring_rows);
   std::vector<float> src(row_size), out(row_size);
   std::vector<double> acc(row_size, 0.0), inv_x(w);
-  for (int x = 0; x < w; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
+  for (int x = x0; x < x1; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
   auto slot = [&](int y) { return ring.data() + static_cast<size_t>(y % ring_rows) * row_size; };
   int next = std::max(0, y0 - r);  // the next row to sum horizontally
   auto ensure = [&](int y) {
     for (; next <= y; ++next) {
-      source(next, src.data());
+      source(next, xa, xb, src.data());
       float* dst = slot(next);
       double sum[C] = {};
-      for (int x = 0; x <= std::min(r, w - 1); ++x) {
+      for (int x = xa; x <= std::min(x0 + r, w - 1); ++x) {
         for (int c = 0; c < C; ++c) sum[c] += src[static_cast<size_t>(x) * C + c];
       }
-      for (int x = 0; x < w; ++x) {
+      for (int x = x0; x < x1; ++x) {
         float* d = dst + static_cast<size_t>(x) * C;
         for (int c = 0; c < C; ++c) d[c] = static_cast<float>(sum[c] * inv_x[x]);
         if (x + r + 1 < w) {
@@ -127,23 +130,24 @@ void stream_box_mean(int w, int h, int r, int y0, int y1, Source&& source, Sink&
     }
   };
   const int first = std::max(0, y0 - r), last = std::min(h - 1, y0 + r);
+  const size_t i0 = static_cast<size_t>(x0) * C, i1 = static_cast<size_t>(x1) * C;
   ensure(last);
   for (int y = first; y <= last; ++y) {
     const float* s = slot(y);
-    for (size_t i = 0; i < row_size; ++i) acc[i] += s[i];
+    for (size_t i = i0; i < i1; ++i) acc[i] += s[i];
   }
   for (int y = y0; y < y1; ++y) {
     const double inv = 1.0 / (std::min(h - 1, y + r) - std::max(0, y - r) + 1);
-    for (size_t i = 0; i < row_size; ++i) out[i] = static_cast<float>(acc[i] * inv);
+    for (size_t i = i0; i < i1; ++i) out[i] = static_cast<float>(acc[i] * inv);
     sink(y, out.data());
     if (y + r + 1 < h) {
       ensure(y + r + 1);
       const float* s = slot(y + r + 1);
-      for (size_t i = 0; i < row_size; ++i) acc[i] += s[i];
+      for (size_t i = i0; i < i1; ++i) acc[i] += s[i];
     }
     if (y - r >= 0) {
       const float* s = slot(y - r);
-      for (size_t i = 0; i < row_size; ++i) acc[i] -= s[i];
+      for (size_t i = i0; i < i1; ++i) acc[i] -= s[i];
     }
   }
 }
@@ -158,8 +162,8 @@ GuidedCoefficients fit_guided_coarse(const uint8_t* rgb, const Plane& mask, int 
   // The guide and the mask averaged f x f (the guide rounded to 8 bits; a block past the last whole
   // one is dropped, a side shorter than f repeats its last sample), then the products whose local
   // means the filter needs: I (3), p, I*p (3), I*I^T (6 unique).
-  auto products = [&](int y, float* row) {
-    for (int x = 0; x < w; ++x) {
+  auto products = [&](int y, int xa, int xb, float* row) {
+    for (int x = xa; x < xb; ++x) {
       int sum[3] = {0, 0, 0};
       float p = 0;
       for (int dy = 0; dy < f; ++dy) {
@@ -205,16 +209,16 @@ GuidedCoefficients fit_guided_coarse(const uint8_t* rgb, const Plane& mask, int 
       o[3] = static_cast<float>(mp - ar * mr - ag * mg - ab * mb);
     }
   };
-  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<13>(w, h, radius, y0, y1, products, solve); });
+  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<13>(w, h, radius, y0, y1, 0, w, products, solve); });
   // Then the coefficients' own local means: what is applied.
   GuidedCoefficients k;
   k.width = w;
   k.height = h;
   k.v.resize(raw.size());
   const size_t row_size = static_cast<size_t>(w) * 4;
-  auto coefficients = [&](int y, float* row) { std::copy_n(raw.data() + y * row_size, row_size, row); };
+  auto coefficients = [&](int y, int, int, float* row) { std::copy_n(raw.data() + y * row_size, row_size, row); };
   auto keep = [&](int y, const float* m) { std::copy_n(m, row_size, k.v.data() + y * row_size); };
-  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<4>(w, h, radius, y0, y1, coefficients, keep); });
+  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<4>(w, h, radius, y0, y1, 0, w, coefficients, keep); });
   return k;
 }
 
@@ -334,17 +338,52 @@ namespace {
 constexpr double kForegroundFullPixels = 1e6;
 constexpr double kForegroundWorkPixels = 0.4e6;
 
-// Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion): the box means of
-// alpha, F * alpha and B * (1 - alpha), streamed together (seven channels), divided row by row.
-void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plane& alpha, int radius, Buffer<float>& f_hat,
+// Columns [x0, x1) of rows [y0, y1).
+struct Box {
+  int x0, y0, x1, y1;
+  bool empty() const { return x1 <= x0 || y1 <= y0; }
+  // This box with `by` more on every side, within a w x h image.
+  Box grown(int by, int w, int h) const { return {std::max(0, x0 - by), std::max(0, y0 - by), std::min(w, x1 + by), std::min(h, y1 + by)}; }
+};
+
+// The box holding every semi-transparent pixel (0 < alpha < 1): the only ones whose colour the
+// foreground estimate changes. Empty when there is none.
+Box band_box(const Plane& alpha) {
+  const int w = alpha.width, h = alpha.height;
+  std::vector<int> first_x(h, w), end_x(h, 0);
+  auto band = [](float a) { return a > 0.f && a < 1.f; };
+  parallel_rows(h, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      const float* a = alpha.row(y);
+      int x = 0;
+      while (x < w && !band(a[x])) ++x;
+      if (x == w) continue;
+      int e = w;
+      while (!band(a[e - 1])) --e;
+      first_x[y] = x;
+      end_x[y] = e;
+    }
+  });
+  Box box{w, h, 0, 0};
+  for (int y = 0; y < h; ++y) {
+    if (first_x[y] >= end_x[y]) continue;
+    box.x0 = std::min(box.x0, first_x[y]);
+    box.x1 = std::max(box.x1, end_x[y]);
+    box.y0 = std::min(box.y0, y);
+    box.y1 = y + 1;
+  }
+  return box;
+}
+
+// Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion) inside `box`: the
+// box means of alpha, F * alpha and B * (1 - alpha), streamed together (seven channels), divided
+// row by row. Outside the box f_hat and b_hat are left as they were.
+void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plane& alpha, int radius, Box box, Buffer<float>& f_hat,
                     Buffer<float>& b_hat) {
   const int w = alpha.width, h = alpha.height;
-  const size_t n = static_cast<size_t>(w) * h;
-  f_hat.resize(n * 3);
-  b_hat.resize(n * 3);
-  auto weighted = [&](int y, float* row) {
+  auto weighted = [&](int y, int xa, int xb, float* row) {
     const size_t base = static_cast<size_t>(y) * w;
-    for (int x = 0; x < w; ++x) {
+    for (int x = xa; x < xb; ++x) {
       const size_t i = base + x;
       const float a = alpha.v[i];
       float* o = row + static_cast<size_t>(x) * 7;
@@ -357,7 +396,7 @@ void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plan
   };
   auto divide = [&](int y, const float* m) {
     const size_t base = static_cast<size_t>(y) * w;
-    for (int x = 0; x < w; ++x) {
+    for (int x = box.x0; x < box.x1; ++x) {
       const size_t i = base + x;
       const float* ch = m + static_cast<size_t>(x) * 7;
       const float wa = ch[0], wb = 1.f - ch[0];
@@ -367,7 +406,8 @@ void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plan
       }
     }
   };
-  parallel_bands(h, [&](int y0, int y1) { stream_box_mean<7>(w, h, radius, y0, y1, weighted, divide); });
+  parallel_bands(box.y1 - box.y0,
+                 [&](int b0, int b1) { stream_box_mean<7>(w, h, radius, box.y0 + b0, box.y0 + b1, box.x0, box.x1, weighted, divide); });
 }
 
 // Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
@@ -420,8 +460,10 @@ void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, Buffer<float>
 void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
   const int w = alpha.width, h = alpha.height;
   const size_t n = static_cast<size_t>(w) * h;
-  // Only semi-transparent pixels get a new colour; with none, the blurs below are not needed.
-  if (std::none_of(alpha.v.begin(), alpha.v.end(), [](float a) { return a > 0.f && a < 1.f; })) return;
+  // Only semi-transparent pixels get a new colour: the blurs below are needed only around their
+  // box, and with none, not at all.
+  const Box band = band_box(alpha);
+  if (band.empty()) return;
   // The blurred estimates are smooth, so they are computed at a bounded working resolution and
   // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
   const int factor =
@@ -435,31 +477,43 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
   const double scale = std::sqrt(static_cast<double>(wn) / 1e6);
   const int large = std::max(3, static_cast<int>(std::lround(90 * scale)));
   const int small = std::max(1, static_cast<int>(std::lround(6 * scale)));
-  Buffer<float> fg = image, bg = image, f_hat, b_hat;
-  weighted_means(fg, bg, work_alpha, large, f_hat, b_hat);
-  parallel_rows(sh, [&](int first, int end) {  // first blur-fusion step, at working resolution
-    for (size_t i = static_cast<size_t>(first) * sw; i < static_cast<size_t>(end) * sw; ++i) {
-      const float a = work_alpha.v[i];
-      for (int c = 0; c < 3; ++c) {
-        const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
-        fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
-        bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+  // Where a full-resolution position samples the working grid (and the next sample after it).
+  auto work_at = [factor](int v, int work_n) { return std::clamp((v + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(work_n - 1)); };
+  // The estimates the correction samples: the bilinear neighbours of the band's box. The second
+  // step's blur reads the first step's within `small` of them.
+  const Box second{static_cast<int>(work_at(band.x0, sw)), static_cast<int>(work_at(band.y0, sh)),
+                   std::min(sw, static_cast<int>(work_at(band.x1 - 1, sw)) + 2),
+                   std::min(sh, static_cast<int>(work_at(band.y1 - 1, sh)) + 2)};
+  const Box first = second.grown(small, sw, sh);
+  Buffer<float> fg(wn * 3), bg(wn * 3), f_hat, b_hat;
+  f_hat.resize(wn * 3);
+  b_hat.resize(wn * 3);
+  weighted_means(image, image, work_alpha, large, first, f_hat, b_hat);
+  parallel_rows(first.y1 - first.y0, [&](int b0, int b1) {  // first blur-fusion step, at working resolution
+    for (int y = first.y0 + b0; y < first.y0 + b1; ++y) {
+      for (size_t i = static_cast<size_t>(y) * sw + first.x0; i < static_cast<size_t>(y) * sw + first.x1; ++i) {
+        const float a = work_alpha.v[i];
+        for (int c = 0; c < 3; ++c) {
+          const float residual = image[i * 3 + c] - a * f_hat[i * 3 + c] - (1.f - a) * b_hat[i * 3 + c];
+          fg[i * 3 + c] = std::clamp(f_hat[i * 3 + c] + a * residual, 0.f, 1.f);
+          bg[i * 3 + c] = std::clamp(b_hat[i * 3 + c] + (1.f - a) * residual, 0.f, 1.f);
+        }
       }
     }
   });
-  weighted_means(fg, bg, work_alpha, small, f_hat, b_hat);  // second step's estimates
+  weighted_means(fg, bg, work_alpha, small, second, f_hat, b_hat);  // second step's estimates
   // Each pixel reads only its own colour before writing it: the correction runs in place, by rows.
-  parallel_rows(h, [&](int first, int end) {
-    for (int y = first; y < end; ++y) {
-      const float fy = std::clamp((y + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sh - 1));
+  parallel_rows(band.y1 - band.y0, [&](int b0, int b1) {
+    for (int y = band.y0 + b0; y < band.y0 + b1; ++y) {
+      const float fy = work_at(y, sh);
       const int y0 = static_cast<int>(fy), y1 = std::min(y0 + 1, sh - 1);
       const float ty = fy - y0;
       const float* alpha_row = alpha.row(y);
       uint8_t* px = rgb.data() + static_cast<size_t>(y) * w * 3;
-      for (int x = 0; x < w; ++x) {
+      for (int x = band.x0; x < band.x1; ++x) {
         const float a = alpha_row[x];
         if (!(a > 0.f && a < 1.f)) continue;
-        const float fx = std::clamp((x + 0.5f) / factor - 0.5f, 0.f, static_cast<float>(sw - 1));
+        const float fx = work_at(x, sw);
         const int x0 = static_cast<int>(fx), x1 = std::min(x0 + 1, sw - 1);
         const float tx = fx - x0;
         const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
