@@ -346,20 +346,33 @@ struct Box {
   Box grown(int by, int w, int h) const { return {std::max(0, x0 - by), std::max(0, y0 - by), std::min(w, x1 + by), std::min(h, y1 + by)}; }
 };
 
-// The box holding every semi-transparent pixel (0 < alpha < 1): the only ones whose colour the
-// foreground estimate changes. Empty when there is none.
+// Semi-transparent: the pixels whose colour the foreground estimate changes.
+inline bool in_band(float a) { return a > 0.f && a < 1.f; }
+
+// Whether any of the n values from a is in the band: no early exit, so the compiler vectorises it.
+inline bool any_in_band(const float* a, int n) {
+  bool any = false;
+  for (int i = 0; i < n; ++i) any |= in_band(a[i]);
+  return any;
+}
+
+// Values are tested this many at a time where most are 0 or 1.
+constexpr int kBandChunk = 16;
+
+// The box holding every semi-transparent pixel (0 < alpha < 1). Empty when there is none.
 Box band_box(const Plane& alpha) {
   const int w = alpha.width, h = alpha.height;
   std::vector<int> first_x(h, w), end_x(h, 0);
-  auto band = [](float a) { return a > 0.f && a < 1.f; };
   parallel_rows(h, [&](int first, int end) {
     for (int y = first; y < end; ++y) {
       const float* a = alpha.row(y);
       int x = 0;
-      while (x < w && !band(a[x])) ++x;
+      while (x + kBandChunk <= w && !any_in_band(a + x, kBandChunk)) x += kBandChunk;
+      while (x < w && !in_band(a[x])) ++x;
       if (x == w) continue;
       int e = w;
-      while (!band(a[e - 1])) --e;
+      while (e - kBandChunk > x && !any_in_band(a + e - kBandChunk, kBandChunk)) e -= kBandChunk;
+      while (!in_band(a[e - 1])) --e;
       first_x[y] = x;
       end_x[y] = e;
     }
@@ -503,6 +516,21 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
   });
   weighted_means(fg, bg, work_alpha, small, second, f_hat, b_hat);  // second step's estimates
   // Each pixel reads only its own colour before writing it: the correction runs in place, by rows.
+  // Where each column samples the grid, and each byte as a colour in 0..1, are worked out once (the
+  // same arithmetic as per pixel: a division each), and stretches with no band pixel are passed over
+  // kBandChunk at a time.
+  struct Sample {
+    int i0, i1;
+    float t;
+  };
+  std::vector<Sample> columns(band.x1 - band.x0);
+  for (int x = band.x0; x < band.x1; ++x) {
+    const float fx = work_at(x, sw);
+    const int x0 = static_cast<int>(fx);
+    columns[x - band.x0] = {x0, std::min(x0 + 1, sw - 1), fx - x0};
+  }
+  float unit[256];
+  for (int v = 0; v < 256; ++v) unit[v] = v / 255.f;
   parallel_rows(band.y1 - band.y0, [&](int b0, int b1) {
     for (int y = band.y0 + b0; y < band.y0 + b1; ++y) {
       const float fy = work_at(y, sh);
@@ -510,23 +538,27 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
       const float ty = fy - y0;
       const float* alpha_row = alpha.row(y);
       uint8_t* px = rgb.data() + static_cast<size_t>(y) * w * 3;
-      for (int x = band.x0; x < band.x1; ++x) {
-        const float a = alpha_row[x];
-        if (!(a > 0.f && a < 1.f)) continue;
-        const float fx = work_at(x, sw);
-        const int x0 = static_cast<int>(fx), x1 = std::min(x0 + 1, sw - 1);
-        const float tx = fx - x0;
-        const size_t i00 = (static_cast<size_t>(y0) * sw + x0) * 3, i01 = (static_cast<size_t>(y0) * sw + x1) * 3;
-        const size_t i10 = (static_cast<size_t>(y1) * sw + x0) * 3, i11 = (static_cast<size_t>(y1) * sw + x1) * 3;
-        for (int c = 0; c < 3; ++c) {
-          auto sample = [&](const Buffer<float>& p) {
-            const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * tx;
-            const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * tx;
-            return top + (bottom - top) * ty;
-          };
-          const float f = sample(f_hat), b = sample(b_hat);
-          const float residual = px[x * 3 + c] / 255.f - a * f - (1.f - a) * b;
-          px[x * 3 + c] = unit_to_byte(f + a * residual);
+      for (int x = band.x0; x < band.x1;) {
+        if (x + kBandChunk <= band.x1 && !any_in_band(alpha_row + x, kBandChunk)) {
+          x += kBandChunk;
+          continue;
+        }
+        for (const int end = std::min(band.x1, x + kBandChunk); x < end; ++x) {
+          const float a = alpha_row[x];
+          if (!in_band(a)) continue;
+          const Sample& col = columns[x - band.x0];
+          const size_t i00 = (static_cast<size_t>(y0) * sw + col.i0) * 3, i01 = (static_cast<size_t>(y0) * sw + col.i1) * 3;
+          const size_t i10 = (static_cast<size_t>(y1) * sw + col.i0) * 3, i11 = (static_cast<size_t>(y1) * sw + col.i1) * 3;
+          for (int c = 0; c < 3; ++c) {
+            auto sample = [&](const Buffer<float>& p) {
+              const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * col.t;
+              const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * col.t;
+              return top + (bottom - top) * ty;
+            };
+            const float f = sample(f_hat), b = sample(b_hat);
+            const float residual = unit[px[x * 3 + c]] - a * f - (1.f - a) * b;
+            px[x * 3 + c] = unit_to_byte(f + a * residual);
+          }
         }
       }
     }
