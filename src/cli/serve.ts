@@ -3,12 +3,13 @@
  * database it creates a local Free account and prints its first API key once, so a newcomer can
  * call the API right away. SIGTERM and SIGINT drain in-flight requests, then exit.
  */
+import { basename } from 'node:path';
 import { type RunningServer, startServer } from '../api/server.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
-import { BgoneError, configure, preloadModel } from '../lib/index.js';
+import { addonFileInUse, BgoneError, configure, preloadModel } from '../lib/index.js';
 import { type Account, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
@@ -87,7 +88,9 @@ export async function serveCommand(): Promise<number> {
       throw new Error('other nodes on this database share batch work with BGONE_CLUSTER_SECRET: set the same secret on this node');
     const modelStart = performance.now();
     await preloadModel(config.model);
-    logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart) }, 'model loaded');
+    // Which addon build runs (the AVX2 one where the CPU has it): what an operator comparing nodes needs.
+    const addon = basename(addonFileInUse() ?? '');
+    logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart), addon }, 'model loaded');
   } catch (err) {
     // Closed, so that its connections do not keep a process that cannot serve alive.
     console.error(`bgone: cannot start: ${(err as Error).message}`);

@@ -104,6 +104,9 @@ describe('bgone serve', () => {
       expect({ ...exit, stderr: serve.stderr }).toEqual({ code: 0, signal: null, stderr: '' });
       const messages = serve.logs().map((l) => l.msg);
       expect(messages).toEqual(expect.arrayContaining(['model loaded', 'draining', 'stopped']));
+      // The addon build in use is logged: the AVX2 one where this CPU runs it.
+      const avx2 = process.platform === 'linux' && process.arch === 'x64' && /^flags\s*:.*\bavx2\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
+      expect(serve.logs().find((l) => l.msg === 'model loaded')?.addon).toBe(avx2 ? 'bgone.avx2.addon' : 'bgone.node');
       expect(serve.logs().find((l) => l.msg === 'draining')?.inFlight).toBe(1);
       // Both requests were charged, and the key is not in the database file.
       const store = await openStore({ path: db });
