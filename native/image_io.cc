@@ -282,6 +282,10 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
   }
   if (rc != 0) fail(ErrorCode::InvalidImage, "decode failed");
   VipsRef loaded_ref(loaded);
+  // Upright (most photos): the loader feeds the resize directly, so libvips resizes strips on its
+  // worker threads while the loader decodes the next ones, and the shrunk image (9 MB at 12 MP) is
+  // never held whole. Rotation needs the whole image in memory: only then is it materialised.
+  if (vips_image_get_orientation(loaded) <= 1) return model_input_from(loaded, width, height);
   VipsRef decoded = materialise(loaded, ErrorCode::InvalidImage, "decode failed");
   loaded_ref.reset();
   VipsRef rotated = autorotate(decoded.get());
