@@ -83,6 +83,8 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   spec.provider = o.choice<const char*>("provider", {{"cpu", "cpu"}, {"cuda", "cuda"}});
   spec.device_id = static_cast<int>(o.integer("deviceId", 0, 255));
   spec.gpu_mem_limit_mb = o.integer("gpuMemLimitMb", 0, 1 << 20);
+  spec.warm_up_runs = static_cast<int>(o.integer("warmUpRuns", 0, 8));
+  spec.warm_up_side = static_cast<int>(o.integer("warmUpSide", 1, 16384));
   o.finish();
   return spec;
 }
@@ -102,6 +104,7 @@ class LoadModelWorker : public Napi::AsyncWorker {
   void Execute() override {
     try {
       model_ = std::make_shared<Model>(spec_);
+      model_->warm_up();
     } catch (const ProviderError& e) {
       provider_failed_ = true;
       SetError(e.what());

@@ -52,11 +52,7 @@ class Jobs {
       if (std::chrono::steady_clock::now() < last_end_ + kKeepWarm) continue;                      // another job ended meanwhile
       pending_ = false;
       lock.unlock();
-      release_cached_buffers();
-#ifdef __GLIBC__
-      // glibc keeps freed pages in per-thread arenas for reuse: hand them back too.
-      malloc_trim(0);
-#endif
+      release_memory_now();
       lock.lock();
     }
   }
@@ -75,6 +71,14 @@ Jobs& jobs() {
 }
 
 }  // namespace
+
+void release_memory_now() {
+  release_cached_buffers();
+#ifdef __GLIBC__
+  // glibc keeps freed pages in per-thread arenas for reuse: hand them back too.
+  malloc_trim(0);
+#endif
+}
 
 JobInProgress::JobInProgress() { jobs().started(); }
 JobInProgress::~JobInProgress() { jobs().ended(); }

@@ -16,4 +16,7 @@ class JobInProgress {
 
 int jobs_in_progress();
 
+// Gives the memory kept warm back to the OS now, as the idle thread does a second after the last job.
+void release_memory_now();
+
 }  // namespace bgone

@@ -35,6 +35,9 @@ struct ModelSpec {
   std::string provider;
   int device_id = 0;
   long long gpu_mem_limit_mb = 0;
+  // Runs of the model on a blank warm_up_side² input right after loading (0: none): see warm_up.
+  int warm_up_runs = 0;
+  int warm_up_side = 0;
 };
 
 // Loads libonnxruntime once per process; later calls with another path are ignored.
@@ -56,6 +59,11 @@ class Model {
   // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
   // plane into `out`. Shares the cores with the other runs of the process (RunSlots).
   RunCost run(Buffer<float>& input, int width, int height, Buffer<float>& out);
+  // The spec's warm-up runs (a failing one is ignored: the first job's run reports it), then the
+  // memory they used goes back to the OS at once. ONNX Runtime's
+  // first runs of a session are slow (at 1024² on the CPU: about 650 and 470 ms, then 340-350 ms,
+  // as fast as a warmed bare session), and what makes the later ones fast outlives that memory.
+  void warm_up();
 
  private:
   ModelSpec spec_;

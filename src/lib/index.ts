@@ -127,9 +127,9 @@ export function inferenceProviders(): InferenceProviders {
   return { provider, deviceId: provider === 'cuda' ? deviceId : null, available };
 }
 
-/** Loads a model ahead of the first request (otherwise it loads on first use). */
+/** Loads a model ahead of the first request (otherwise it loads on first use), and warms it (WARM_UP_RUNS in models.ts). */
 export async function preloadModel(name?: string): Promise<void> {
-  await getModel(name);
+  await getModel(name, true);
 }
 
 /** How a job queues for the native core: 'background' jobs go in only when no normal job waits. */

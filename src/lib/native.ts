@@ -61,6 +61,10 @@ export interface NativeModelSpec {
   deviceId: number;
   /** With cuda: the most GPU memory ONNX Runtime's arena takes, in MiB; 0: no limit. */
   gpuMemLimitMb: number;
+  /** Runs on a blank input right after loading, whose memory is given back at once (0: none). */
+  warmUpRuns: number;
+  /** The side of those runs when the graph takes any size (else its own width × height). */
+  warmUpSide: number;
 }
 
 /** Opaque handle on a loaded model session. */

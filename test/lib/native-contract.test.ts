@@ -91,6 +91,8 @@ describe('loadModel spec', () => {
     provider: 'cpu',
     deviceId: 0,
     gpuMemLimitMb: 0,
+    warmUpRuns: 0,
+    warmUpSide: 1024,
   };
 
   it('a complete spec is accepted; a bad path then fails later, as a rejected promise with a code (control)', async () => {
@@ -114,6 +116,8 @@ describe('loadModel spec', () => {
     ['deviceId', -1, /model spec\.deviceId must be an integer in \[0, 255\]/],
     ['deviceId', 0.5, /model spec\.deviceId must be an integer/],
     ['gpuMemLimitMb', -1, /model spec\.gpuMemLimitMb must be an integer in \[0, 1048576\]/],
+    ['warmUpRuns', 9, /model spec\.warmUpRuns must be an integer in \[0, 8\]/],
+    ['warmUpSide', 0, /model spec\.warmUpSide must be an integer in \[1, 16384\]/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().loadModel({ ...spec, [field]: value } as never), message);
   });
