@@ -498,9 +498,7 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
                    std::min(sw, static_cast<int>(work_at(band.x1 - 1, sw)) + 2),
                    std::min(sh, static_cast<int>(work_at(band.y1 - 1, sh)) + 2)};
   const Box first = second.grown(small, sw, sh);
-  Buffer<float> fg(wn * 3), bg(wn * 3), f_hat, b_hat;
-  f_hat.resize(wn * 3);
-  b_hat.resize(wn * 3);
+  Buffer<float> fg(wn * 3), bg(wn * 3), f_hat(wn * 3), b_hat(wn * 3);
   weighted_means(image, image, work_alpha, large, first, f_hat, b_hat);
   parallel_rows(first.y1 - first.y0, [&](int b0, int b1) {  // first blur-fusion step, at working resolution
     for (int y = first.y0 + b0; y < first.y0 + b1; ++y) {
@@ -519,11 +517,7 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
   // Where each column samples the grid, and each byte as a colour in 0..1, are worked out once (the
   // same arithmetic as per pixel: a division each), and stretches with no band pixel are passed over
   // kBandChunk at a time.
-  struct Sample {
-    int i0, i1;
-    float t;
-  };
-  std::vector<Sample> columns(band.x1 - band.x0);
+  std::vector<Lerp> columns(band.x1 - band.x0);
   for (int x = band.x0; x < band.x1; ++x) {
     const float fx = work_at(x, sw);
     const int x0 = static_cast<int>(fx);
@@ -546,13 +540,13 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
         for (const int end = std::min(band.x1, x + kBandChunk); x < end; ++x) {
           const float a = alpha_row[x];
           if (!in_band(a)) continue;
-          const Sample& col = columns[x - band.x0];
+          const Lerp& col = columns[x - band.x0];
           const size_t i00 = (static_cast<size_t>(y0) * sw + col.i0) * 3, i01 = (static_cast<size_t>(y0) * sw + col.i1) * 3;
           const size_t i10 = (static_cast<size_t>(y1) * sw + col.i0) * 3, i11 = (static_cast<size_t>(y1) * sw + col.i1) * 3;
           for (int c = 0; c < 3; ++c) {
             auto sample = [&](const Buffer<float>& p) {
-              const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * col.t;
-              const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * col.t;
+              const float top = p[i00 + c] + (p[i01 + c] - p[i00 + c]) * col.f;
+              const float bottom = p[i10 + c] + (p[i11 + c] - p[i10 + c]) * col.f;
               return top + (bottom - top) * ty;
             };
             const float f = sample(f_hat), b = sample(b_hat);

@@ -238,12 +238,11 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
 
 void Model::warm_up() {
   if (spec_.warm_up_runs <= 0) return;
-  const int side = spec_.dynamic_size ? spec_.warm_up_side : spec_.width;
+  const int width = spec_.dynamic_size ? spec_.warm_up_side : spec_.width;
   const int height = spec_.dynamic_size ? spec_.warm_up_side : spec_.height;
-  const size_t plane = static_cast<size_t>(side) * height;
   try {
-    Buffer<float> input(plane * 3, 0.f), out;
-    for (int r = 0; r < spec_.warm_up_runs; ++r) run(input, side, height, out);
+    Buffer<float> input(static_cast<size_t>(width) * height * 3, 0.f), out;
+    for (int r = 0; r < spec_.warm_up_runs; ++r) run(input, width, height, out);
   } catch (const std::exception&) {
     // Only a head start: a model whose run fails (a manifest naming an input the graph lacks) still
     // loads, and its first job reports the failure, as without the warm-up.

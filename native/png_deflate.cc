@@ -166,17 +166,24 @@ void FastDeflate::reserve(size_t bytes) {
   if (out_.size() < pos_ + bytes + 8) out_.resize(std::max(out_.size() * 2, pos_ + bytes + 8));
 }
 
-// Appends `count` bits (at most 32). Branch-free: the whole 64-bit buffer is stored at the write
-// position every time (reserve keeps 8 bytes of slack) and the position moves by the whole bytes.
-void FastDeflate::put(uint32_t bits, int count) {
-  bits_ |= static_cast<uint64_t>(bits) << bit_count_;
-  bit_count_ += count;
-  std::memcpy(out_.data() + pos_, &bits_, 8);
-  const int bytes = bit_count_ >> 3;  // at most 4: fewer than 8 bits were pending
-  pos_ += bytes;
-  bits_ >>= bytes * 8;
-  bit_count_ &= 7;
+namespace {
+
+// Appends `count` bits (at most 32) to the stream at out + pos, with `pending` bits (fewer than 8)
+// not yet whole bytes. Branch-free: the whole 64-bit buffer is stored at the write position every
+// time (reserve keeps 8 bytes of slack) and the position moves by the whole bytes.
+inline void put_bits(uint8_t* out, size_t& pos, uint64_t& pending, int& pending_count, uint32_t bits, int count) {
+  pending |= static_cast<uint64_t>(bits) << pending_count;
+  pending_count += count;
+  std::memcpy(out + pos, &pending, 8);
+  const int bytes = pending_count >> 3;  // at most 4: fewer than 8 bits were pending
+  pos += bytes;
+  pending >>= bytes * 8;
+  pending_count &= 7;
 }
+
+}  // namespace
+
+void FastDeflate::put(uint32_t bits, int count) { put_bits(out_.data(), pos_, bits_, bit_count_, bits, count); }
 
 void FastDeflate::align() {
   if (bit_count_ > 0) out_[pos_++] = static_cast<uint8_t>(bits_);
@@ -323,15 +330,7 @@ void FastDeflate::write_block(const uint8_t* raw, size_t raw_n) {
   size_t pos = pos_;
   uint64_t pending = bits_;
   int pending_count = bit_count_;
-  auto emit = [&](uint32_t code, int count) {
-    pending |= static_cast<uint64_t>(code) << pending_count;
-    pending_count += count;
-    std::memcpy(out + pos, &pending, 8);
-    const int bytes = pending_count >> 3;
-    pos += bytes;
-    pending >>= bytes * 8;
-    pending_count &= 7;
-  };
+  auto emit = [&](uint32_t code, int count) { put_bits(out, pos, pending, pending_count, code, count); };
   const uint32_t* symbols = symbols_.data();
   for (int k = 0; k < symbol_count_; ++k) {
     const uint32_t s = symbols[k];

@@ -74,7 +74,7 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
     });
   }
   const fileInUse = addonFileInUse();
-  if (fileInUse !== undefined && addonFile(next.addonBuild) !== fileInUse) {
+  if (fileInUse !== undefined && next.addonBuild !== previous.addonBuild && addonFile(next.addonBuild) !== fileInUse) {
     throw new BgoneError('validation_error', `addonBuild cannot change once the native core has started (it uses ${fileInUse}).`, {
       field: 'addonBuild',
     });

@@ -124,22 +124,29 @@ function avx2Build(file: string): string {
   return file.replace(/\.node$/, '.avx2.addon');
 }
 
-/** Whether this CPU runs AVX2 code: Linux lists avx2 only where the kernel also saves its registers. */
-function cpuRunsAvx2(): boolean {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return false;
-  try {
-    const flags = /^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? '';
-    return flags.split(/\s+/).includes('avx2');
-  } catch {
-    return false;
+let avx2: boolean | undefined;
+
+/** Whether this CPU runs AVX2 code (read once): Linux lists avx2 only where the kernel also saves its registers. */
+export function cpuRunsAvx2(): boolean {
+  if (avx2 === undefined) {
+    avx2 = false;
+    if (process.platform === 'linux' && process.arch === 'x64') {
+      try {
+        const flags = /^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? '';
+        avx2 = flags.split(/\s+/).includes('avx2');
+      } catch {
+        // No /proc: the baseline build.
+      }
+    }
   }
+  return avx2;
 }
 
 /** The addon file the addonBuild setting chooses: the AVX2 build where it may, else node-gyp-build's. */
 export function addonFile(build: AddonBuild = librarySettings().addonBuild): string {
   const baseline = addonPath();
-  const avx2 = avx2Build(baseline);
-  return build === 'auto' && avx2 !== baseline && existsSync(avx2) && cpuRunsAvx2() ? avx2 : baseline;
+  const avx2File = avx2Build(baseline);
+  return build === 'auto' && avx2File !== baseline && existsSync(avx2File) && cpuRunsAvx2() ? avx2File : baseline;
 }
 
 /** Loads an addon file; the AVX2 build's suffix is not .node, which require() would read as JavaScript. */

@@ -8,6 +8,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cpuRunsAvx2 } from '../../src/lib/native.js';
 import { openStore } from '../../src/store/index.js';
 import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
 import { CLI, killChildren, runCli, ServeProcess } from '../helpers/cli-process.js';
@@ -105,8 +106,7 @@ describe('bgone serve', () => {
       const messages = serve.logs().map((l) => l.msg);
       expect(messages).toEqual(expect.arrayContaining(['model loaded', 'draining', 'stopped']));
       // The addon build in use is logged: the AVX2 one where this CPU runs it.
-      const avx2 = process.platform === 'linux' && process.arch === 'x64' && /^flags\s*:.*\bavx2\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
-      expect(serve.logs().find((l) => l.msg === 'model loaded')?.addon).toBe(avx2 ? 'bgone.avx2.addon' : 'bgone.node');
+      expect(serve.logs().find((l) => l.msg === 'model loaded')?.addon).toBe(cpuRunsAvx2() ? 'bgone.avx2.addon' : 'bgone.node');
       expect(serve.logs().find((l) => l.msg === 'draining')?.inFlight).toBe(1);
       // Both requests were charged, and the key is not in the database file.
       const store = await openStore({ path: db });

@@ -13,7 +13,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addonFile, addonFileInUse } from '../../src/lib/native.js';
+import { addonFile, addonFileInUse, cpuRunsAvx2 } from '../../src/lib/native.js';
 import { expectThrowsBgone } from '../helpers/assert.js';
 import { configure, DEFAULT_SETTINGS, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -22,7 +22,7 @@ import { fixturePath, photoPath, REPO_ROOT } from '../helpers/paths.js';
 const run = promisify(execFile);
 const LIBRARY = join(REPO_ROOT, 'dist', 'src', 'lib', 'index.js');
 const AVX2_PLATFORM = process.platform === 'linux' && process.arch === 'x64';
-const CPU_RUNS_AVX2 = AVX2_PLATFORM && /^flags\s*:.*\bavx2\b/m.test(readFileSync('/proc/cpuinfo', 'utf8'));
+const CPU_RUNS_AVX2 = cpuRunsAvx2();
 
 /** Input file and options: one job of each path the two builds could compute differently. */
 const JOBS: Array<[string, string, Record<string, unknown>]> = [
