@@ -19,11 +19,14 @@ constexpr size_t kMappedFrom = size_t{512} << 10;
 // to give the block back.
 constexpr size_t kHeader = 64;
 // The blocks mapped (in use and cached) stay within the most in use at once since the last release
-// plus this share of it. A job's phases ask for different sizes (the decode and the tensor, then
-// ONNX Runtime's run, then the matting planes): at 2 MP the most in use at once is 180 MB but the
-// three phases' blocks add up to about 240. With no slack, each miss gave back the largest cached
-// block, the run's own 130 MB, and every job mapped 38 blocks afresh; with half, none.
-constexpr size_t kSlackDivisor = 2;
+// plus this share of it (kSlackQuarters / 4). A job's phases ask for different sizes (the decode and
+// the tensor, then ONNX Runtime's run, then the matting planes): at 2 MP the most in use at once is
+// 180 MB but the three phases' blocks add up to about 210-240, at 12 MP 210 against 362. With no
+// slack, each miss gave back the largest cached block, the run's own 130 MB, and every 2 MP job
+// mapped 38 blocks afresh. With half, 2 MP mapped none but 12 MP still 10 a job (about 300 MB of
+// fresh pages: 50 ms of the kernel's page zeroing); with three quarters, none at either size, for
+// about 55 MB more peak RSS at 12 MP.
+constexpr size_t kSlackQuarters = 3;
 
 struct Header {
   void* base;     // what mmap or malloc returned
@@ -69,7 +72,7 @@ class BlockCache {
       } else {
         // A miss maps a new block: first give back cached blocks (the largest first) until the
         // mapped total stays within the bound, or the cache is empty.
-        const size_t ceiling = std::max(peak_, in_use_ + bytes) + peak_ / kSlackDivisor;
+        const size_t ceiling = std::max(peak_, in_use_ + bytes) + peak_ / 4 * kSlackQuarters;
         while (!free_.empty() && in_use_ + cached_ + bytes > ceiling) {
           auto largest = std::prev(free_.end());
           evicted.emplace_back(*largest);

@@ -9,7 +9,7 @@
 //   transparent huge pages off, the advice is ignored and the pages are ordinary ones;
 // - a freed block is kept for the next block of a size it fits (back-to-back jobs ask for the same
 //   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for a
-//   second (jobs.h). The blocks mapped never add up to more than 1.5 times the most that
+//   second (jobs.h). The blocks mapped never add up to more than 1.75 times the most that
 //   jobs had in use at once since the last release (a job's phases ask for different sizes).
 // Smaller blocks come from malloc. docs/performance.md has the measurements.
 #pragma once

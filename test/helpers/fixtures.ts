@@ -8,11 +8,11 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp, { type Metadata, type OutputInfo, type Sharp } from 'sharp';
-import { ALPHA_BAND, BIG, HUGE, PHOTOS } from './constants.js';
+import { ALPHA_BAND, BIG, HUGE, PHOTOS, TWELVE_MP } from './constants.js';
 import { FIXTURES_DIR, fixturePath, photoPath } from './paths.js';
 import { randomBytes } from './prng.js';
 
-export { ALPHA_BAND, BIG, HUGE, PHOTOS };
+export { ALPHA_BAND, BIG, HUGE, PHOTOS, TWELVE_MP };
 
 /** Bump when a generator changes: the whole directory is then regenerated. */
 const GENERATOR_VERSION = 3;
@@ -246,6 +246,10 @@ export const FIXTURES: Record<string, Generator> = {
 
   // options-output.test.ts
   'swan-big.jpg': () => sharp(photoPath(PHOTOS.swan)).resize(BIG.width, BIG.height, { fit: 'fill', kernel: 'lanczos3' }).jpeg({ quality: 90 }).toBuffer(),
+
+  // native-memory.test.ts, addon-builds.test.ts
+  'swan-12mp.jpg': () =>
+    sharp(photoPath(PHOTOS.swan)).resize(TWELVE_MP.width, TWELVE_MP.height, { fit: 'fill', kernel: 'lanczos3' }).jpeg({ quality: 90 }).toBuffer(),
 
   // no-disk.test.ts
   'book-huge.jpg': async () => {

@@ -3,8 +3,8 @@
  * Linux bgone.avx2.addon, the same sources for AVX2, which the addonBuild setting's 'auto' (the
  * default) loads where /proc/cpuinfo lists avx2. The AVX2 build is compiled without fused
  * multiply-adds so that it rounds as the baseline does: both must give the same bytes, for every
- * path through the pipeline (shrink-on-load and blur fusion at a working resolution above 1 MP, an
- * upload's own alpha, crop, each format, no refine). A process starts one build for good, so the
+ * path through the pipeline (shrink-on-load at 12 MP, blur fusion at a working resolution above
+ * 1 MP, an upload's own alpha, crop, each format, no refine). A process starts one build for good, so the
  * baseline runs in a child process.
  */
 import { execFile } from 'node:child_process';
@@ -26,7 +26,8 @@ const CPU_RUNS_AVX2 = cpuRunsAvx2();
 
 /** Input file and options: one job of each path the two builds could compute differently. */
 const JOBS: Array<[string, string, Record<string, unknown>]> = [
-  ['5 MP JPEG, full size PNG', fixturePath('swan-big.jpg'), { format: 'png' }],
+  ['12 MP JPEG (shrink-on-load), full size PNG', fixturePath('swan-12mp.jpg'), { format: 'png' }],
+  ['5 MP JPEG (under twice the model side: one full decode), full size PNG', fixturePath('swan-big.jpg'), { format: 'png' }],
   ['small JPEG, PNG', photoPath(PHOTOS.teddy), { format: 'png' }],
   ['crop to the subject, WebP', photoPath(PHOTOS.llama), { crop: true, format: 'webp' }],
   ['an RGBA upload, its alpha kept', fixturePath('alpha.png'), { format: 'png' }],
