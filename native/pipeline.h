@@ -10,13 +10,15 @@
 namespace bgone {
 
 struct Timings {
-  double decode = 0;      // header check and full-resolution decode
-  double preprocess = 0;  // shrink-on-load to the model's input and the input tensor
+  // Header check and full-resolution decode. Where the model's input shrinks on load, the full
+  // decode runs on its own thread at the same time as that (preprocess): overlapped, not additive.
+  double decode = 0;
+  double preprocess = 0;  // the model's input (shrunk on load, or from the full decode) and its tensor
   double inference = 0;   // the model's run itself
   double queue = 0;       // waiting for another job's inference
-  // CPU time of the process while the model ran (ms, all threads; less the CPU of the full decode's
-  // own thread when it ran beside the model). With one job at a time, a job's CPU minus this is
-  // what it costs outside the inference: the CPU a GPU deployment still pays per image.
+  // CPU time of the process while the model ran (ms, all threads). With one job at a time, a job's
+  // CPU minus this is what it costs outside the inference: the CPU a GPU deployment still pays per
+  // image.
   double inference_cpu = 0;
   double resize = 0;   // crop, canvas and output-size resampling of the colour image
   double matting = 0;  // mask -> alpha at output resolution, foreground colours

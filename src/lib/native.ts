@@ -23,9 +23,9 @@ export interface NativeTimings {
   queue: number;
   inference: number;
   /**
-   * CPU time of the whole process while the model ran (ms, all threads), less the full decode's own
-   * thread when it ran beside it. With one job at a time, the job's CPU minus this is its CPU cost
-   * outside the inference (what still runs on the CPU when the model runs on a GPU).
+   * CPU time of the whole process while the model ran (ms, all threads). With one job at a time, the
+   * job's CPU minus this is its CPU cost outside the inference (what still runs on the CPU when the
+   * model runs on a GPU).
    */
   inferenceCpu: number;
   resize: number;
