@@ -15,7 +15,7 @@ export const PHOTOS = {
 /** Size of the upscaled swan used for the size presets: ~5.0 MP, over the hd budget of 4 MP. */
 export const BIG = { width: 2989, height: 1680 };
 /** 12 MP, both sides at least twice the model's 1024: the model's input is decoded at 1/2 scale
- * (shrink-on-load) and the full-resolution decode runs beside the inference. */
+ * (shrink-on-load) while another thread decodes the full resolution. */
 export const TWELVE_MP = { width: 4000, height: 3000 };
 /** The largest accepted side, square: 108 MB of decoded RGB, above libvips' 100 MB disc threshold. */
 export const HUGE = { width: 6000, height: 6000 };
