@@ -24,8 +24,8 @@ constexpr size_t kHeader = 64;
 // 180 MB but the three phases' blocks add up to about 210-240, at 12 MP 210 against 362. With no
 // slack, each miss gave back the largest cached block, the run's own 130 MB, and every 2 MP job
 // mapped 38 blocks afresh. With half, 2 MP mapped none but 12 MP still 10 a job (about 300 MB of
-// fresh pages: 50 ms of the kernel's page zeroing); with three quarters, none at either size, for
-// about 55 MB more peak RSS at 12 MP.
+// fresh pages: 40-75 ms of kernel CPU zeroing them); with three quarters, none at either size, for
+// about 55 MB more peak RSS at 12 MP. test/lib/native-memory.test.ts checks the same bound (BOUND).
 constexpr size_t kSlackQuarters = 3;
 
 struct Header {

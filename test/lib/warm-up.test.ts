@@ -8,18 +8,12 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import type { NativeMemoryStats } from '../../src/lib/native.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { photoPath, REPO_ROOT } from '../helpers/paths.js';
 
 const run = promisify(execFile);
 const DIST = join(REPO_ROOT, 'dist', 'src', 'lib');
-
-interface Stats {
-  inUse: number;
-  cached: number;
-  peak: number;
-  mapped: number;
-}
 
 /** Runs `body` (an ES module's statements, with `lib` and `models` imported) in a fresh process; returns what it printed as JSON. */
 async function inChild<T>(body: string): Promise<T> {
@@ -33,8 +27,8 @@ async function inChild<T>(body: string): Promise<T> {
 
 describe('warming the model', () => {
   it('preloadModel runs the model before it returns, and the memory of those runs is already given back', async () => {
-    const warmed = await inChild<Stats>('await lib.preloadModel(); console.log(JSON.stringify(lib.nativeMemoryStats()));');
-    const loadedOnly = await inChild<Stats>('await models.getModel(); console.log(JSON.stringify(lib.nativeMemoryStats()));');
+    const warmed = await inChild<NativeMemoryStats>('await lib.preloadModel(); console.log(JSON.stringify(lib.nativeMemoryStats()));');
+    const loadedOnly = await inChild<NativeMemoryStats>('await models.getModel(); console.log(JSON.stringify(lib.nativeMemoryStats()));');
     // The runs mapped the model's working memory (the load alone maps none of it)...
     expect(loadedOnly.mapped).toBe(0);
     expect(warmed.mapped).toBeGreaterThan(0);
