@@ -18,6 +18,7 @@
 #include "image_io.h"
 #include "jobs.h"
 #include "model.h"
+#include "model_resample.h"
 #include "pipeline.h"
 #include "png_writer.h"
 #include "providers.h"
@@ -347,6 +348,27 @@ Napi::Value EncodePng(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value ResampleForModel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  bool numbers = true;
+  for (int i = 1; i <= 5; ++i) numbers = numbers && info[i].IsNumber();
+  if (!info[0].IsBuffer() || !numbers) {
+    Napi::TypeError::New(env, "resampleForModel(pixels, width, height, bands, outWidth, outHeight)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  Napi::Buffer<uint8_t> pixels = info[0].As<Napi::Buffer<uint8_t>>();
+  int v[5];
+  for (int i = 0; i < 5; ++i) v[i] = info[i + 1].As<Napi::Number>().Int32Value();
+  const int width = v[0], height = v[1], bands = v[2], out_w = v[3], out_h = v[4];
+  const bool sizes = width >= 1 && height >= 1 && out_w >= 1 && out_h >= 1 && out_w <= 8192 && out_h <= 8192;
+  if (!sizes || (bands != 3 && bands != 4) || static_cast<size_t>(width) * height * bands != pixels.Length()) {
+    Napi::RangeError::New(env, "resampleForModel: pixels or sizes do not fit").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  const Pixels out = resample_for_model(pixels.Data(), width, height, bands, out_w, out_h);
+  return Napi::Buffer<uint8_t>::Copy(env, out.data.data(), out.data.size());
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
@@ -355,6 +377,7 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, Probe));
   exports.Set("memoryStats", Napi::Function::New(env, MemoryStats));
   exports.Set("encodePng", Napi::Function::New(env, EncodePng));
+  exports.Set("resampleForModel", Napi::Function::New(env, ResampleForModel));
   return exports;
 }
 

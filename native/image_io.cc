@@ -9,6 +9,7 @@
 #include <string>
 
 #include "errors.h"
+#include "model_resample.h"
 
 namespace bgone {
 namespace {
@@ -209,7 +210,12 @@ HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, i
 
 namespace {
 
-// Flattens alpha on white and stretches to exactly width x height: the model's input.
+// Flattens alpha on white and stretches to exactly width x height: the model's input. Two ways,
+// both with a Lanczos-3 kernel: an image already decoded in memory goes through our resampler
+// (model_resample.h), on the free cores; a loader shrinking on load streams into libvips' resize
+// (below), which works on strips while the loader decodes the next ones and never holds the shrunk
+// image whole. Ours there would need it whole first, beside the full decode on the other core:
+// 12 MP, 4 interleaved rounds, preprocess 55-58 against 51-54 ms.
 Pixels model_input_from(VipsImage* in, int width, int height) {
   VipsRef srgb = to_srgb8(in);
   VipsImage* cur = srgb.get();
@@ -293,7 +299,10 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
 }
 
 Pixels model_input_from_decoded(const DecodedImage& image, int width, int height) {
-  return model_input_from(image.image.get(), width, height);
+  const VipsImage* in = image.image.get();
+  // decode_full made it 8-bit sRGB with 3 or 4 bands.
+  if (in->Bands != 3 && in->Bands != 4) throw PipelineError(ErrorCode::Internal, "decoded image has an unexpected shape");
+  return resample_for_model(image.pixels.data(), in->Xsize, in->Ysize, in->Bands, width, height);
 }
 
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {

@@ -93,6 +93,8 @@ interface Addon {
   memoryStats(): NativeMemoryStats;
   /** The PNG writer alone on raw pixels (rows of width x bands bytes), for tests of its encoders. */
   encodePng(pixels: Buffer, width: number, height: number, bands: number, level: number): Buffer;
+  /** The model input's resampler alone (native/model_resample.h): 3 or 4 bands in, RGB out, for its tests. */
+  resampleForModel(pixels: Buffer, width: number, height: number, bands: number, outWidth: number, outHeight: number): Buffer;
 }
 
 /**

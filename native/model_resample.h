@@ -1,0 +1,21 @@
+// The model's input made from an image already decoded in memory (PNG, and JPEG or WebP too small
+// to shrink on load, 2 MP among them): stretched to the model's width x height by our own
+// separable Lanczos-3 resampler instead of libvips' resize.
+//
+// Why our own: libvips' resize ran single-threaded at these sizes (2 MP to 1024²: 9-11 ms of the
+// job's critical path, about what this one costs in CPU but spread over the free cores), and
+// enlarging a 0.5 MP upload to 1024² took it 29 ms, against 6 here. It also rounds to bytes between
+// its two passes; this one rounds once. On the dev set every score came out a little better
+// (docs/performance.md, issue 19, seventh pass).
+#pragma once
+#include <cstdint>
+
+#include "image_io.h"
+
+namespace bgone {
+
+// Resamples interleaved 8-bit pixels (3 bands, or 4 with the alpha flattened on white) to exactly
+// width x height, RGB. Edges repeat. Deterministic: the same bytes in every build of the addon.
+Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height);
+
+}  // namespace bgone
