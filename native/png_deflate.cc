@@ -342,11 +342,20 @@ void FastDeflate::write_block(const uint8_t* raw, size_t raw_n) {
   int pending_count = bit_count_;
   auto emit = [&](uint32_t code, int count) { put_bits(out, pos, pending, pending_count, code, count); };
   const uint32_t* symbols = symbols_.data();
-  for (int k = 0; k < symbol_count_; ++k) {
+  const int count = symbol_count_;
+  for (int k = 0; k < count; ++k) {
     const uint32_t s = symbols[k];
     if (s < 256) {
       const uint32_t entry = lit_entry[s];
-      emit(entry & 0xFFFF, static_cast<int>(entry >> 24));
+      const int length = static_cast<int>(entry >> 24);
+      if (k + 1 < count && symbols[k + 1] < 256) {
+        // Two literals in one write (at most 30 bits): the same bits, half the writes. Literals
+        // come in long runs (a photo's residuals), and each write waits on the one before.
+        const uint32_t next = lit_entry[symbols[++k]];
+        emit((entry & 0xFFFF) | (next & 0xFFFF) << length, length + static_cast<int>(next >> 24));
+      } else {
+        emit(entry & 0xFFFF, length);
+      }
       continue;
     }
     const LengthCode& lc = lengths_table[s >> 16];
