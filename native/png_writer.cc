@@ -240,10 +240,13 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
     uint8_t* data = p + 8;
     *data++ = 0x78;  // deflate with a 32 KiB window...
     *data++ = 0x01;  // ...no preset dictionary, fastest; (0x78 * 256 + 0x01) % 31 == 0
-    for (const Segment& seg : segments) {
-      std::memcpy(data, seg.out.data(), seg.size);
-      data += seg.size;
-    }
+    // The segments copied in by the free cores at once: the copy is what first touches the
+    // output's pages (fresh from malloc: it goes to JavaScript), a trap to the hypervisor per page
+    // on our virtual machines, about 7 ms for a 12 MP cut-out on one core.
+    std::vector<size_t> offsets(count);
+    for (int i = 1; i < count; ++i) offsets[i] = offsets[i - 1] + segments[i - 1].size;
+    parallel_for(count, [&](int i) { std::memcpy(data + offsets[i], segments[i].out.data(), segments[i].size); });
+    data += compressed;
     put32(data, static_cast<uint32_t>(adler));
     close_chunk(*z, p, "IDAT", idat);
   }
