@@ -242,7 +242,7 @@ std::vector<Lerp> lerps(int out_n, int src_n, AxisMap map) {
 }  // namespace
 
 Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, int out_h, AxisMap mx, AxisMap my, FinishFlat flat,
-                   const std::function<void(int, float*)>& finish) {
+                   const std::function<void(int, float*)>& finish, int row_group) {
   Plane q(out_w, out_h, Unfilled{});
   const int sw = k.width, sh = k.height;
   if (mx.scale > 1.0 || my.scale > 1.0) {
@@ -297,7 +297,7 @@ Plane apply_guided(const GuidedCoefficients& k, const uint8_t* rgb, int out_w, i
     if (runs.empty() || runs.back().cell != lx[x].i0) runs.push_back({x, x, lx[x].i0});
     runs.back().x1 = x + 1;
   }
-  parallel_rows(out_h, [&](int y_begin, int y_end) {
+  parallel_rows(out_h, row_group, [&](int y_begin, int y_end) {
     std::vector<float> row(static_cast<size_t>(sw) * 4);
     for (int y = y_begin; y < y_end; ++y) {
       const Lerp& v = ly[y];
@@ -359,35 +359,6 @@ inline bool any_in_band(const float* a, int n) {
 // Values are tested this many at a time where most are 0 or 1.
 constexpr int kBandChunk = 16;
 
-// The box holding every semi-transparent pixel (0 < alpha < 1). Empty when there is none.
-Box band_box(const Plane& alpha) {
-  const int w = alpha.width, h = alpha.height;
-  std::vector<int> first_x(h, w), end_x(h, 0);
-  parallel_rows(h, [&](int first, int end) {
-    for (int y = first; y < end; ++y) {
-      const float* a = alpha.row(y);
-      int x = 0;
-      while (x + kBandChunk <= w && !any_in_band(a + x, kBandChunk)) x += kBandChunk;
-      while (x < w && !in_band(a[x])) ++x;
-      if (x == w) continue;
-      int e = w;
-      while (e - kBandChunk > x && !any_in_band(a + e - kBandChunk, kBandChunk)) e -= kBandChunk;
-      while (!in_band(a[e - 1])) --e;
-      first_x[y] = x;
-      end_x[y] = e;
-    }
-  });
-  Box box{w, h, 0, 0};
-  for (int y = 0; y < h; ++y) {
-    if (first_x[y] >= end_x[y]) continue;
-    box.x0 = std::min(box.x0, first_x[y]);
-    box.x1 = std::max(box.x1, end_x[y]);
-    box.y0 = std::min(box.y0, y);
-    box.y1 = y + 1;
-  }
-  return box;
-}
-
 // Alpha-weighted local means of F and B (the "blurred estimates" of blur fusion) inside `box`: the
 // box means of alpha, F * alpha and B * (1 - alpha), streamed together (seven channels), divided
 // row by row. Outside the box f_hat and b_hat are left as they were.
@@ -423,67 +394,81 @@ void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plan
                  [&](int b0, int b1) { stream_box_mean<7>(w, h, radius, box.y0 + b0, box.y0 + b1, box.x0, box.x1, weighted, divide); });
 }
 
-// Box-averages interleaved 8-bit RGB and alpha by an integer factor (partial blocks at the edges).
-void shrink_by(const uint8_t* rgb, const Plane& alpha, int factor, Buffer<float>& image, Plane& small_alpha) {
-  const int w = alpha.width, h = alpha.height;
-  const int sw = (w + factor - 1) / factor, sh = (h + factor - 1) / factor;
-  small_alpha = Plane(sw, sh, Unfilled{});
-  image.resize(static_cast<size_t>(sw) * sh * 3);
-  parallel_rows(sh, [&](int sy_begin, int sy_end) {
-    // Colour sums in integers (exact, as the float sums of whole numbers they replace were), alpha
-    // in float, in the same order as before: the same values, without a float add per sample.
-    std::vector<uint32_t> colour(static_cast<size_t>(sw) * 3);
-    std::vector<float> a_sum(sw);
-    for (int sy = sy_begin; sy < sy_end; ++sy) {
-      std::fill(colour.begin(), colour.end(), 0u);
-      std::fill(a_sum.begin(), a_sum.end(), 0.f);
-      const int y_end = std::min(h, (sy + 1) * factor);
-      for (int y = sy * factor; y < y_end; ++y) {
-        const uint8_t* px = rgb + static_cast<size_t>(y) * w * 3;
-        const float* a = alpha.row(y);
-        for (int sx = 0, x = 0; sx < sw; ++sx) {
-          uint32_t r = 0, g = 0, b = 0;
-          float as = a_sum[sx];
-          for (const int x_end = std::min(w, x + factor); x < x_end; ++x) {
-            r += px[x * 3];
-            g += px[x * 3 + 1];
-            b += px[x * 3 + 2];
-            as += a[x];
-          }
-          colour[sx * 3] += r;
-          colour[sx * 3 + 1] += g;
-          colour[sx * 3 + 2] += b;
-          a_sum[sx] = as;
-        }
-      }
-      const int rows = y_end - sy * factor;
-      float* img_row = image.data() + static_cast<size_t>(sy) * sw * 3;
-      float* a_row = small_alpha.row(sy);
-      for (int sx = 0; sx < sw; ++sx) {
-        const float count = static_cast<float>(rows * (std::min(w, (sx + 1) * factor) - sx * factor));
-        for (int c = 0; c < 3; ++c) img_row[sx * 3 + c] = static_cast<float>(colour[sx * 3 + c]) / (count * 255.f);
-        a_row[sx] = a_sum[sx] / count;
-      }
-    }
-  });
-}
-
 }  // namespace
 
-void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha) {
+// The blurred estimates are smooth, so they are computed on a grid `factor` times coarser (each cell
+// the mean of factor x factor pixels, the last row and column of cells over what is left) and
+// sampled bilinearly; the final correction uses the full-resolution colour and alpha.
+ForegroundInputs::ForegroundInputs(int width, int height) : width_(width), height_(height), first_x_(height, width), end_x_(height, 0) {
+  const double n = static_cast<double>(width) * height;
+  factor_ = n <= kForegroundFullPixels ? 1 : std::max(1, static_cast<int>(std::ceil(std::sqrt(n / kForegroundWorkPixels))));
+  const int sw = (width + factor_ - 1) / factor_, sh = (height + factor_ - 1) / factor_;
+  alpha_ = Plane(sw, sh, Unfilled{});
+  image_.resize(static_cast<size_t>(sw) * sh * 3);
+}
+
+void ForegroundInputs::add_row(int y, const uint8_t* px, const float* a) {
+  const int w = width_, f = factor_;
+  int x = 0;
+  while (x + kBandChunk <= w && !any_in_band(a + x, kBandChunk)) x += kBandChunk;
+  while (x < w && !in_band(a[x])) ++x;
+  if (x < w) {
+    int e = w;
+    while (e - kBandChunk > x && !any_in_band(a + e - kBandChunk, kBandChunk)) e -= kBandChunk;
+    while (!in_band(a[e - 1])) --e;
+    first_x_[y] = x;
+    end_x_[y] = e;
+  }
+  // The cell row's sums build up in place as its rows come (a group's rows, in order, on one
+  // thread), then become means after its last. Colours are summed as whole numbers, exact in a
+  // float (at most 255 f² per cell), alpha in the order of the rows and then the columns.
+  const int sw = alpha_.width, sy = y / f;
+  float* colour = image_.data() + static_cast<size_t>(sy) * sw * 3;
+  float* alpha_sum = alpha_.row(sy);
+  if (y % f == 0) {
+    std::fill(colour, colour + static_cast<size_t>(sw) * 3, 0.f);
+    std::fill(alpha_sum, alpha_sum + sw, 0.f);
+  }
+  for (int sx = 0, x = 0; sx < sw; ++sx) {
+    uint32_t r = 0, g = 0, b = 0;
+    float as = alpha_sum[sx];
+    for (const int x_end = std::min(w, x + f); x < x_end; ++x) {
+      r += px[x * 3];
+      g += px[x * 3 + 1];
+      b += px[x * 3 + 2];
+      as += a[x];
+    }
+    colour[sx * 3] += static_cast<float>(r);
+    colour[sx * 3 + 1] += static_cast<float>(g);
+    colour[sx * 3 + 2] += static_cast<float>(b);
+    alpha_sum[sx] = as;
+  }
+  const int y_end = std::min(height_, (sy + 1) * f);
+  if (y + 1 < y_end) return;
+  const int rows = y_end - sy * f;
+  for (int sx = 0; sx < sw; ++sx) {
+    const float count = static_cast<float>(rows * (std::min(w, (sx + 1) * f) - sx * f));
+    for (int c = 0; c < 3; ++c) colour[sx * 3 + c] /= count * 255.f;
+    alpha_sum[sx] /= count;
+  }
+}
+
+void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha, ForegroundInputs& inputs) {
   const int w = alpha.width, h = alpha.height;
-  const size_t n = static_cast<size_t>(w) * h;
   // Only semi-transparent pixels get a new colour: the blurs below are needed only around their
   // box, and with none, not at all.
-  const Box band = band_box(alpha);
+  Box band{w, h, 0, 0};
+  for (int y = 0; y < h; ++y) {
+    if (inputs.first_x_[y] >= inputs.end_x_[y]) continue;
+    band.x0 = std::min(band.x0, inputs.first_x_[y]);
+    band.x1 = std::max(band.x1, inputs.end_x_[y]);
+    band.y0 = std::min(band.y0, y);
+    band.y1 = y + 1;
+  }
   if (band.empty()) return;
-  // The blurred estimates are smooth, so they are computed at a bounded working resolution and
-  // sampled bilinearly; the final correction uses the full-resolution colour and alpha.
-  const int factor =
-      n <= kForegroundFullPixels ? 1 : std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n) / kForegroundWorkPixels))));
-  Buffer<float> image;
-  Plane work_alpha;
-  shrink_by(rgb.data(), alpha, factor, image, work_alpha);
+  const int factor = inputs.factor_;
+  const Buffer<float>& image = inputs.image_;
+  const Plane& work_alpha = inputs.alpha_;
   const size_t wn = work_alpha.v.size();
   const int sw = work_alpha.width, sh = work_alpha.height;
   // Radii from the paper (90 then 6 px) are for images of about 1 MP; scale them with the image.

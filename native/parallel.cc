@@ -133,6 +133,11 @@ void in_blocks(int height, int blocks, const std::function<void(int, int)>& fn) 
 
 void parallel_rows(int height, const std::function<void(int, int)>& fn) { in_blocks(height, std::max(1, std::min(height, 64)), fn); }
 
+void parallel_rows(int height, int group, const std::function<void(int, int)>& fn) {
+  const int g = std::max(1, group), groups = (height + g - 1) / g;
+  parallel_rows(groups, [&](int first, int end) { fn(first * g, std::min(height, end * g)); });
+}
+
 void parallel_bands(int height, const std::function<void(int, int)>& fn) {
   in_blocks(height, std::max(1, std::min(height, free_cores())), fn);
 }

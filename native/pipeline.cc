@@ -360,7 +360,19 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     const AxisMap hx{mx.scale / factor, (mx.offset + 0.5) / factor - 0.5}, hy{my.scale / factor, (my.offset + 0.5) / factor - 0.5};
     // finish (above): with levels, everything up to levels_low ends as 0 and from levels_high as 1.
     const FinishFlat flat = levels ? FinishFlat{o.levels_low, o.levels_high} : FinishFlat{};
-    alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, flat, finish);
+    if (o.alpha_only) {
+      alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, flat, finish);
+    } else {
+      // The foreground estimate's inputs are taken from each row as it is finished.
+      ForegroundInputs inputs(out_w, out_h);
+      const uint8_t* pixels = rgb.data.data();
+      auto finish_and_take = [&](int y, float* row) {
+        finish(y, row);
+        inputs.add_row(y, pixels + static_cast<size_t>(y) * out_w * 3, row);
+      };
+      alpha = apply_guided(k, pixels, out_w, out_h, hx, hy, flat, finish_and_take, inputs.row_group());
+      estimate_foreground(rgb.data, alpha, inputs);
+    }
   } else {
     alpha = resample_plane(mask, out_w, out_h, mx, my);
     parallel_rows(out_h, [&](int first, int end) {
@@ -368,10 +380,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     });
   }
   Buffer<uint8_t> fg;
-  if (!o.alpha_only) {
-    if (o.refine) estimate_foreground(rgb.data, alpha);
-    fg = std::move(rgb.data);
-  }
+  if (!o.alpha_only) fg = std::move(rgb.data);
   t.matting = ms_since(step);
 
   // Composing the output's pixels counts as encoding: for PNG it happens row by row inside it.
