@@ -17,9 +17,12 @@
 namespace bgone {
 namespace {
 
-// Four floats, one pixel (R, G, B and a lane that is never read back): a tap of the horizontal
-// pass is then one multiply and one add for the whole pixel.
-typedef float Pixel4 __attribute__((vector_size(16)));
+// Fixed point, as libvips does it for 8-bit images: weights in Q14 (their sum exactly 1 << 14, so a
+// flat colour stays exact), the horizontal pass's result kept in Q6 16-bit integers, the vertical
+// pass's in Q20. Integer multiply-adds in pairs (pmaddwd) do twice the work per instruction of the
+// float version this replaced, and every build computes the very same integers.
+constexpr int kWeightBits = 14, kMiddleBits = 6;
+constexpr int kHorizontalShift = kWeightBits - kMiddleBits, kVerticalShift = kWeightBits + kMiddleBits;
 
 // Lanczos-3, libvips' default kernel for resizing: what the model's input was made with before.
 double lanczos3(double t) {
@@ -31,155 +34,231 @@ double lanczos3(double t) {
 }
 
 // One axis' filter: output i reads inputs first[i] .. first[i] + taps - 1 with weights
-// weight[i * taps ..]. Taps past the image's edge are folded into its edge pixel (edges repeat).
+// weight[i * taps ..] (Q14). Taps past the image's edge are folded into its edge pixel (edges
+// repeat). taps is even: an odd count gets a last weight of 0, so taps go in pairs.
 struct AxisFilter {
   int taps = 0;
   std::vector<int> first;
-  std::vector<float> weight;
+  std::vector<int16_t> weight;
 };
-
-#if defined(__AVX2__)
-// The horizontal weights of output pixels 2p and 2p + 1, tap by tap, each repeated over its pixel's
-// four lanes: one load per tap for two pixels.
-std::vector<float> paired_weights(const AxisFilter& f) {
-  const int pairs = static_cast<int>(f.first.size()) / 2;
-  std::vector<float> paired(static_cast<size_t>(pairs) * f.taps * 8);
-  for (int p = 0; p < pairs; ++p) {
-    for (int k = 0; k < f.taps; ++k) {
-      float* lanes = paired.data() + (static_cast<size_t>(p) * f.taps + k) * 8;
-      for (int l = 0; l < 4; ++l) {
-        lanes[l] = f.weight[static_cast<size_t>(2 * p) * f.taps + k];
-        lanes[4 + l] = f.weight[static_cast<size_t>(2 * p + 1) * f.taps + k];
-      }
-    }
-  }
-  return paired;
-}
-#endif
 
 AxisFilter axis_filter(int in, int out) {
   const double scale = static_cast<double>(in) / out;
   const double stretch = std::max(1.0, scale);  // shrinking widens the kernel: it averages
   const double support = 3 * stretch;
   const int full = static_cast<int>(std::ceil(2 * support)) + 1;
+  const int used = std::min(full, in);  // the inputs one output reads
   AxisFilter f;
-  f.taps = std::min(full, in);
+  f.taps = used + (used & 1);
   f.first.resize(out);
-  f.weight.assign(static_cast<size_t>(out) * f.taps, 0.f);
-  std::vector<double> w(full), folded(f.taps);
+  f.weight.assign(static_cast<size_t>(out) * f.taps, 0);
+  std::vector<double> w(full), folded(used);
   for (int o = 0; o < out; ++o) {
     const double centre = (o + 0.5) * scale - 0.5;
     const int start = static_cast<int>(std::floor(centre - support)) + 1;
     double sum = 0;
     for (int k = 0; k < full; ++k) sum += w[k] = lanczos3((start + k - centre) / stretch);
-    const int first = std::clamp(start, 0, in - f.taps);
+    const int first = std::clamp(start, 0, in - used);
     std::fill(folded.begin(), folded.end(), 0.0);
     for (int k = 0; k < full; ++k) folded[std::clamp(start + k, 0, in - 1) - first] += w[k] / sum;
+    // Rounded to Q14; what rounding takes from the sum goes to the largest weight.
+    int16_t* q = f.weight.data() + static_cast<size_t>(o) * f.taps;
+    int total = 0, largest = 0;
+    for (int k = 0; k < used; ++k) {
+      q[k] = static_cast<int16_t>(std::lround(folded[k] * (1 << kWeightBits)));
+      total += q[k];
+      if (q[k] > q[largest]) largest = k;
+    }
+    q[largest] = static_cast<int16_t>(q[largest] + (1 << kWeightBits) - total);
     f.first[o] = first;
-    for (int k = 0; k < f.taps; ++k) f.weight[static_cast<size_t>(o) * f.taps + k] = static_cast<float>(folded[k]);
   }
   return f;
 }
 
-// One source row as floats, a Pixel4 per pixel; 4 bands are flattened on white.
-void expand_row(const uint8_t* src, int w, int bands, Pixel4* out) {
-  if (bands == 3) {
-    int x = 0;
-#if defined(__SSE2__)
-    // GCC makes a byte-by-byte conversion of the plain loop; this takes 4 bytes at once (the 4th is
-    // the next pixel's, in the lane never read back).
-    const __m128i zero = _mm_setzero_si128();
-    for (; x + 1 < w; ++x) {
-      int32_t bytes;
-      std::memcpy(&bytes, src + static_cast<size_t>(x) * 3, 4);
-      const __m128i v = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zero), zero);
-      _mm_storeu_ps(reinterpret_cast<float*>(out + x), _mm_cvtepi32_ps(v));
-    }
-#endif
-    for (; x < w; ++x) {
-      const uint8_t* p = src + static_cast<size_t>(x) * 3;
-      out[x] = Pixel4{static_cast<float>(p[0]), static_cast<float>(p[1]), static_cast<float>(p[2]), 0.f};
-    }
-    return;
-  }
-  for (int x = 0; x < w; ++x) {
-    const uint8_t* p = src + static_cast<size_t>(x) * 4;
-    const float a = p[3] / 255.f, under = 255.f * (1.f - a);
-    out[x] = Pixel4{p[0] * a + under, p[1] * a + under, p[2] * a + under, 0.f};
-  }
-}
+// The horizontal pass's input: for each pixel j of a source row, its R, G, B, and one unused value,
+// each beside the same of pixel j + 1 (the last pixel beside itself), as 16-bit integers: one
+// pair of taps of a pixel is then one pmaddwd. Four bands are flattened on white first.
+struct Pair {
+  int16_t v[8];  // R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, and two values never read back
+};
 
-// Output pixel x of the horizontal pass. Two sums, even and odd taps: one sum chains each add on
-// the last, and the adds' latency then set the pace.
-inline Pixel4 horizontal_pixel(const Pixel4* in, const AxisFilter& f, int x) {
-  const int taps = f.taps;
-  const float* w = f.weight.data() + static_cast<size_t>(x) * taps;
-  const Pixel4* q = in + f.first[x];
-  Pixel4 even = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
-  int k = 0;
-  for (; k + 1 < taps; k += 2) {
-    even += w[k] * q[k];
-    odd += w[k + 1] * q[k + 1];
+void pair_row(const uint8_t* src, int w, int bands, uint8_t* flat, Pair* out) {
+  const uint8_t* rgb = src;
+  if (bands == 4) {
+    // On white, rounded to bytes as libvips' flatten did.
+    for (int x = 0; x < w; ++x) {
+      const uint32_t a = src[x * 4 + 3], under = 255 * (255 - a);
+      for (int c = 0; c < 3; ++c) flat[x * 3 + c] = static_cast<uint8_t>((src[x * 4 + c] * a + under + 127) / 255);
+    }
+    rgb = flat;
   }
-  if (k < taps) even += w[k] * q[k];
-  return even + odd;
-}
-
-#if defined(__AVX2__)
-// Two output pixels at once in eight lanes, with the same arithmetic per lane as horizontal_pixel
-// (so both builds give the same bytes).
-void horizontal(const Pixel4* in, const AxisFilter& f, const std::vector<float>& paired, int width, Pixel4* out) {
-  const int taps = f.taps;
   int x = 0;
-  for (; x + 1 < width; x += 2) {
-    const float* w = paired.data() + static_cast<size_t>(x / 2) * taps * 8;
-    const float* a = reinterpret_cast<const float*>(in + f.first[x]);
-    const float* b = reinterpret_cast<const float*>(in + f.first[x + 1]);
-    __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
-    int k = 0;
-    for (; k + 1 < taps; k += 2) {
-      even = _mm256_add_ps(even, _mm256_mul_ps(_mm256_loadu_ps(w + k * 8), _mm256_loadu2_m128(b + k * 4, a + k * 4)));
-      odd = _mm256_add_ps(odd, _mm256_mul_ps(_mm256_loadu_ps(w + k * 8 + 8), _mm256_loadu2_m128(b + k * 4 + 4, a + k * 4 + 4)));
-    }
-    if (k < taps) even = _mm256_add_ps(even, _mm256_mul_ps(_mm256_loadu_ps(w + k * 8), _mm256_loadu2_m128(b + k * 4, a + k * 4)));
-    _mm256_storeu_ps(reinterpret_cast<float*>(out + x), _mm256_add_ps(even, odd));
+#if defined(__SSE2__)
+  // 4 bytes of pixel x and 4 of pixel x + 1, widened and interleaved: the fourth pair (the next
+  // pixels' red) lands in the unused values, which are multiplied but never read back.
+  const __m128i zero = _mm_setzero_si128();
+  for (; x + 3 <= w; ++x) {
+    int32_t here, next;
+    std::memcpy(&here, rgb + static_cast<size_t>(x) * 3, 4);
+    std::memcpy(&next, rgb + static_cast<size_t>(x) * 3 + 3, 4);
+    const __m128i a = _mm_unpacklo_epi8(_mm_cvtsi32_si128(here), zero), b = _mm_unpacklo_epi8(_mm_cvtsi32_si128(next), zero);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x), _mm_unpacklo_epi16(a, b));
   }
-  if (x < width) out[x] = horizontal_pixel(in, f, x);
+#endif
+  for (; x < w; ++x) {
+    const uint8_t* p = rgb + static_cast<size_t>(x) * 3;
+    const uint8_t* q = rgb + static_cast<size_t>(std::min(x + 1, w - 1)) * 3;
+    out[x] = Pair{{p[0], q[0], p[1], q[1], p[2], q[2], 0, 0}};
+  }
 }
-#else
-void horizontal(const Pixel4* in, const AxisFilter& f, const std::vector<float>&, int width, Pixel4* out) {
-  for (int x = 0; x < width; ++x) out[x] = horizontal_pixel(in, f, x);
+
+// Pixel x of the horizontal pass, in Q6: R, G, B, 0 as 32-bit integers.
+#if defined(__SSE2__)
+inline __m128i horizontal_pixel(const Pair* in, const AxisFilter& f, const __m128i* weights, int x) {
+  const int pairs = f.taps / 2;
+  const Pair* q = in + f.first[x];
+  const __m128i* w = weights + static_cast<size_t>(x) * pairs;
+  __m128i sum = _mm_setzero_si128();
+  for (int m = 0; m < pairs; ++m)
+    sum = _mm_add_epi32(sum, _mm_madd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2 * m)), _mm_loadu_si128(w + m)));
+  return _mm_srai_epi32(_mm_add_epi32(sum, _mm_set1_epi32(1 << (kHorizontalShift - 1))), kHorizontalShift);
 }
 #endif
 
-// Rounds a row of Pixel4 sums to RGB bytes: +0.5, truncated, saturated to 0..255 by the packs
-// (the same as clamping first). Each pixel's four bytes are stored and the next pixel overwrites
-// the fourth; the last pixel stores three.
-void store_rgb(const float* sum, int width, uint8_t* dst) {
-#if defined(__SSE2__)
-  const __m128 half = _mm_set1_ps(0.5f);
-  for (int x = 0; x < width; ++x) {
-    const __m128i v = _mm_cvttps_epi32(_mm_add_ps(_mm_loadu_ps(sum + x * 4), half));
-    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
-    const int32_t pixel = _mm_cvtsi128_si32(bytes);
-    std::memcpy(dst + static_cast<size_t>(x) * 3, &pixel, x + 1 < width ? 4 : 3);
+// Each output pixel's pairs of horizontal weights, each pair repeated for R, G, B and the unused
+// value (what one pmaddwd multiplies a Pair by).
+std::vector<int16_t> horizontal_weights(const AxisFilter& f) {
+  const int pairs = f.taps / 2, out = static_cast<int>(f.first.size());
+  std::vector<int16_t> lanes(static_cast<size_t>(out) * pairs * 8);
+  for (int x = 0; x < out; ++x) {
+    for (int m = 0; m < pairs; ++m) {
+      int16_t* l = lanes.data() + (static_cast<size_t>(x) * pairs + m) * 8;
+      for (int c = 0; c < 4; ++c) {
+        l[c * 2] = f.weight[static_cast<size_t>(x) * f.taps + 2 * m];
+        l[c * 2 + 1] = f.weight[static_cast<size_t>(x) * f.taps + 2 * m + 1];
+      }
+    }
   }
-#else
-  for (int x = 0; x < width; ++x) {
-    for (int c = 0; c < 3; ++c) dst[x * 3 + c] = static_cast<uint8_t>(std::clamp(sum[x * 4 + c] + 0.5f, 0.f, 255.f));
+  return lanes;
+}
+
+// A row of the horizontal pass: width pixels of R, G, B, 0 in Q6 16-bit integers.
+void horizontal(const Pair* in, const AxisFilter& f, const std::vector<int16_t>& lanes, int width, int16_t* out) {
+#if defined(__SSE2__)
+  const __m128i* weights = reinterpret_cast<const __m128i*>(lanes.data());
+  int x = 0;
+#if defined(__AVX2__)
+  // Two output pixels a step, one per 128-bit lane.
+  const int pairs = f.taps / 2;
+  const __m256i half = _mm256_set1_epi32(1 << (kHorizontalShift - 1));
+  for (; x + 1 < width; x += 2) {
+    const Pair* a = in + f.first[x];
+    const Pair* b = in + f.first[x + 1];
+    const __m128i* wa = weights + static_cast<size_t>(x) * pairs;
+    const __m128i* wb = wa + pairs;
+    __m256i sum = _mm256_setzero_si256();
+    for (int m = 0; m < pairs; ++m) {
+      const __m256i v = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + 2 * m), reinterpret_cast<const __m128i*>(a + 2 * m));
+      const __m256i w = _mm256_set_m128i(_mm_loadu_si128(wb + m), _mm_loadu_si128(wa + m));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(v, w));
+    }
+    sum = _mm256_srai_epi32(_mm256_add_epi32(sum, half), kHorizontalShift);
+    const __m128i two = _mm_packs_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<size_t>(x) * 4), two);
   }
 #endif
+  for (; x < width; ++x) {
+    const __m128i v = horizontal_pixel(in, f, weights, x);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + static_cast<size_t>(x) * 4), _mm_packs_epi32(v, v));
+  }
+#else
+  const int pairs = f.taps / 2;
+  for (int x = 0; x < width; ++x) {
+    const Pair* q = in + f.first[x];
+    const int16_t* w = lanes.data() + static_cast<size_t>(x) * pairs * 8;
+    for (int c = 0; c < 4; ++c) {
+      int32_t sum = 0;
+      for (int m = 0; m < pairs; ++m) sum += q[2 * m].v[c * 2] * w[m * 8 + c * 2] + q[2 * m].v[c * 2 + 1] * w[m * 8 + c * 2 + 1];
+      out[x * 4 + c] = static_cast<int16_t>((sum + (1 << (kHorizontalShift - 1))) >> kHorizontalShift);
+    }
+  }
+#endif
+}
+
+// Stores 2 pixels from 8 bytes R G B x R G B x (the second's fourth byte too unless it is the row's
+// last pixel: the next store overwrites it).
+inline void store_two(uint64_t bytes, uint8_t* d, bool last) {
+  const uint32_t first = static_cast<uint32_t>(bytes), second = static_cast<uint32_t>(bytes >> 32);
+  std::memcpy(d, &first, 4);
+  std::memcpy(d + 3, &second, last ? 3 : 4);
+}
+
+// An output row from its fy.taps rows of the horizontal pass (rows[k], weight w[k], Q14), rounded
+// to bytes (saturated to 0..255), RGB.
+void vertical(const int16_t* const* rows, const int16_t* w, int taps, int width, uint8_t* dst) {
+  const int n = width * 4;  // 16-bit values in a row
+  int i = 0;
+#if defined(__SSE2__)
+  // Rows k and k + 1 interleaved value by value, times their two weights (pmaddwd).
+  int32_t pairs[64];
+  const int pair_count = std::min(taps / 2, 64);
+  for (int m = 0; m < pair_count; ++m) {
+    pairs[m] = static_cast<int32_t>(static_cast<uint16_t>(w[2 * m]) | static_cast<uint32_t>(static_cast<uint16_t>(w[2 * m + 1])) << 16);
+  }
+  if (taps / 2 <= 64) {
+#if defined(__AVX2__)
+    const __m256i half8 = _mm256_set1_epi32(1 << (kVerticalShift - 1));
+    for (; i + 16 <= n; i += 16) {  // 4 pixels a step
+      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+      for (int m = 0; m < pair_count; ++m) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m] + i));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m + 1] + i));
+        const __m256i weights = _mm256_set1_epi32(pairs[m]);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), weights));
+      }
+      lo = _mm256_srai_epi32(_mm256_add_epi32(lo, half8), kVerticalShift);
+      hi = _mm256_srai_epi32(_mm256_add_epi32(hi, half8), kVerticalShift);
+      // Per 128-bit lane: its 8 values in order (unpack and pack both work within lanes).
+      const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(lo, hi), _mm256_setzero_si256());
+      uint8_t* d = dst + static_cast<size_t>(i / 4) * 3;
+      store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 0)), d, false);
+      store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 2)), d + 6, i + 16 == n);
+    }
+#endif
+    const __m128i half = _mm_set1_epi32(1 << (kVerticalShift - 1));
+    for (; i + 8 <= n; i += 8) {  // 2 pixels a step
+      __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+      for (int m = 0; m < pair_count; ++m) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m] + i));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m + 1] + i));
+        const __m128i weights = _mm_set1_epi32(pairs[m]);
+        lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), weights));
+        hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(a, b), weights));
+      }
+      lo = _mm_srai_epi32(_mm_add_epi32(lo, half), kVerticalShift);
+      hi = _mm_srai_epi32(_mm_add_epi32(hi, half), kVerticalShift);
+      const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(lo, hi), _mm_setzero_si128());
+      uint64_t two;
+      std::memcpy(&two, &bytes, 8);
+      store_two(two, dst + static_cast<size_t>(i / 4) * 3, i + 8 == n);
+    }
+  }
+#endif
+  for (; i < n; i += 4) {  // what is left (an odd pixel), or everything without SSE2
+    for (int c = 0; c < 3; ++c) {
+      int32_t sum = 0;
+      for (int k = 0; k < taps; ++k) sum += rows[k][i + c] * w[k];
+      dst[(i / 4) * 3 + c] = static_cast<uint8_t>(std::clamp((sum + (1 << (kVerticalShift - 1))) >> kVerticalShift, 0, 255));
+    }
+  }
 }
 
 }  // namespace
 
 Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height) {
   const AxisFilter fx = axis_filter(src_w, width), fy = axis_filter(src_h, height);
-#if defined(__AVX2__)
-  const std::vector<float> paired = paired_weights(fx);
-#else
-  const std::vector<float> paired;
-#endif
+  const std::vector<int16_t> lanes = horizontal_weights(fx);
   Pixels out;
   out.width = width;
   out.height = height;
@@ -191,31 +270,26 @@ Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands
   // before it are computed again (a few rows in a thousand).
   parallel_bands(height, [&](int y0, int y1) {
     const int ring = fy.taps;
-    Buffer<Pixel4> rows(static_cast<size_t>(ring) * width), expanded(src_w);
+    const size_t row_values = static_cast<size_t>(width) * 4;
+    Buffer<int16_t> rows(static_cast<size_t>(ring) * row_values);
+    Buffer<Pair> paired(src_w);
+    Buffer<uint8_t> flat(bands == 4 ? static_cast<size_t>(src_w) * 3 : 0);
     std::vector<int> held(ring, -1);
-    std::vector<const float*> window(ring);
-    Buffer<float> sum(static_cast<size_t>(width) * 4);
+    std::vector<const int16_t*> window(ring);
     for (int y = y0; y < y1; ++y) {
       const int first = fy.first[y];
       for (int k = 0; k < fy.taps; ++k) {
-        const int r = first + k, slot = r % ring;
-        Pixel4* row = rows.data() + static_cast<size_t>(slot) * width;
-        window[k] = reinterpret_cast<const float*>(row);
+        // The padding tap (weight 0) of an odd count reads the row before it again.
+        const int r = std::min(first + k, src_h - 1), slot = r % ring;
+        int16_t* row = rows.data() + static_cast<size_t>(slot) * row_values;
+        window[k] = row;
         if (held[slot] == r) continue;
         held[slot] = r;
-        expand_row(pixels + r * src_stride, src_w, bands, expanded.data());
-        horizontal(expanded.data(), fx, paired, width, row);
+        pair_row(pixels + r * src_stride, src_w, bands, flat.data(), paired.data());
+        horizontal(paired.data(), fx, lanes, width, row);
       }
-      // The vertical pass, over the row's floats at once (the compiler vectorises these loops).
-      const float* w = fy.weight.data() + static_cast<size_t>(y) * fy.taps;
-      const size_t n = static_cast<size_t>(width) * 4;
-      for (size_t i = 0; i < n; ++i) sum[i] = w[0] * window[0][i];
-      for (int k = 1; k < fy.taps; ++k) {
-        const float wk = w[k];
-        const float* q = window[k];
-        for (size_t i = 0; i < n; ++i) sum[i] += wk * q[i];
-      }
-      store_rgb(sum.data(), width, out.data.data() + static_cast<size_t>(y) * width * 3);
+      vertical(window.data(), fy.weight.data() + static_cast<size_t>(y) * fy.taps, fy.taps, width,
+               out.data.data() + static_cast<size_t>(y) * width * 3);
     }
   });
   return out;

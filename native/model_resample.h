@@ -2,10 +2,11 @@
 // to shrink on load, 2 MP among them): stretched to the model's width x height by our own
 // separable Lanczos-3 resampler instead of libvips' resize.
 //
-// Why our own: libvips' resize ran single-threaded at these sizes (2 MP to 1024²: 9-11 ms of the
-// job's critical path, about what this one costs in CPU but spread over the free cores), and
-// enlarging a 0.5 MP upload to 1024² took it 29 ms, against 6 here. It also rounds to bytes between
-// its two passes; this one rounds once. On the dev set every score came out a little better
+// Why our own: libvips' resize ran single-threaded at these sizes (2 MP to 1024²: 9-11 ms on the
+// job's critical path), and enlarging a 0.5 MP upload to 1024² took it 29 ms. This one takes about
+// 6 ms of CPU at 2 MP, spread over the free cores, in fixed point as libvips' is (integer
+// multiply-adds, the same integers in every build). It rounds to bytes once where libvips rounded
+// between its two passes; on the dev set every score came out a little better
 // (docs/performance.md, issue 19, seventh pass).
 #pragma once
 #include <cstdint>
