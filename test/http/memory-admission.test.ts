@@ -58,7 +58,10 @@ describe('admission by estimated memory', () => {
   });
 
   it('a job that gets no memory within the wait is refused with 503 and Retry-After, and not charged', async () => {
-    const s = await serve(1);
+    // A wait far shorter than one job (the model alone takes a few hundred ms): with a wait of 1 s
+    // the third job's wait ended with the second job only on a slow run (failed on Node 22 once
+    // the model's input got cheaper).
+    const s = await serve(0.1);
     const before = await credits(s);
     const results = await Promise.all([1, 2, 3].map(() => postImage(s.url, s.key, {}, teddy)));
     const statuses = results.map((r) => r.status).sort();
