@@ -33,11 +33,11 @@ double lanczos3(double t) {
   return 3 * std::sin(p) * std::sin(p / 3) / (p * p);
 }
 
-// One axis' filter: output i reads inputs first[i] .. first[i] + taps - 1 with weights
+// One axis' filter: output i reads inputs first[i] .. first[i] + reads - 1 with weights
 // weight[i * taps ..] (Q14). Taps past the image's edge are folded into its edge pixel (edges
-// repeat). taps is even: an odd count gets a last weight of 0, so taps go in pairs.
+// repeat). taps is even, so taps go in pairs: an odd count of reads gets a last weight of 0.
 struct AxisFilter {
-  int taps = 0;
+  int taps = 0, reads = 0;
   std::vector<int> first;
   std::vector<int16_t> weight;
 };
@@ -49,6 +49,7 @@ AxisFilter axis_filter(int in, int out) {
   const int full = static_cast<int>(std::ceil(2 * support)) + 1;
   const int used = std::min(full, in);  // the inputs one output reads
   AxisFilter f;
+  f.reads = used;
   f.taps = used + (used & 1);
   f.first.resize(out);
   f.weight.assign(static_cast<size_t>(out) * f.taps, 0);
@@ -142,6 +143,18 @@ std::vector<int16_t> horizontal_weights(const AxisFilter& f) {
   return lanes;
 }
 
+// Each output row's pairs of vertical weights, each pair packed in 32 bits (what pmaddwd multiplies
+// two interleaved rows by).
+std::vector<int32_t> vertical_weights(const AxisFilter& f) {
+  const int pairs = f.taps / 2, out = static_cast<int>(f.first.size());
+  std::vector<int32_t> packed(static_cast<size_t>(out) * pairs);
+  for (size_t i = 0; i < packed.size(); ++i) {
+    packed[i] = static_cast<int32_t>(static_cast<uint16_t>(f.weight[2 * i]) |
+                                     static_cast<uint32_t>(static_cast<uint16_t>(f.weight[2 * i + 1])) << 16);
+  }
+  return packed;
+}
+
 // A row of the horizontal pass: width pixels of R, G, B, 0 in Q6 16-bit integers.
 void horizontal(const Pair* in, const AxisFilter& f, const std::vector<int16_t>& lanes, int width, int16_t* out) {
 #if defined(__SSE2__)
@@ -193,59 +206,53 @@ inline void store_two(uint64_t bytes, uint8_t* d, bool last) {
   std::memcpy(d + 3, &second, last ? 3 : 4);
 }
 
-// An output row from its fy.taps rows of the horizontal pass (rows[k], weight w[k], Q14), rounded
-// to bytes (saturated to 0..255), RGB.
-void vertical(const int16_t* const* rows, const int16_t* w, int taps, int width, uint8_t* dst) {
+// An output row from its `taps` rows of the horizontal pass (rows[k], weight w[k], Q14; the same
+// weights packed in pairs), rounded to bytes (saturated to 0..255), RGB.
+void vertical(const int16_t* const* rows, const int16_t* w, const int32_t* pairs, int taps, int width, uint8_t* dst) {
   const int n = width * 4;  // 16-bit values in a row
   int i = 0;
 #if defined(__SSE2__)
   // Rows k and k + 1 interleaved value by value, times their two weights (pmaddwd).
-  int32_t pairs[64];
-  const int pair_count = std::min(taps / 2, 64);
-  for (int m = 0; m < pair_count; ++m) {
-    pairs[m] = static_cast<int32_t>(static_cast<uint16_t>(w[2 * m]) | static_cast<uint32_t>(static_cast<uint16_t>(w[2 * m + 1])) << 16);
-  }
-  if (taps / 2 <= 64) {
+  const int pair_count = taps / 2;
 #if defined(__AVX2__)
-    const __m256i half8 = _mm256_set1_epi32(1 << (kVerticalShift - 1));
-    for (; i + 16 <= n; i += 16) {  // 4 pixels a step
-      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-      for (int m = 0; m < pair_count; ++m) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m] + i));
-        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m + 1] + i));
-        const __m256i weights = _mm256_set1_epi32(pairs[m]);
-        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
-        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), weights));
-      }
-      lo = _mm256_srai_epi32(_mm256_add_epi32(lo, half8), kVerticalShift);
-      hi = _mm256_srai_epi32(_mm256_add_epi32(hi, half8), kVerticalShift);
-      // Per 128-bit lane: its 8 values in order (unpack and pack both work within lanes).
-      const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(lo, hi), _mm256_setzero_si256());
-      uint8_t* d = dst + static_cast<size_t>(i / 4) * 3;
-      store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 0)), d, false);
-      store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 2)), d + 6, i + 16 == n);
+  const __m256i half8 = _mm256_set1_epi32(1 << (kVerticalShift - 1));
+  for (; i + 16 <= n; i += 16) {  // 4 pixels a step
+    __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+    for (int m = 0; m < pair_count; ++m) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m] + i));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[2 * m + 1] + i));
+      const __m256i weights = _mm256_set1_epi32(pairs[m]);
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), weights));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), weights));
     }
-#endif
-    const __m128i half = _mm_set1_epi32(1 << (kVerticalShift - 1));
-    for (; i + 8 <= n; i += 8) {  // 2 pixels a step
-      __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
-      for (int m = 0; m < pair_count; ++m) {
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m] + i));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m + 1] + i));
-        const __m128i weights = _mm_set1_epi32(pairs[m]);
-        lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), weights));
-        hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(a, b), weights));
-      }
-      lo = _mm_srai_epi32(_mm_add_epi32(lo, half), kVerticalShift);
-      hi = _mm_srai_epi32(_mm_add_epi32(hi, half), kVerticalShift);
-      const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(lo, hi), _mm_setzero_si128());
-      uint64_t two;
-      std::memcpy(&two, &bytes, 8);
-      store_two(two, dst + static_cast<size_t>(i / 4) * 3, i + 8 == n);
-    }
+    lo = _mm256_srai_epi32(_mm256_add_epi32(lo, half8), kVerticalShift);
+    hi = _mm256_srai_epi32(_mm256_add_epi32(hi, half8), kVerticalShift);
+    // Per 128-bit lane: its 8 values in order (unpack and pack both work within lanes).
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(lo, hi), _mm256_setzero_si256());
+    uint8_t* d = dst + static_cast<size_t>(i / 4) * 3;
+    store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 0)), d, false);
+    store_two(static_cast<uint64_t>(_mm256_extract_epi64(bytes, 2)), d + 6, i + 16 == n);
   }
 #endif
-  for (; i < n; i += 4) {  // what is left (an odd pixel), or everything without SSE2
+  const __m128i half = _mm_set1_epi32(1 << (kVerticalShift - 1));
+  for (; i + 8 <= n; i += 8) {  // 2 pixels a step
+    __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+    for (int m = 0; m < pair_count; ++m) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m] + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * m + 1] + i));
+      const __m128i weights = _mm_set1_epi32(pairs[m]);
+      lo = _mm_add_epi32(lo, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), weights));
+      hi = _mm_add_epi32(hi, _mm_madd_epi16(_mm_unpackhi_epi16(a, b), weights));
+    }
+    lo = _mm_srai_epi32(_mm_add_epi32(lo, half), kVerticalShift);
+    hi = _mm_srai_epi32(_mm_add_epi32(hi, half), kVerticalShift);
+    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(lo, hi), _mm_setzero_si128());
+    uint64_t two;
+    std::memcpy(&two, &bytes, 8);
+    store_two(two, dst + static_cast<size_t>(i / 4) * 3, i + 8 == n);
+  }
+#endif
+  for (; i < n; i += 4) {  // an odd pixel left, or everything without SSE2
     for (int c = 0; c < 3; ++c) {
       int32_t sum = 0;
       for (int k = 0; k < taps; ++k) sum += rows[k][i + c] * w[k];
@@ -259,6 +266,7 @@ void vertical(const int16_t* const* rows, const int16_t* w, int taps, int width,
 Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height) {
   const AxisFilter fx = axis_filter(src_w, width), fy = axis_filter(src_h, height);
   const std::vector<int16_t> lanes = horizontal_weights(fx);
+  const std::vector<int32_t> pairs = vertical_weights(fy);
   Pixels out;
   out.width = width;
   out.height = height;
@@ -269,18 +277,21 @@ Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands
   // rows in a ring (each source row serves several output rows); at a band's start the rows
   // before it are computed again (a few rows in a thousand).
   parallel_bands(height, [&](int y0, int y1) {
-    const int ring = fy.taps;
+    const int ring = fy.reads;
     const size_t row_values = static_cast<size_t>(width) * 4;
     Buffer<int16_t> rows(static_cast<size_t>(ring) * row_values);
     Buffer<Pair> paired(src_w);
     Buffer<uint8_t> flat(bands == 4 ? static_cast<size_t>(src_w) * 3 : 0);
     std::vector<int> held(ring, -1);
-    std::vector<const int16_t*> window(ring);
+    std::vector<const int16_t*> window(fy.taps);
     for (int y = y0; y < y1; ++y) {
       const int first = fy.first[y];
       for (int k = 0; k < fy.taps; ++k) {
-        // The padding tap (weight 0) of an odd count reads the row before it again.
-        const int r = std::min(first + k, src_h - 1), slot = r % ring;
+        if (k == fy.reads) {  // the padding tap (weight 0): any row will do
+          window[k] = window[k - 1];
+          continue;
+        }
+        const int r = first + k, slot = r % ring;
         int16_t* row = rows.data() + static_cast<size_t>(slot) * row_values;
         window[k] = row;
         if (held[slot] == r) continue;
@@ -288,8 +299,8 @@ Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands
         pair_row(pixels + r * src_stride, src_w, bands, flat.data(), paired.data());
         horizontal(paired.data(), fx, lanes, width, row);
       }
-      vertical(window.data(), fy.weight.data() + static_cast<size_t>(y) * fy.taps, fy.taps, width,
-               out.data.data() + static_cast<size_t>(y) * width * 3);
+      vertical(window.data(), fy.weight.data() + static_cast<size_t>(y) * fy.taps, pairs.data() + static_cast<size_t>(y) * (fy.taps / 2),
+               fy.taps, width, out.data.data() + static_cast<size_t>(y) * width * 3);
     }
   });
   return out;
