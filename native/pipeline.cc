@@ -28,7 +28,10 @@ struct MaskStats {
 };
 
 // Clamps the model's output to 0..1 in place and finds the subject in it, on the free cores (it
-// is on the critical path, between the inference and the matting).
+// is on the critical path, between the inference and the matting). Per row, the clamp and the count
+// are two loops without branches, which the compiler vectorises (GCC 12 left them scalar as one);
+// only a row with subject in it is scanned again, from each end to the subject's first pixel. One
+// loop with a branch per pixel ran scalar. A NaN from the model counts as background (0).
 MaskStats clamp_and_analyse(Plane& mask) {
   MaskStats s;
   s.u0 = mask.width;
@@ -38,17 +41,24 @@ MaskStats clamp_and_analyse(Plane& mask) {
     MaskStats b;
     b.u0 = mask.width;
     b.v0 = mask.height;
+    const int w = mask.width;
     for (int y = first; y < end; ++y) {
       float* row = mask.row(y);
-      for (int x = 0; x < mask.width; ++x) {
-        row[x] = std::clamp(row[x], 0.f, 1.f);
-        if (row[x] < 0.5f) continue;
-        ++b.subject_pixels;
-        b.u0 = std::min(b.u0, x);
-        b.u1 = std::max(b.u1, x);
-        b.v0 = std::min(b.v0, y);
-        b.v1 = std::max(b.v1, y);
+      for (int x = 0; x < w; ++x) {
+        const float v = row[x] >= 0.f ? row[x] : 0.f;  // NaN fails the test too
+        row[x] = v <= 1.f ? v : 1.f;
       }
+      int count = 0;
+      for (int x = 0; x < w; ++x) count += row[x] >= 0.5f ? 1 : 0;
+      if (count == 0) continue;
+      b.subject_pixels += count;
+      int left = 0, right = w - 1;
+      while (row[left] < 0.5f) ++left;
+      while (row[right] < 0.5f) --right;
+      b.u0 = std::min(b.u0, left);
+      b.u1 = std::max(b.u1, right);
+      b.v0 = std::min(b.v0, y);
+      b.v1 = std::max(b.v1, y);
     }
     const std::lock_guard<std::mutex> lock(merge);
     s.subject_pixels += b.subject_pixels;
@@ -266,18 +276,20 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     decoded = full.get();
     t.decode += full_ms;
   }
-  // Each channel's 256 possible values are normalised once (the same arithmetic per value), then
-  // looked up: a division per sample cost more than the rest of this stage.
-  float lut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    for (int v = 0; v < 256; ++v) lut[c][v] = (v - spec.mean[c]) / spec.std[c];
-  }
+  // Normalised per channel as the model expects, from interleaved bytes to planes. The arithmetic
+  // is that of a table of the 256 values per channel (the same float operations, so the same
+  // bits), but as a loop per channel the compiler vectorises: the table's lookups cost 1 ms of CPU
+  // per job.
   Buffer<float> tensor(plane * 3);
   // On the free cores (before the inference, all of them): single-threaded this loop was 3 ms of
   // the 2 MP job's critical path.
   parallel_rows(in_h, [&](int first, int end) {
-    for (size_t i = static_cast<size_t>(first) * in_w; i < static_cast<size_t>(end) * in_w; ++i) {
-      for (int c = 0; c < 3; ++c) tensor[c * plane + i] = lut[c][small.data[i * 3 + c]];
+    const size_t from = static_cast<size_t>(first) * in_w, to = static_cast<size_t>(end) * in_w;
+    const uint8_t* src = small.data.data();
+    for (int c = 0; c < 3; ++c) {
+      const float mean = spec.mean[c], sd = spec.std[c];
+      float* dst = tensor.data() + c * plane;
+      for (size_t i = from; i < to; ++i) dst[i] = (static_cast<float>(src[i * 3 + c]) - mean) / sd;
     }
   });
   t.preprocess = ms_since(step);
