@@ -349,11 +349,12 @@ struct Box {
 // Semi-transparent: the pixels whose colour the foreground estimate changes.
 inline bool in_band(float a) { return a > 0.f && a < 1.f; }
 
-// Whether any of the n values from a is in the band: no early exit, so the compiler vectorises it.
+// Whether any of the n values from a is in the band: no early exit, and both tests taken (& rather
+// than in_band's &&), so the compiler vectorises it; with && GCC 12 kept it scalar.
 inline bool any_in_band(const float* a, int n) {
-  bool any = false;
-  for (int i = 0; i < n; ++i) any |= in_band(a[i]);
-  return any;
+  int any = 0;
+  for (int i = 0; i < n; ++i) any |= static_cast<int>(a[i] > 0.f) & static_cast<int>(a[i] < 1.f);
+  return any != 0;
 }
 
 // Values are tested this many at a time where most are 0 or 1.
@@ -419,37 +420,41 @@ void ForegroundInputs::add_row(int y, const uint8_t* px, const float* a) {
     first_x_[y] = x;
     end_x_[y] = e;
   }
-  // The cell row's sums build up in place as its rows come (a group's rows, in order, on one
-  // thread), then become means after its last. Colours are summed as whole numbers, exact in a
-  // float (at most 255 f² per cell), alpha in the order of the rows and then the columns.
-  const int sw = alpha_.width, sy = y / f;
-  float* colour = image_.data() + static_cast<size_t>(sy) * sw * 3;
-  float* alpha_sum = alpha_.row(sy);
+  // A cell row's sums build up per column as its rows come (a group's rows, in order, on one
+  // thread): two loops over the row without branches, which the compiler vectorises. The columns
+  // are summed into cells once, after the group's last row. Colours are whole numbers (at most 255 f
+  // per column, exact in 16 bits), alpha is summed down each column and then across the cell's.
+  // Summing each cell row by row ran scalar: 1.6 ns a pixel.
+  thread_local std::vector<uint16_t> colour_columns;
+  thread_local std::vector<float> alpha_columns;
   if (y % f == 0) {
-    std::fill(colour, colour + static_cast<size_t>(sw) * 3, 0.f);
-    std::fill(alpha_sum, alpha_sum + sw, 0.f);
+    colour_columns.assign(static_cast<size_t>(w) * 3, 0);
+    alpha_columns.assign(w, 0.f);
   }
-  for (int sx = 0, x = 0; sx < sw; ++sx) {
-    uint32_t r = 0, g = 0, b = 0;
-    float as = alpha_sum[sx];
-    for (const int x_end = std::min(w, x + f); x < x_end; ++x) {
-      r += px[x * 3];
-      g += px[x * 3 + 1];
-      b += px[x * 3 + 2];
-      as += a[x];
-    }
-    colour[sx * 3] += static_cast<float>(r);
-    colour[sx * 3 + 1] += static_cast<float>(g);
-    colour[sx * 3 + 2] += static_cast<float>(b);
-    alpha_sum[sx] = as;
-  }
-  const int y_end = std::min(height_, (sy + 1) * f);
+  uint16_t* cc = colour_columns.data();
+  float* ac = alpha_columns.data();
+  for (int i = 0; i < w * 3; ++i) cc[i] = static_cast<uint16_t>(cc[i] + px[i]);
+  for (int i = 0; i < w; ++i) ac[i] += a[i];
+  const int sy = y / f, y_end = std::min(height_, (sy + 1) * f);
   if (y + 1 < y_end) return;
-  const int rows = y_end - sy * f;
+  const int sw = alpha_.width, rows = y_end - sy * f;
+  float* colour = image_.data() + static_cast<size_t>(sy) * sw * 3;
+  float* alpha_mean = alpha_.row(sy);
   for (int sx = 0; sx < sw; ++sx) {
-    const float count = static_cast<float>(rows * (std::min(w, (sx + 1) * f) - sx * f));
-    for (int c = 0; c < 3; ++c) colour[sx * 3 + c] /= count * 255.f;
-    alpha_sum[sx] /= count;
+    const int x0 = sx * f, x1 = std::min(w, x0 + f);
+    uint32_t r = 0, g = 0, b = 0;
+    float as = 0.f;
+    for (int x = x0; x < x1; ++x) {
+      r += cc[x * 3];
+      g += cc[x * 3 + 1];
+      b += cc[x * 3 + 2];
+      as += ac[x];
+    }
+    const float count = static_cast<float>(rows * (x1 - x0));
+    colour[sx * 3] = static_cast<float>(r) / (count * 255.f);
+    colour[sx * 3 + 1] = static_cast<float>(g) / (count * 255.f);
+    colour[sx * 3 + 2] = static_cast<float>(b) / (count * 255.f);
+    alpha_mean[sx] = as / count;
   }
 }
 
