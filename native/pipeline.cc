@@ -8,6 +8,10 @@
 #include <future>
 #include <mutex>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "errors.h"
 #include "matting.h"
 #include "png_writer.h"
@@ -184,7 +188,23 @@ class Composer {
     for (int x0 = 0; x0 < w; x0 += kStretch) {
       const int n = std::min(kStretch, w - x0);
       for (int i = 0; i < n; ++i) a8[i] = to_byte(alpha[x0 + i]);
-      for (int i = 0; i < n; ++i) {
+      int i = 0;
+#if defined(__AVX2__)
+      // Four pixels a step (the AVX2 build): three bytes each spread into four, alpha into the
+      // fourth, colour cleared where alpha is 0; the same bytes as the loop below. A 16-byte load
+      // reads two pixels past the four, so the last pixels of a stretch are left to that loop.
+      const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
+      const __m128i to_top = _mm_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3);
+      for (; i + 6 <= n; i += 4) {
+        const __m128i colour = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fg + static_cast<size_t>(x0 + i) * 3)), spread);
+        int four;
+        std::memcpy(&four, a8 + i, 4);
+        const __m128i a = _mm_shuffle_epi8(_mm_cvtsi32_si128(four), to_top);
+        const __m128i clear = _mm_cmpeq_epi32(a, _mm_setzero_si128());
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<size_t>(x0 + i) * 4), _mm_or_si128(_mm_andnot_si128(clear, colour), a));
+      }
+#endif
+      for (; i < n; ++i) {
         const uint8_t* f = fg + static_cast<size_t>(x0 + i) * 3;
         const uint32_t colour = f[0] | static_cast<uint32_t>(f[1]) << 8 | static_cast<uint32_t>(f[2]) << 16;
         const uint32_t pixel = (a8[i] != 0 ? colour : 0u) | static_cast<uint32_t>(a8[i]) << 24;
