@@ -146,7 +146,7 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
         model_(std::move(model)),
         deferred_(Napi::Promise::Deferred::New(env)) {}
   ~RemoveBackgroundWorker() override {
-    if (result_.encoded.data != nullptr) free_encoded(result_.encoded.data);
+    if (result_.encoded.data != nullptr) free_encoded(result_.encoded.data, result_.encoded.own);
   }
   Napi::Promise promise() { return deferred_.Promise(); }
 
@@ -172,11 +172,12 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     Napi::Object out = Napi::Object::New(env);
-    // The encoded bytes become the Buffer's memory without a copy; libvips allocated them.
+    // The encoded bytes become the Buffer's memory without a copy.
     void* data = result_.encoded.data;
+    const bool own = result_.encoded.own;
     result_.encoded.data = nullptr;
     out.Set("data", Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(data), result_.encoded.length,
-                                               [](Napi::Env, uint8_t* p) { free_encoded(p); }));
+                                               [own](Napi::Env, uint8_t* p) { free_encoded(p, own); }));
     out.Set("width", result_.width);
     out.Set("height", result_.height);
     out.Set("channels", result_.channels);
@@ -340,8 +341,9 @@ Napi::Value EncodePng(const Napi::CallbackInfo& info) {
     const uint8_t* data = pixels.Data();
     Encoded encoded =
         encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
+    const bool own = encoded.own;
     return Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(encoded.data), encoded.length,
-                                      [](Napi::Env, uint8_t* p) { free_encoded(p); });
+                                      [own](Napi::Env, uint8_t* p) { free_encoded(p, own); });
   } catch (const PipelineError& e) {
     make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
   }

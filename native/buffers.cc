@@ -11,6 +11,11 @@
 namespace bgone {
 namespace {
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries' headers lack it
+#endif
+
+constexpr size_t kPage = size_t{4} << 10;
 constexpr size_t kHugePage = size_t{2} << 20;
 // From this size a block gets a mapping of its own (rounded up to whole huge pages: at most 1.5 MiB
 // more for the smallest, which still beats faulting in 128 pages of 4 KiB).
@@ -36,8 +41,8 @@ static_assert(sizeof(Header) <= kHeader, "the header must fit before the aligned
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// A mapping of `bytes` (a multiple of kHugePage) starting on a huge-page boundary: mmap gives only
-// 4 KiB alignment, so map one huge page more and unmap what lies before and after the aligned range.
+// A mapping of `bytes` (a multiple of kPage) starting on a huge-page boundary: mmap gives only 4 KiB
+// alignment, so map one huge page more and unmap what lies before and after the aligned range.
 void* map_aligned(size_t bytes) {
   const size_t over = bytes + kHugePage;
   void* raw = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -138,6 +143,9 @@ void* with_header(Header header) {
 
 void* from_malloc(size_t bytes) { return std::aligned_alloc(kHeader, round_up(kHeader + bytes, kHeader)); }
 
+// From this size an output gets a mapping of its own.
+constexpr size_t kOutputMappedFrom = size_t{256} << 10;
+
 }  // namespace
 
 void* alloc_lasting(size_t bytes) {
@@ -158,6 +166,28 @@ void free_buffer(void* p) noexcept {
   const Header header = *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader);
   if (header.mapped != 0) {
     cache().give(header.base, header.mapped);
+  } else {
+    std::free(header.base);
+  }
+}
+
+void* alloc_output(size_t bytes) {
+  if (bytes < kOutputMappedFrom) return alloc_lasting(bytes);
+  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
+  const size_t mapped = round_up(kHeader + bytes, kPage);
+  void* base = map_aligned(mapped);
+  if (base == nullptr) throw std::bad_alloc();
+  // Filled in now, in one call; where the kernel does not know the advice (before Linux 5.14) the
+  // pages fault in on first write, as from malloc.
+  madvise(base, mapped, MADV_POPULATE_WRITE);
+  return with_header({base, mapped});
+}
+
+void free_output(void* p) noexcept {
+  if (p == nullptr) return;
+  const Header header = *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader);
+  if (header.mapped != 0) {
+    munmap(header.base, header.mapped);
   } else {
     std::free(header.base);
   }

@@ -407,6 +407,12 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
   return out;
 }
 
-void free_encoded(void* data) { g_free(data); }
+void free_encoded(void* data, bool own) {
+  if (own) {
+    free_output(data);
+  } else {
+    g_free(data);
+  }
+}
 
 }  // namespace bgone

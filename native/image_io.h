@@ -63,8 +63,9 @@ void crop_and_resize(DecodedImage& image, int x, int y, int w, int h, int out_w,
 struct Encoded {
   void* data = nullptr;
   size_t length = 0;
+  bool own = false;  // from alloc_output (buffers.h), else libvips' g_malloc
 };
 Encoded encode(const Pixels& pixels, const JobOptions& options);
-void free_encoded(void* data);
+void free_encoded(void* data, bool own);
 
 }  // namespace bgone
