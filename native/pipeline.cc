@@ -196,12 +196,14 @@ class Composer {
       const __m128i spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1);
       const __m128i to_top = _mm_setr_epi8(-1, -1, -1, 0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3);
       for (; i + 6 <= n; i += 4) {
-        const __m128i colour = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fg + static_cast<size_t>(x0 + i) * 3)), spread);
+        const __m128i colour =
+            _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fg + static_cast<size_t>(x0 + i) * 3)), spread);
         int four;
         std::memcpy(&four, a8 + i, 4);
         const __m128i a = _mm_shuffle_epi8(_mm_cvtsi32_si128(four), to_top);
         const __m128i clear = _mm_cmpeq_epi32(a, _mm_setzero_si128());
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<size_t>(x0 + i) * 4), _mm_or_si128(_mm_andnot_si128(clear, colour), a));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + static_cast<size_t>(x0 + i) * 4),
+                         _mm_or_si128(_mm_andnot_si128(clear, colour), a));
       }
 #endif
       for (; i < n; ++i) {

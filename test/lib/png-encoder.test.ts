@@ -5,6 +5,8 @@
  * lengths up to 258), noise (stored blocks, which Huffman codes would only enlarge), a mix of both
  * within one block, every band count, sizes that split into many segments, and the smallest image.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { inflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
@@ -112,6 +114,30 @@ describe('PNG writer', () => {
     const raw = pixels('mixed', 1633, 1225, 4, 5);
     const first = encodePng(raw, 1633, 1225, 4, 1);
     for (let i = 0; i < 3; i++) expect(encodePng(raw, 1633, 1225, 4, 1).equals(first)).toBe(true);
+  });
+
+  it('outputs from 256 KiB up live in mappings of their own: they read back exactly and are unmapped once JavaScript lets them go', async () => {
+    // A garbage collection on demand, for this test only.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const settle = async (): Promise<void> => {
+      for (let i = 0; i < 3; i++) {
+        gc();
+        await new Promise((resolve) => setImmediate(resolve)); // finalizers of external buffers run after the collection
+      }
+    };
+    // Noise is stored: a 2.4 MB file, past a huge page and not a whole number of them.
+    const raw = pixels('noise', 800, 750, 4, 11);
+    const first = encodePng(raw, 800, 750, 4, 1);
+    expect(first.length).toBeGreaterThan(2 << 20);
+    expect((await decoded(first, 4)).equals(raw)).toBe(true);
+    const small = pixels('noise', 100, 100, 4, 12); // 40 KB: from malloc
+    expect((await decoded(encodePng(small, 100, 100, 4, 1), 4)).equals(small)).toBe(true);
+    await settle();
+    const before = process.memoryUsage().rss;
+    for (let i = 0; i < 60; i++) expect(encodePng(raw, 800, 750, 4, 1).length).toBe(first.length); // 144 MB if none were freed
+    await settle();
+    expect(process.memoryUsage().rss - before).toBeLessThan(40 << 20);
   });
 
   it('refuses pixels that do not match the sizes given', () => {
