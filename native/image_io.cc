@@ -150,7 +150,59 @@ VipsRef resize_exact(VipsImage* in, int width, int height) {
 }
 
 // Renders the image straight into a buffer we own (libvips writes into it: no second copy).
-void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
+// Writes `in` into `target` (an image over memory of ours) strip after strip, on one libvips thread
+// while the caller waits. For a JPEG, instead of vips_image_write's worker threads: a JPEG decodes
+// in order whatever the threads, and handing its strips from one worker to the next cost more than
+// it saved (2 MP: decode 14 -> 9-10 ms, 7 ms less CPU per job; 12 MP's full decode 50 -> 40-42 ms,
+// and the model's input shrunk on load beside it, 4-5 ms sooner: the other core is the full decode's).
+// A libvips thread, because only those keep region buffers from one strip to the next (libvips'
+// buffer cache is per libvips thread); on any other thread every strip allocated and zeroed its
+// buffers again, and the 12 MP decode took 2.5 times as long. A PNG keeps the workers: its rows
+// come out of zlib one by one, and the workers' copying beside it paid (7 MP: 96 against 107 ms).
+constexpr int kStripRows = 16;  // whole MCU rows of any JPEG (8 or 16 pixels high)
+
+bool write_in_strips(VipsImage* in, VipsImage* target) {
+  struct Work {
+    VipsImage* in;
+    VipsImage* target;
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false, ok = false;
+  } work;
+  work.in = in;
+  work.target = target;
+  auto run = [](gpointer data, gpointer) {
+    Work& w = *static_cast<Work*>(data);
+    VipsRegion* from = vips_region_new(w.in);
+    VipsRegion* to = vips_region_new(w.target);
+    bool ok = from != nullptr && to != nullptr;
+    for (int y = 0; ok && y < w.in->Ysize; y += kStripRows) {
+      VipsRect rows{0, y, w.in->Xsize, std::min(kStripRows, w.in->Ysize - y)};
+      ok = vips_region_image(to, &rows) == 0 && vips_region_prepare_to(from, to, &rows, 0, y) == 0;
+    }
+    if (from != nullptr) g_object_unref(from);
+    if (to != nullptr) g_object_unref(to);
+    // Told under the lock: the caller, whose stack holds `w`, returns only once it is released.
+    std::lock_guard<std::mutex> lock(w.mutex);
+    w.ok = ok;
+    w.finished = true;
+    w.done.notify_one();
+  };
+  if (vips_thread_execute("bgone decode", run, &work) != 0) return vips_image_write(in, target) == 0;
+  std::unique_lock<std::mutex> lock(work.mutex);
+  work.done.wait(lock, [&work] { return work.finished; });
+  return work.ok;
+}
+
+// How an image is computed into memory of ours: by vips_image_write's workers, or in strips on one
+// libvips thread (write_in_strips, for JPEG decodes).
+enum class Writer { Workers, Strips };
+
+bool write_pixels(VipsImage* in, VipsImage* target, Writer writer) {
+  return writer == Writer::Strips ? write_in_strips(in, target) : vips_image_write(in, target) == 0;
+}
+
+void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code, Writer writer = Writer::Workers) {
   out.width = in->Xsize;
   out.height = in->Ysize;
   out.bands = in->Bands;
@@ -158,7 +210,7 @@ void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code) {
   VipsImage* target = vips_image_new_from_memory(out.data.data(), out.data.size(), in->Xsize, in->Ysize, in->Bands, in->BandFmt);
   if (target == nullptr) fail(code, "decode failed");
   VipsRef target_ref(target);
-  if (vips_image_write(in, target) != 0) fail(code, "decode failed");
+  if (!write_pixels(in, target, writer)) fail(code, "decode failed");
 }
 
 }  // namespace
@@ -214,10 +266,10 @@ namespace {
 // Flattens alpha on white and stretches to exactly width x height: the model's input. Two ways,
 // both with a Lanczos-3 kernel: an image already decoded in memory goes through our resampler
 // (model_resample.h), on the free cores; a loader shrinking on load streams into libvips' resize
-// (below), which works on strips while the loader decodes the next ones and never holds the shrunk
-// image whole. Ours there would need it whole first, beside the full decode on the other core:
+// (below), which works on strips as the loader decodes them and never holds the shrunk image
+// whole. Ours there would need it whole first, beside the full decode on the other core:
 // 12 MP, 4 interleaved rounds, preprocess 55-58 against 51-54 ms.
-Pixels model_input_from(VipsImage* in, int width, int height) {
+Pixels model_input_from(VipsImage* in, int width, int height, Writer writer) {
   VipsRef srgb = to_srgb8(in);
   VipsImage* cur = srgb.get();
   VipsRef flat;
@@ -233,7 +285,7 @@ Pixels model_input_from(VipsImage* in, int width, int height) {
   VipsRef resized = resize_exact(cur, width, height);
   if (resized.get() != nullptr) cur = resized.get();
   Pixels pixels;
-  copy_pixels(cur, pixels, ErrorCode::InvalidImage);
+  copy_pixels(cur, pixels, ErrorCode::InvalidImage, writer);
   if (pixels.width != width || pixels.height != height || pixels.bands != 3) {
     throw PipelineError(ErrorCode::Internal, "model input has an unexpected shape");
   }
@@ -251,49 +303,6 @@ int jpeg_shrink(const HeaderInfo& header, int target) {
 
 double webp_scale(const HeaderInfo& header, int target) {
   return std::min(1.0, std::max(static_cast<double>(target) / header.width, static_cast<double>(target) / header.height));
-}
-
-// Writes `in` into `target` (an image over memory of ours) strip after strip, on one libvips thread
-// while the caller waits. For a JPEG, instead of vips_image_write's worker threads: a JPEG decodes
-// in order whatever the threads, and handing its strips from one worker to the next cost more than
-// it saved (2 MP: decode 14 -> 9-10 ms, 7 ms less CPU per job; 12 MP's full decode 50 -> 40-42 ms).
-// A libvips thread, because only those keep region buffers from one strip to the next (libvips'
-// buffer cache is per libvips thread); on any other thread every strip allocated and zeroed its
-// buffers again, and the 12 MP decode took 2.5 times as long. A PNG keeps the workers: its rows
-// come out of zlib one by one, and the workers' copying beside it paid (7 MP: 96 against 107 ms).
-constexpr int kStripRows = 16;  // whole MCU rows of any JPEG (8 or 16 pixels high)
-
-bool write_in_strips(VipsImage* in, VipsImage* target) {
-  struct Work {
-    VipsImage* in;
-    VipsImage* target;
-    std::mutex mutex;
-    std::condition_variable done;
-    bool finished = false, ok = false;
-  } work;
-  work.in = in;
-  work.target = target;
-  auto run = [](gpointer data, gpointer) {
-    Work& w = *static_cast<Work*>(data);
-    VipsRegion* from = vips_region_new(w.in);
-    VipsRegion* to = vips_region_new(w.target);
-    bool ok = from != nullptr && to != nullptr;
-    for (int y = 0; ok && y < w.in->Ysize; y += kStripRows) {
-      VipsRect rows{0, y, w.in->Xsize, std::min(kStripRows, w.in->Ysize - y)};
-      ok = vips_region_image(to, &rows) == 0 && vips_region_prepare_to(from, to, &rows, 0, y) == 0;
-    }
-    if (from != nullptr) g_object_unref(from);
-    if (to != nullptr) g_object_unref(to);
-    // Told under the lock: the caller, whose stack holds `w`, returns only once it is released.
-    std::lock_guard<std::mutex> lock(w.mutex);
-    w.ok = ok;
-    w.finished = true;
-    w.done.notify_one();
-  };
-  if (vips_thread_execute("bgone decode", run, &work) != 0) return vips_image_write(in, target) == 0;
-  std::unique_lock<std::mutex> lock(work.mutex);
-  work.done.wait(lock, [&work] { return work.finished; });
-  return work.ok;
 }
 
 }  // namespace
@@ -332,14 +341,15 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
   }
   if (rc != 0) fail(ErrorCode::InvalidImage, "decode failed");
   VipsRef loaded_ref(loaded);
-  // Upright (most photos): the loader feeds the resize directly, so libvips resizes strips on its
-  // worker threads while the loader decodes the next ones, and the shrunk image (9 MB at 12 MP) is
-  // never held whole. Rotation needs the whole image in memory: only then is it materialised.
-  if (vips_image_get_orientation(loaded) <= 1) return model_input_from(loaded, width, height);
+  // Upright (most photos): the loader feeds the resize directly, strip by strip (a JPEG's on one
+  // libvips thread, write_in_strips), and the shrunk image (9 MB at 12 MP) is never held whole.
+  // Rotation needs the whole image in memory: only then is it materialised.
+  const Writer writer = format == InputFormat::Jpeg ? Writer::Strips : Writer::Workers;
+  if (vips_image_get_orientation(loaded) <= 1) return model_input_from(loaded, width, height, writer);
   VipsRef decoded = materialise(loaded, ErrorCode::InvalidImage, "decode failed");
   loaded_ref.reset();
   VipsRef rotated = autorotate(decoded.get());
-  return model_input_from(rotated.get(), width, height);
+  return model_input_from(rotated.get(), width, height, writer);
 }
 
 Pixels model_input_from_decoded(const DecodedImage& image, int width, int height) {
@@ -372,8 +382,8 @@ DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
       vips_image_new_from_memory(result->pixels.data(), result->pixels.size(), in->Xsize, in->Ysize, in->Bands, in->BandFmt);
   if (target == nullptr) fail(ErrorCode::InvalidImage, "decode failed");
   result->image = VipsRef(target);
-  const bool written = format == InputFormat::Jpeg ? write_in_strips(in, target) : vips_image_write(in, target) == 0;
-  if (!written) fail(ErrorCode::InvalidImage, "decode failed");
+  if (!write_pixels(in, target, format == InputFormat::Jpeg ? Writer::Strips : Writer::Workers))
+    fail(ErrorCode::InvalidImage, "decode failed");
   target->Type = in->Type;
   return result;
 }
