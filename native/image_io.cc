@@ -149,7 +149,6 @@ VipsRef resize_exact(VipsImage* in, int width, int height) {
   return VipsRef(exact);
 }
 
-// Renders the image straight into a buffer we own (libvips writes into it: no second copy).
 // Writes `in` into `target` (an image over memory of ours) strip after strip, on one libvips thread
 // while the caller waits. For a JPEG, instead of vips_image_write's worker threads: a JPEG decodes
 // in order whatever the threads, and handing its strips from one worker to the next cost more than
@@ -202,6 +201,7 @@ bool write_pixels(VipsImage* in, VipsImage* target, Writer writer) {
   return writer == Writer::Strips ? write_in_strips(in, target) : vips_image_write(in, target) == 0;
 }
 
+// Renders the image straight into a buffer we own (libvips writes into it: no second copy).
 void copy_pixels(VipsImage* in, Pixels& out, ErrorCode code, Writer writer = Writer::Workers) {
   out.width = in->Xsize;
   out.height = in->Ysize;
