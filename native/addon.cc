@@ -34,6 +34,16 @@ Napi::Error make_error(Napi::Env env, ErrorCode code, const std::string& detail)
   return error;
 }
 
+// Encoded bytes become a Buffer's memory without a copy; the Buffer frees them with the allocator
+// they came from. `encoded` no longer owns them.
+Napi::Buffer<uint8_t> take_encoded(Napi::Env env, Encoded& encoded) {
+  void* data = encoded.data;
+  const bool own = encoded.own;
+  encoded.data = nullptr;
+  return Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(data), encoded.length,
+                                    [own](Napi::Env, uint8_t* p) { free_encoded(p, own); });
+}
+
 // Bounds below are what the C++ code needs to stay safe (no division by zero, values that fit their
 // types and libvips' ranges), not the user-facing limits: those are checked in TypeScript first.
 JobOptions read_options(const Napi::Value& value) {
@@ -172,12 +182,7 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     Napi::Object out = Napi::Object::New(env);
-    // The encoded bytes become the Buffer's memory without a copy.
-    void* data = result_.encoded.data;
-    const bool own = result_.encoded.own;
-    result_.encoded.data = nullptr;
-    out.Set("data", Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(data), result_.encoded.length,
-                                               [own](Napi::Env, uint8_t* p) { free_encoded(p, own); }));
+    out.Set("data", take_encoded(env, result_.encoded));
     out.Set("width", result_.width);
     out.Set("height", result_.height);
     out.Set("channels", result_.channels);
@@ -341,9 +346,7 @@ Napi::Value EncodePng(const Napi::CallbackInfo& info) {
     const uint8_t* data = pixels.Data();
     Encoded encoded =
         encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
-    const bool own = encoded.own;
-    return Napi::Buffer<uint8_t>::New(env, static_cast<uint8_t*>(encoded.data), encoded.length,
-                                      [own](Napi::Env, uint8_t* p) { free_encoded(p, own); });
+    return take_encoded(env, encoded);
   } catch (const PipelineError& e) {
     make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
   }

@@ -141,6 +141,9 @@ void* with_header(Header header) {
   return static_cast<uint8_t*>(header.base) + kHeader;
 }
 
+// The header in front of a block from alloc_* (with_header wrote it).
+Header header_of(void* p) { return *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader); }
+
 void* from_malloc(size_t bytes) { return std::aligned_alloc(kHeader, round_up(kHeader + bytes, kHeader)); }
 
 // From this size an output gets a mapping of its own.
@@ -163,7 +166,7 @@ void* alloc_buffer(size_t bytes) {
 
 void free_buffer(void* p) noexcept {
   if (p == nullptr) return;
-  const Header header = *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader);
+  const Header header = header_of(p);
   if (header.mapped != 0) {
     cache().give(header.base, header.mapped);
   } else {
@@ -185,7 +188,7 @@ void* alloc_output(size_t bytes) {
 
 void free_output(void* p) noexcept {
   if (p == nullptr) return;
-  const Header header = *reinterpret_cast<const Header*>(static_cast<uint8_t*>(p) - kHeader);
+  const Header header = header_of(p);
   if (header.mapped != 0) {
     munmap(header.base, header.mapped);
   } else {

@@ -30,10 +30,11 @@ void free_buffer(void* p) noexcept;
 // Memory for bytes that become a JavaScript Buffer (an encoded PNG): JavaScript decides when it is
 // freed, so it never comes from the block cache. From 256 KiB it is a mapping of its own on a
 // huge-page boundary, marked MADV_HUGEPAGE and filled in by the kernel in one call
-// (MADV_POPULATE_WRITE): written page by page as it came from malloc, a 2.4 MB output took about 600
-// faults, 7 ms on our virtual machines; this way 0.5 ms (one huge page and the rest at once), and
-// 1 ms instead of 2 for 720 KB. Its resident size stays the output's own (the part past the last
-// whole huge page is in 4 KiB pages). Release with free_output.
+// (MADV_POPULATE_WRITE). Written page by page as it came from malloc, a 2.4 MB output took about 600
+// faults, 7 ms on our virtual machines; this way, mapping and first write together, 0.5 ms (one
+// huge page, the rest in 4 KiB pages), and 1 ms instead of 2 for 720 KB (no huge page: the first
+// write to each page still traps, in half the time). Its resident size stays the output's own.
+// Release with free_output.
 void* alloc_output(size_t bytes);
 void free_output(void* p) noexcept;
 
