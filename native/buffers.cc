@@ -11,10 +11,6 @@
 namespace bgone {
 namespace {
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries' headers lack it
-#endif
-
 constexpr size_t kPage = size_t{4} << 10;
 constexpr size_t kHugePage = size_t{2} << 20;
 // From this size a block gets a mapping of its own (rounded up to whole huge pages: at most 1.5 MiB
@@ -178,11 +174,9 @@ void* alloc_output(size_t bytes) {
   if (bytes < kOutputMappedFrom) return alloc_lasting(bytes);
   if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
   const size_t mapped = round_up(kHeader + bytes, kPage);
-  void* base = map_aligned(mapped);
-  if (base == nullptr) throw std::bad_alloc();
-  // Filled in now, in one call; where the kernel does not know the advice (before Linux 5.14) the
-  // pages fault in on first write, as from malloc.
-  madvise(base, mapped, MADV_POPULATE_WRITE);
+  // Filled in by the kernel as it is mapped, in 4 KiB pages: see buffers.h for why not huge ones.
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
   return with_header({base, mapped});
 }
 

@@ -28,12 +28,16 @@ void* alloc_lasting(size_t bytes);
 void free_buffer(void* p) noexcept;
 
 // Memory for bytes that become a JavaScript Buffer (an encoded PNG): JavaScript decides when it is
-// freed, so it never comes from the block cache. From 256 KiB it is a mapping of its own on a
-// huge-page boundary, marked MADV_HUGEPAGE and filled in by the kernel in one call
-// (MADV_POPULATE_WRITE). Written page by page as it came from malloc, a 2.4 MB output took about 600
-// faults, 7 ms on our virtual machines; this way, mapping and first write together, 0.5 ms (one
-// huge page, the rest in 4 KiB pages), and 1 ms instead of 2 for 720 KB (no huge page: the first
-// write to each page still traps, in half the time). Its resident size stays the output's own.
+// freed, so it never comes from the block cache (an output held there is a block the next job maps
+// afresh: tried, one fresh block per 12 MP job). From 256 KiB it is a mapping of its own, filled in
+// by the kernel as it is mapped (MAP_POPULATE), in 4 KiB pages; its resident size stays the
+// output's own. Measured inside the running core on our virtual machines, the output's allocation
+// and its first write (the PNG's copy, on two cores):
+// - 12 MP (2.5 MB): 4.4 ms this way; 6.6 ms when its first 2 MiB were a huge page, whose filling-in
+//   took 5 ms there (0.1 ms in a loop mapping and unmapping the same one); 6-7 ms from malloc;
+// - 2 MP (720 KB): 1.6 ms this way. Alone, 1.0 ms against 2.6 written page by page without
+//   populating: there each first write traps to the hypervisor; populated, the first write to each
+//   page still traps, in about half the time.
 // Release with free_output.
 void* alloc_output(size_t bytes);
 void free_output(void* p) noexcept;
