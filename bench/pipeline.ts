@@ -16,7 +16,9 @@
  * thread count (one per core: onnxruntime-node's default was one thread on the 2-vCPU machines here)
  * on a fixed 1024x1024 tensor, in a long-lived child (bench/helpers/ort-inference.ts). It runs one inference
  * right before each timed end-to-end call, so both share the machine's conditions; the two engines
- * never run at the same time (each child waits idle for the other).
+ * never run at the same time (each child waits idle for the other, and each call starts only once
+ * the other child's CPU time stands still: its intra-op threads spin for a while after a run,
+ * helpers/child-quiet.ts).
  *
  * CPU outside inference: the case child's process CPU over each call (every thread) less the CPU the
  * process used while the model ran (result.timings.inferenceCpu). It is what a GPU deployment still
@@ -55,6 +57,7 @@ import { Bench, type HookMode } from 'tinybench';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { readManifest } from '../src/lib/models.js';
 import { mergeSettings, replaceSettings } from '../src/lib/settings.js';
+import { waitUntilQuiet } from './helpers/child-quiet.js';
 import { LineChild, type Message } from './helpers/line-protocol.js';
 import type { GeneratedInputs } from './helpers/make-inputs.js';
 import { fmt, gitCommit, log, machineInfo, mean, ORIGINAL_MODEL, printTable, runToCompletion } from './helpers/report.js';
@@ -197,6 +200,11 @@ class PureInference {
     return answer.times[0]!;
   }
 
+  /** Waits until the child's threads stopped spinning after its run (helpers/child-quiet.ts); ms waited. */
+  quiet(): Promise<number> {
+    return waitUntilQuiet(this.child.pid);
+  }
+
   close(): Promise<void> {
     return this.child.close();
   }
@@ -246,6 +254,8 @@ interface CaseResult {
   stageSamples: Timings[];
   /** onnxruntime-node session.run of the bare-inference model, one right before each measured call (ms). */
   pureInference: { mean: number; median: number; times: number[] };
+  /** How long each measured call waited for the bare-inference child's threads to go quiet (ms). */
+  pureQuietWaitMs: number[];
   /** Process CPU per call less the CPU while the model ran (ms): the CPU cost outside inference. */
   cpuOutsideInference: ReturnType<typeof stats>;
   /** 1000 / its mean: images/s one core could feed a GPU at that cost. */
@@ -297,10 +307,12 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
   const { child, ready } = await startCase(model, image);
   try {
     // tinybench drives the calls; its hooks are outside the timed window, so the pure inference
-    // runs right before each measured call while the case child waits idle, and vice versa.
+    // runs right before each measured call while the case child waits idle, and vice versa. Each
+    // starts once the other process is quiet: one engine at a time (helpers/child-quiet.ts).
     const warmupMs: number[] = [];
     const e2e: number[] = [];
     const pureTimes: number[] = [];
+    const quietWaits: number[] = [];
     const stageSamples: Timings[] = [];
     const cpuOutside: number[] = [];
     const betweenJobsMB: number[] = [];
@@ -326,7 +338,10 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
         async: true,
         beforeEach: async (m?: HookMode) => {
           mode = m ?? 'run';
-          if (mode === 'run') pureTimes.push(await pure.run());
+          if (mode !== 'run') return;
+          await waitUntilQuiet(child.pid);
+          pureTimes.push(await pure.run());
+          quietWaits.push(await pure.quiet());
         },
       },
     );
@@ -362,6 +377,7 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
         stages,
         stageSamples,
         pureInference: { mean: pureMean, median: pureMedian, times: pureTimes },
+        pureQuietWaitMs: quietWaits,
         cpuOutsideInference: cpu,
         gpuFeedImagesPerCore: 1000 / cpu.mean,
         cpuOutsideTarget,
@@ -436,7 +452,9 @@ async function benchThroughput(image: InputImage, model: string, pure: PureInfer
   const { child } = await startCase(model, image);
   try {
     await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
+    await waitUntilQuiet(child.pid);
     const pureTimes = [await pure.run()];
+    await pure.quiet();
     const answer = await child.request<Message & { wallMs: number; timings: Timings[]; maxRssMB: number }>({
       cmd: 'concurrent',
       n: THROUGHPUT_JOBS,
@@ -579,7 +597,7 @@ function report(
   );
 
   printTable(
-    `End to end vs bare inference (ms; e2e = wall clock of removeBackground in a fresh process per size; bare = ${pureModel} in onnxruntime-node, defaults but the core's thread count, interleaved)`,
+    `End to end vs bare inference (ms; e2e = wall clock of removeBackground in a fresh process per size; bare = ${pureModel} in onnxruntime-node, defaults but the core's thread count, interleaved, each call once the other process is quiet)`,
     ['case', 'e2e p50', 'e2e mean', '±rme', 'bare p50', 'p50/bare', 'target', 'met', 'core inf', 'p50/core'],
     cases.map((c) => [
       c.name,
@@ -693,7 +711,7 @@ async function main(): Promise<void> {
       const { result: c, ready } = await benchSize(image, model, pure);
       caseReady = ready;
       log(
-        `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.median.toFixed(0)} ms, core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}; RSS idle ${c.memory.idleAfterLoadMB.toFixed(0)}, peak ${c.memory.peakMB.toFixed(0)}, after ${c.memory.afterJobsMB.toFixed(0)} MB`,
+        `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.median.toFixed(0)} ms (then quiet after ${mean(c.pureQuietWaitMs).toFixed(0)} ms), core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}; RSS idle ${c.memory.idleAfterLoadMB.toFixed(0)}, peak ${c.memory.peakMB.toFixed(0)}, after ${c.memory.afterJobsMB.toFixed(0)} MB`,
       );
       cases.push(c);
     }

@@ -64,6 +64,11 @@ export class LineChild {
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
+  /** The child's process id (undefined if it could not be started). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   /** Sends one command and returns the answer; an answer of type 'error' is thrown. */
   async request<T extends Message>(command: { cmd: string } & Record<string, unknown>): Promise<T> {
     if (this.failure) throw this.failure;
