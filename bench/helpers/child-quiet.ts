@@ -13,7 +13,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Quiet: less than QUIET_CPU_MS of CPU over the last QUIET_WINDOW_MS. */
-const QUIET_WINDOW_MS = 10;
+const QUIET_WINDOW_MS = 20;
 const QUIET_CPU_MS = 0.5;
 const POLL_MS = 2;
 /** The longest wait: a child that never goes quiet (a busy machine) does not stop the bench. */
