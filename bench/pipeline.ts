@@ -193,16 +193,16 @@ class PureInference {
     return new PureInference(child, ready);
   }
 
-  /** Times one inference in the child (ms). */
-  async run(): Promise<number> {
+  /**
+   * Times one inference in the child, one engine at a time (helpers/child-quiet.ts): it starts once
+   * `beside` (the case child) is quiet, and returns once its own threads stopped spinning after it.
+   * ms: the inference; quietMs: how long its threads went on after it.
+   */
+  async run(beside: LineChild): Promise<{ ms: number; quietMs: number }> {
+    await waitUntilQuiet(beside.pid);
     const answer = await this.child.request<Message & { times: number[]; maxRssMB: number }>({ cmd: 'run', n: 1 });
     this.maxRssMB = answer.maxRssMB;
-    return answer.times[0]!;
-  }
-
-  /** Waits until the child's threads stopped spinning after its run (helpers/child-quiet.ts); ms waited. */
-  quiet(): Promise<number> {
-    return waitUntilQuiet(this.child.pid);
+    return { ms: answer.times[0]!, quietMs: await waitUntilQuiet(this.child.pid) };
   }
 
   close(): Promise<void> {
@@ -339,9 +339,9 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
         beforeEach: async (m?: HookMode) => {
           mode = m ?? 'run';
           if (mode !== 'run') return;
-          await waitUntilQuiet(child.pid);
-          pureTimes.push(await pure.run());
-          quietWaits.push(await pure.quiet());
+          const { ms, quietMs } = await pure.run(child);
+          pureTimes.push(ms);
+          quietWaits.push(quietMs);
         },
       },
     );
@@ -452,15 +452,13 @@ async function benchThroughput(image: InputImage, model: string, pure: PureInfer
   const { child } = await startCase(model, image);
   try {
     await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
-    await waitUntilQuiet(child.pid);
-    const pureTimes = [await pure.run()];
-    await pure.quiet();
+    const pureTimes = [(await pure.run(child)).ms];
     const answer = await child.request<Message & { wallMs: number; timings: Timings[]; maxRssMB: number }>({
       cmd: 'concurrent',
       n: THROUGHPUT_JOBS,
       format: FORMAT,
     });
-    pureTimes.push(await pure.run());
+    pureTimes.push((await pure.run(child)).ms);
     await child.close();
     const imagesPerSecond = THROUGHPUT_JOBS / (answer.wallMs / 1000);
     const inferenceBound = 1000 / mean(pureTimes);

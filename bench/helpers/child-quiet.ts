@@ -2,10 +2,10 @@
  * Waits until another process has stopped using the CPU: the bench times one engine at a time.
  *
  * Why: onnxruntime-node's defaults let its intra-op threads spin once a run is over, and they do.
- * Right after the bare-inference child answered, its threads went on burning 10-13 ms of CPU over
- * the next 10 ms (2 cores, the default model), which is when the case child's measured call starts:
- * its JPEG decode at 12 MP took 50 instead of 35 ms. So before each measured call the parent waits
- * until the other child's CPU time stands still.
+ * Right after the bare-inference child answered, its threads went on burning 12-25 ms of CPU over
+ * the next 23-41 ms (2 cores, the default model), which is when the case child's measured call
+ * started: its full JPEG decode at 12 MP took 44-49 instead of 37-43 ms. So each call waits until
+ * the other child's CPU time stands still.
  *
  * The CPU time is the sum over the process's threads of /proc/<pid>/task/<tid>/schedstat (ns).
  * Where /proc is missing (not Linux), it waits a fixed FALLBACK_MS instead.
@@ -49,16 +49,16 @@ export async function waitUntilQuiet(pid: number | undefined): Promise<number> {
     await sleep(FALLBACK_MS);
     return performance.now() - start;
   }
+  // The samples of the last window, and the newest one at least a window old first.
   const samples: Array<{ at: number; cpu: number }> = [];
   for (;;) {
     const at = performance.now();
     const cpu = processCpuMs(pid);
     if (cpu === undefined) break; // it exited
     samples.push({ at, cpu });
-    // The newest sample at least a window old: the CPU since then must be (almost) none.
-    let before: { at: number; cpu: number } | undefined;
-    for (const s of samples) if (s.at <= at - QUIET_WINDOW_MS) before = s;
-    if (before && cpu - before.cpu < QUIET_CPU_MS) break;
+    while (samples.length > 1 && samples[1]!.at <= at - QUIET_WINDOW_MS) samples.shift();
+    const before = samples[0]!;
+    if (before.at <= at - QUIET_WINDOW_MS && cpu - before.cpu < QUIET_CPU_MS) break;
     if (at - start >= MAX_WAIT_MS) break;
     await sleep(POLL_MS);
   }
