@@ -389,12 +389,32 @@ struct Box {
 // Semi-transparent: the pixels whose colour the foreground estimate changes.
 inline bool in_band(float a) { return a > 0.f && a < 1.f; }
 
-// Whether any of the n values from a is in the band: no early exit, and both tests taken (& rather
-// than in_band's &&), so the compiler vectorises it; with && GCC 12 kept it scalar.
+// Whether any of the n values from a is in the band, 8 (AVX2) or 4 (SSE2) at a time, with no early
+// exit. Written with intrinsics: GCC 12 compiled the plain loop (even with & for &&) to a scalar
+// compare per value, which was about half of add_row's time at 12 MP. The compares are ordered, as
+// in_band's are: a NaN is not in the band.
 inline bool any_in_band(const float* a, int n) {
-  int any = 0;
-  for (int i = 0; i < n; ++i) any |= static_cast<int>(a[i] > 0.f) & static_cast<int>(a[i] < 1.f);
-  return any != 0;
+  int i = 0;
+  bool any = false;
+#if defined(__AVX2__)
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+  __m256 found = zero;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(a + i);
+    found = _mm256_or_ps(found, _mm256_and_ps(_mm256_cmp_ps(v, zero, _CMP_GT_OQ), _mm256_cmp_ps(v, one, _CMP_LT_OQ)));
+  }
+  any = _mm256_movemask_ps(found) != 0;
+#elif defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.f);
+  __m128 found = zero;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(a + i);
+    found = _mm_or_ps(found, _mm_and_ps(_mm_cmpgt_ps(v, zero), _mm_cmplt_ps(v, one)));
+  }
+  any = _mm_movemask_ps(found) != 0;
+#endif
+  for (; i < n; ++i) any |= in_band(a[i]);
+  return any;
 }
 
 // Values are tested this many at a time where most are 0 or 1.

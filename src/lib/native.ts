@@ -100,7 +100,7 @@ interface Addon {
 /**
  * The native core's large blocks (native/buffers.h): bytes in use by jobs now, bytes kept warm for
  * the next job (given back to the OS about a second after the last job ends), the most bytes in use
- * at once since they were last given back (the cached and in-use blocks together stay within 1.5
+ * at once since they were last given back (the cached and in-use blocks together stay within 1.75
  * times it), and how many blocks were mapped so far (a job on warm memory maps next to none).
  */
 export interface NativeMemoryStats {
