@@ -109,7 +109,9 @@ void stream_box_mean(int w, int h, int r, int y0, int y1, int x0, int x1, Source
   const size_t row_size = static_cast<size_t>(w) * C;
   const int xa = std::max(0, x0 - r), xb = std::min(w, x1 + r);  // the columns the window reads
   Buffer<float> ring(row_size * ring_rows);
-  std::vector<float> src(row_size), out(row_size);
+  // Four floats past each row: a source or sink may read or write a pixel's channels four at a
+  // time (weighted_means), past the last pixel's.
+  std::vector<float> src(row_size + 4), out(row_size + 4);
   std::vector<double> acc(row_size, 0.0), inv_x(w);
   for (int x = x0; x < x1; ++x) inv_x[x] = 1.0 / (std::min(w - 1, x + r) - std::max(0, x - r) + 1);
   auto slot = [&](int y) { return ring.data() + static_cast<size_t>(y % ring_rows) * row_size; };
@@ -432,11 +434,21 @@ void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plan
       const size_t i = base + x;
       const float a = alpha.v[i];
       float* o = row + static_cast<size_t>(x) * 7;
+#if defined(__SSE2__)
+      // Each colour's three channels at once, with the scalar loop's operations (below): F * alpha
+      // into o[1..4] and B * (1 - alpha) into o[4..7], each store's fourth lane overwritten by the
+      // next (o[7] is the next pixel's o[0], or stream_box_mean's padding), then alpha into o[0].
+      const float b_weight = 1.f - a;
+      _mm_storeu_ps(o + 1, _mm_mul_ps(_mm_loadu_ps(fg.data() + i * 3), _mm_set1_ps(a)));
+      _mm_storeu_ps(o + 4, _mm_mul_ps(_mm_loadu_ps(bg.data() + i * 3), _mm_set1_ps(b_weight)));
+      o[0] = a;
+#else
       o[0] = a;
       for (int c = 0; c < 3; ++c) {
         o[1 + c] = fg[i * 3 + c] * a;
         o[4 + c] = bg[i * 3 + c] * (1.f - a);
       }
+#endif
     }
   };
   auto divide = [&](int y, const float* m) {
@@ -445,10 +457,26 @@ void weighted_means(const Buffer<float>& fg, const Buffer<float>& bg, const Plan
       const size_t i = base + x;
       const float* ch = m + static_cast<size_t>(x) * 7;
       const float wa = ch[0], wb = 1.f - ch[0];
+#if defined(__SSE2__)
+      // Three channels at once: the division is taken in every lane and kept where the weight is
+      // above 1e-5 (the scalar loop's test), else the colour as it was. Exactly three floats are
+      // stored per estimate: the fourth would be the next pixel's, which another thread may own.
+      const __m128 keep_f = _mm_castsi128_ps(_mm_set1_epi32(wa > 1e-5f ? -1 : 0));
+      const __m128 keep_b = _mm_castsi128_ps(_mm_set1_epi32(wb > 1e-5f ? -1 : 0));
+      const __m128 f = _mm_or_ps(_mm_and_ps(keep_f, _mm_div_ps(_mm_loadu_ps(ch + 1), _mm_set1_ps(wa))),
+                                 _mm_andnot_ps(keep_f, _mm_loadu_ps(fg.data() + i * 3)));
+      const __m128 b = _mm_or_ps(_mm_and_ps(keep_b, _mm_div_ps(_mm_loadu_ps(ch + 4), _mm_set1_ps(wb))),
+                                 _mm_andnot_ps(keep_b, _mm_loadu_ps(bg.data() + i * 3)));
+      _mm_storel_pi(reinterpret_cast<__m64*>(f_hat.data() + i * 3), f);
+      _mm_store_ss(f_hat.data() + i * 3 + 2, _mm_movehl_ps(f, f));
+      _mm_storel_pi(reinterpret_cast<__m64*>(b_hat.data() + i * 3), b);
+      _mm_store_ss(b_hat.data() + i * 3 + 2, _mm_movehl_ps(b, b));
+#else
       for (int c = 0; c < 3; ++c) {
         f_hat[i * 3 + c] = wa > 1e-5f ? ch[1 + c] / wa : fg[i * 3 + c];
         b_hat[i * 3 + c] = wb > 1e-5f ? ch[4 + c] / wb : bg[i * 3 + c];
       }
+#endif
     }
   };
   parallel_bands(box.y1 - box.y0,
@@ -465,7 +493,9 @@ ForegroundInputs::ForegroundInputs(int width, int height) : width_(width), heigh
   factor_ = n <= kForegroundFullPixels ? 1 : std::max(1, static_cast<int>(std::ceil(std::sqrt(n / kForegroundWorkPixels))));
   const int sw = (width + factor_ - 1) / factor_, sh = (height + factor_ - 1) / factor_;
   alpha_ = Plane(sw, sh, Unfilled{});
-  image_.resize(static_cast<size_t>(sw) * sh * 3);
+  // One float more than the colours: weighted_means reads a pixel's three as four.
+  image_.resize(static_cast<size_t>(sw) * sh * 3 + 1);
+  image_.back() = 0.f;
 }
 
 void ForegroundInputs::add_row(int y, const uint8_t* px, const float* a) {
@@ -549,10 +579,10 @@ void estimate_foreground(Buffer<uint8_t>& rgb, const Plane& alpha, ForegroundInp
                    std::min(sw, static_cast<int>(work_at(band.x1 - 1, sw)) + 2),
                    std::min(sh, static_cast<int>(work_at(band.y1 - 1, sh)) + 2)};
   const Box first = second.grown(small, sw, sh);
-  // f_hat and b_hat have one float more than their pixels' colours: the correction below reads a
-  // pixel's three as four (the fourth unused).
-  Buffer<float> fg(wn * 3), bg(wn * 3), f_hat(wn * 3 + 1), b_hat(wn * 3 + 1);
-  f_hat[wn * 3] = b_hat[wn * 3] = 0.f;
+  // Each buffer has one float more than its pixels' colours: weighted_means and the correction
+  // below read a pixel's three as four (the fourth unused).
+  Buffer<float> fg(wn * 3 + 1), bg(wn * 3 + 1), f_hat(wn * 3 + 1), b_hat(wn * 3 + 1);
+  fg[wn * 3] = bg[wn * 3] = f_hat[wn * 3] = b_hat[wn * 3] = 0.f;
   weighted_means(image, image, work_alpha, large, first, f_hat, b_hat);
   parallel_rows(first.y1 - first.y0, [&](int b0, int b1) {  // first blur-fusion step, at working resolution
     for (int y = first.y0 + b0; y < first.y0 + b1; ++y) {
