@@ -321,6 +321,7 @@ Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
   out.Set("cached", static_cast<double>(stats.cached));
   out.Set("peak", static_cast<double>(stats.peak));
   out.Set("mapped", static_cast<double>(stats.mapped));
+  out.Set("lasting", static_cast<double>(stats.lasting));
   return out;
 }
 

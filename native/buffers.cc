@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -30,8 +31,9 @@ constexpr size_t kHeader = 64;
 constexpr size_t kSlackQuarters = 3;
 
 struct Header {
-  void* base;     // what mmap or malloc returned
-  size_t mapped;  // bytes mapped at base; 0 for a malloc'ed block
+  void* base;           // what mmap or malloc returned; for a block of an arena, the block itself
+  size_t mapped;        // bytes mapped at base; 0 for a malloc'ed block or one of an arena
+  LastingArena* arena;  // the arena it was taken from, if any
 };
 static_assert(sizeof(Header) <= kHeader, "the header must fit before the aligned data");
 
@@ -149,7 +151,7 @@ constexpr size_t kOutputMappedFrom = size_t{256} << 10;
 
 void* alloc_lasting(size_t bytes) {
   if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
-  return with_header({from_malloc(bytes), 0});
+  return with_header({from_malloc(bytes), 0, nullptr});
 }
 
 void* alloc_buffer(size_t bytes) {
@@ -157,13 +159,15 @@ void* alloc_buffer(size_t bytes) {
   if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
   size_t mapped = round_up(kHeader + bytes, kHugePage);
   void* base = cache().take(mapped);
-  return with_header({base, mapped});
+  return with_header({base, mapped, nullptr});
 }
 
 void free_buffer(void* p) noexcept {
   if (p == nullptr) return;
   const Header header = header_of(p);
-  if (header.mapped != 0) {
+  if (header.arena != nullptr) {
+    header.arena->release(header.base);
+  } else if (header.mapped != 0) {
     cache().give(header.base, header.mapped);
   } else {
     std::free(header.base);
@@ -177,7 +181,7 @@ void* alloc_output(size_t bytes) {
   // Filled in by the kernel as it is mapped, in 4 KiB pages: see buffers.h for why not huge ones.
   void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (base == MAP_FAILED) throw std::bad_alloc();
-  return with_header({base, mapped});
+  return with_header({base, mapped, nullptr});
 }
 
 void free_output(void* p) noexcept {
@@ -190,7 +194,57 @@ void free_output(void* p) noexcept {
   }
 }
 
-BufferStats buffer_stats() { return cache().stats(); }
+// Mappings of this size hold the small blocks; a block too large for one gets a mapping of its own.
+constexpr size_t kArenaChunk = size_t{16} << 20;
+// What the arenas alive have mapped, for buffer_stats.
+std::atomic<size_t> g_lasting_mapped{0};
+
+void* LastingArena::alloc(size_t bytes) {
+  if (bytes > (static_cast<size_t>(-1) >> 2)) throw std::bad_alloc();
+  const size_t need = round_up(kHeader + bytes, kHeader);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (chunks_.empty() || chunks_.back().size - used_ < need) {
+    const size_t size = std::max(kArenaChunk, round_up(need, kHugePage));
+    void* base = map_aligned(size);
+    if (base == nullptr) throw std::bad_alloc();
+    chunks_.push_back({static_cast<uint8_t*>(base), size});
+    g_lasting_mapped += size;
+    used_ = 0;
+  }
+  uint8_t* block = chunks_.back().base + used_;
+  last_ = block;
+  last_from_ = used_;
+  used_ += need;
+  ++live_;
+  return with_header({block, 0, this});
+}
+
+void LastingArena::release(void* block) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --live_;
+  // Freed right after it was taken (a temporary while the session is created): the next block
+  // takes its place.
+  if (block == last_) {
+    used_ = last_from_;
+    last_ = nullptr;
+  }
+}
+
+LastingArena::~LastingArena() {
+  // A block still in use (the session outlived its arena: a bug) keeps its memory rather than
+  // pointing into memory given back.
+  if (live_ != 0) return;
+  for (const Chunk& chunk : chunks_) {
+    munmap(chunk.base, chunk.size);
+    g_lasting_mapped -= chunk.size;
+  }
+}
+
+BufferStats buffer_stats() {
+  BufferStats stats = cache().stats();
+  stats.lasting = g_lasting_mapped;
+  return stats;
+}
 void release_cached_buffers() { cache().release(); }
 
 }  // namespace bgone

@@ -79,14 +79,14 @@ struct BufferOrtAllocator : OrtAllocator {
 };
 BufferOrtAllocator g_allocator;
 
-// Set on the thread that creates a session: what it allocates (the weights, prepacked for the
-// kernels) lives as long as the session, so it comes from malloc, never from a cached block rounded
-// up to huge pages.
-thread_local bool t_creating_session = false;
+// Set on the thread that creates a session, to that session's arena: what it allocates (the weights,
+// prepacked for the kernels) lives as long as the session, so it is packed into the arena's huge
+// pages (buffers.h), never taken from the cached blocks rounded up to huge pages one by one.
+thread_local LastingArena* t_session_arena = nullptr;
 
 void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
   try {
-    return t_creating_session ? alloc_lasting(size) : alloc_buffer(size);
+    return t_session_arena != nullptr ? t_session_arena->alloc(size) : alloc_buffer(size);
   } catch (...) {
     return nullptr;  // ONNX Runtime turns this into a failed run, not a crash
   }
@@ -94,7 +94,7 @@ void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
 // ONNX Runtime reserves what it keeps for the session's life (initializers) through this one.
 void* ORT_API_CALL allocator_reserve(OrtAllocator*, size_t size) noexcept {
   try {
-    return alloc_lasting(size);
+    return t_session_arena != nullptr ? t_session_arena->alloc(size) : alloc_lasting(size);
   } catch (...) {
     return nullptr;
   }
@@ -160,9 +160,9 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     // spinning against 1.64-1.75 s not); a run alone was as fast either way within the noise.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
     append_execution_provider(g_api, options, spec);
-    t_creating_session = true;
+    t_session_arena = &weights_;
     OrtStatus* created = g_api->CreateSession(g_env, spec.path.c_str(), options, &session_);
-    t_creating_session = false;
+    t_session_arena = nullptr;
     check(created, "CreateSession");
   } catch (...) {
     g_api->ReleaseSessionOptions(options);

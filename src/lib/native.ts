@@ -102,12 +102,15 @@ interface Addon {
  * the next job (given back to the OS about a second after the last job ends), the most bytes in use
  * at once since they were last given back (the cached and in-use blocks together stay within 1.75
  * times it), and how many blocks were mapped so far (a job on warm memory maps next to none).
+ * Besides them, `lasting`: bytes mapped for the loaded models' weights (each session's own huge
+ * pages, given back when the model is dropped).
  */
 export interface NativeMemoryStats {
   inUse: number;
   cached: number;
   peak: number;
   mapped: number;
+  lasting: number;
 }
 
 const ORT_LIBRARY_FILE = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';

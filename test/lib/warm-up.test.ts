@@ -21,7 +21,7 @@ async function inChild<T>(body: string): Promise<T> {
     const lib = await import(${JSON.stringify(join(DIST, 'index.js'))});
     const models = await import(${JSON.stringify(join(DIST, 'models.js'))});
     ${body}`;
-  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: REPO_ROOT });
+  const { stdout } = await run(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], { cwd: REPO_ROOT });
   return JSON.parse(stdout) as T;
 }
 
@@ -43,5 +43,24 @@ describe('warming the model', () => {
       const r = await lib.removeBackground(readFileSync(${JSON.stringify(photoPath(PHOTOS.teddy))}), { size: 'preview' });
       console.log(JSON.stringify({ width: r.width, height: r.height }));`);
     expect(result).toEqual({ width: 284, height: 398 });
+  }, 60_000);
+});
+
+describe("the model's weights", () => {
+  it('live in huge pages of their own while the model is loaded, and go back to the OS once it is dropped', async () => {
+    const stats = await inChild<{ loaded: number; dropped: number }>(`
+      await lib.preloadModel();
+      const loaded = lib.nativeMemoryStats().lasting;
+      models.forgetModels(); // the session's last reference; the addon's finaliser then destroys it
+      for (let i = 0; i < 100 && lib.nativeMemoryStats().lasting > 0; i++) {
+        globalThis.gc();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      console.log(JSON.stringify({ loaded, dropped: lib.nativeMemoryStats().lasting }));`);
+    // The default model's weights, prepacked for the kernels, are about 41 MB, in 2 MiB pages.
+    expect(stats.loaded).toBeGreaterThanOrEqual(32 * 2 ** 20);
+    expect(stats.loaded % (2 * 2 ** 20)).toBe(0);
+    // Every block came back when the session was released, so the arena gave its mappings back.
+    expect(stats.dropped).toBe(0);
   }, 60_000);
 });
