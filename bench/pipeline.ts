@@ -588,7 +588,7 @@ function report(
     2,
   );
   console.log(
-    '* decode includes, for JPEG/WebP large enough to shrink on load (>= 2 x the model side), the full-resolution decode, which runs on its own thread during preproc (overlapped, not additive).',
+    '* decode is the full-resolution decode; for a JPEG (and a WebP large enough to shrink on load) it runs on its own thread during preproc (overlapped, not additive).',
   );
   console.log(
     'CPU outside inf: process CPU per call (all threads) less the CPU while the model ran, ms; img/s per core: 1000 / it, what one CPU core could feed a GPU.',

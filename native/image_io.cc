@@ -149,6 +149,13 @@ VipsRef resize_exact(VipsImage* in, int width, int height) {
   return VipsRef(exact);
 }
 
+// Writes `in` into `target` at once (libvips' workers); its rows are all there only at the end.
+bool write_whole(VipsImage* in, VipsImage* target, DecodeProgress* progress) {
+  if (vips_image_write(in, target) != 0) return false;
+  if (progress != nullptr) progress->publish(target->Ysize);
+  return true;
+}
+
 // Writes `in` into `target` (an image over memory of ours) strip after strip, on one libvips thread
 // while the caller waits. For a JPEG, instead of vips_image_write's worker threads: a JPEG decodes
 // in order whatever the threads, and handing its strips from one worker to the next cost more than
@@ -160,16 +167,18 @@ VipsRef resize_exact(VipsImage* in, int width, int height) {
 // come out of zlib one by one, and the workers' copying beside it paid (7 MP: 96 against 107 ms).
 constexpr int kStripRows = 16;  // whole MCU rows of any JPEG (8 or 16 pixels high)
 
-bool write_in_strips(VipsImage* in, VipsImage* target) {
+bool write_in_strips(VipsImage* in, VipsImage* target, DecodeProgress* progress) {
   struct Work {
     VipsImage* in;
     VipsImage* target;
+    DecodeProgress* progress;
     std::mutex mutex;
     std::condition_variable done;
     bool finished = false, ok = false;
   } work;
   work.in = in;
   work.target = target;
+  work.progress = progress;
   auto run = [](gpointer data, gpointer) {
     Work& w = *static_cast<Work*>(data);
     VipsRegion* from = vips_region_new(w.in);
@@ -178,6 +187,7 @@ bool write_in_strips(VipsImage* in, VipsImage* target) {
     for (int y = 0; ok && y < w.in->Ysize; y += kStripRows) {
       VipsRect rows{0, y, w.in->Xsize, std::min(kStripRows, w.in->Ysize - y)};
       ok = vips_region_image(to, &rows) == 0 && vips_region_prepare_to(from, to, &rows, 0, y) == 0;
+      if (ok && w.progress != nullptr) w.progress->publish(y + rows.height);
     }
     if (from != nullptr) g_object_unref(from);
     if (to != nullptr) g_object_unref(to);
@@ -187,7 +197,7 @@ bool write_in_strips(VipsImage* in, VipsImage* target) {
     w.finished = true;
     w.done.notify_one();
   };
-  if (vips_thread_execute("bgone decode", run, &work) != 0) return vips_image_write(in, target) == 0;
+  if (vips_thread_execute("bgone decode", run, &work) != 0) return write_whole(in, target, progress);
   std::unique_lock<std::mutex> lock(work.mutex);
   work.done.wait(lock, [&work] { return work.finished; });
   return work.ok;
@@ -197,8 +207,8 @@ bool write_in_strips(VipsImage* in, VipsImage* target) {
 // libvips thread (write_in_strips, for JPEG decodes).
 enum class Writer { Workers, Strips };
 
-bool write_pixels(VipsImage* in, VipsImage* target, Writer writer) {
-  return writer == Writer::Strips ? write_in_strips(in, target) : vips_image_write(in, target) == 0;
+bool write_pixels(VipsImage* in, VipsImage* target, Writer writer, DecodeProgress* progress = nullptr) {
+  return writer == Writer::Strips ? write_in_strips(in, target, progress) : write_whole(in, target, progress);
 }
 
 // Renders the image straight into a buffer we own (libvips writes into it: no second copy).
@@ -359,7 +369,7 @@ Pixels model_input_from_decoded(const DecodedImage& image, int width, int height
   return resample_for_model(image.pixels.data(), in->Xsize, in->Ysize, in->Bands, width, height);
 }
 
-DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
+DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format, DecodeProgress* progress) {
   VipsRef opened = open_image(data, length, format);
   // Rotation needs the whole image in memory (the loader reads sequentially): only images with an
   // EXIF orientation are materialised first. Upright ones go straight from the loader to the buffer.
@@ -382,7 +392,8 @@ DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format) {
       vips_image_new_from_memory(result->pixels.data(), result->pixels.size(), in->Xsize, in->Ysize, in->Bands, in->BandFmt);
   if (target == nullptr) fail(ErrorCode::InvalidImage, "decode failed");
   result->image = VipsRef(target);
-  if (!write_pixels(in, target, format == InputFormat::Jpeg ? Writer::Strips : Writer::Workers))
+  if (progress != nullptr) progress->start({result->pixels.data(), in->Xsize, in->Ysize, in->Bands});
+  if (!write_pixels(in, target, format == InputFormat::Jpeg ? Writer::Strips : Writer::Workers, progress))
     fail(ErrorCode::InvalidImage, "decode failed");
   target->Type = in->Type;
   return result;

@@ -261,49 +261,77 @@ void vertical(const int16_t* const* rows, const int16_t* w, const int32_t* pairs
   }
 }
 
+// Output rows y0 .. y1 - 1 of the model's input. Each band keeps the horizontal pass of the last
+// fy.taps source rows in a ring (each source row serves several output rows). `ready(r)` is asked
+// before source row r is read: false stops the band (the rows are not there and will not come).
+template <class Ready>
+bool resample_band(const uint8_t* pixels, int src_w, int bands, const AxisFilter& fx, const AxisFilter& fy,
+                   const std::vector<int16_t>& lanes, const std::vector<int32_t>& pairs, int y0, int y1, Pixels& out, Ready&& ready) {
+  const int width = out.width;
+  const size_t src_stride = static_cast<size_t>(src_w) * bands;
+  const int ring = fy.reads;
+  const size_t row_values = static_cast<size_t>(width) * 4;
+  Buffer<int16_t> rows(static_cast<size_t>(ring) * row_values);
+  Buffer<Pair> paired(src_w);
+  Buffer<uint8_t> flat(bands == 4 ? static_cast<size_t>(src_w) * 3 : 0);
+  std::vector<int> held(ring, -1);
+  std::vector<const int16_t*> window(fy.taps);
+  for (int y = y0; y < y1; ++y) {
+    const int first = fy.first[y];
+    for (int k = 0; k < fy.taps; ++k) {
+      if (k == fy.reads) {  // the padding tap (weight 0): any row will do
+        window[k] = window[k - 1];
+        continue;
+      }
+      const int r = first + k, slot = r % ring;
+      int16_t* row = rows.data() + static_cast<size_t>(slot) * row_values;
+      window[k] = row;
+      if (held[slot] == r) continue;
+      if (!ready(r)) return false;
+      held[slot] = r;
+      pair_row(pixels + r * src_stride, src_w, bands, flat.data(), paired.data());
+      horizontal(paired.data(), fx, lanes, width, row);
+    }
+    vertical(window.data(), fy.weight.data() + static_cast<size_t>(y) * fy.taps, pairs.data() + static_cast<size_t>(y) * (fy.taps / 2),
+             fy.taps, width, out.data.data() + static_cast<size_t>(y) * width * 3);
+  }
+  return true;
+}
+
+Pixels output_for(int width, int height) {
+  Pixels out;
+  out.width = width;
+  out.height = height;
+  out.bands = 3;
+  out.data.resize(static_cast<size_t>(width) * height * 3);
+  return out;
+}
+
 }  // namespace
 
 Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height) {
   const AxisFilter fx = axis_filter(src_w, width), fy = axis_filter(src_h, height);
   const std::vector<int16_t> lanes = horizontal_weights(fx);
   const std::vector<int32_t> pairs = vertical_weights(fy);
-  Pixels out;
-  out.width = width;
-  out.height = height;
-  out.bands = 3;
-  out.data.resize(static_cast<size_t>(width) * height * 3);
-  const size_t src_stride = static_cast<size_t>(src_w) * bands;
-  // A band of output rows per free core. Each keeps the horizontal pass of the last fy.taps source
-  // rows in a ring (each source row serves several output rows); at a band's start the rows
-  // before it are computed again (a few rows in a thousand).
-  parallel_bands(height, [&](int y0, int y1) {
-    const int ring = fy.reads;
-    const size_t row_values = static_cast<size_t>(width) * 4;
-    Buffer<int16_t> rows(static_cast<size_t>(ring) * row_values);
-    Buffer<Pair> paired(src_w);
-    Buffer<uint8_t> flat(bands == 4 ? static_cast<size_t>(src_w) * 3 : 0);
-    std::vector<int> held(ring, -1);
-    std::vector<const int16_t*> window(fy.taps);
-    for (int y = y0; y < y1; ++y) {
-      const int first = fy.first[y];
-      for (int k = 0; k < fy.taps; ++k) {
-        if (k == fy.reads) {  // the padding tap (weight 0): any row will do
-          window[k] = window[k - 1];
-          continue;
-        }
-        const int r = first + k, slot = r % ring;
-        int16_t* row = rows.data() + static_cast<size_t>(slot) * row_values;
-        window[k] = row;
-        if (held[slot] == r) continue;
-        held[slot] = r;
-        pair_row(pixels + r * src_stride, src_w, bands, flat.data(), paired.data());
-        horizontal(paired.data(), fx, lanes, width, row);
-      }
-      vertical(window.data(), fy.weight.data() + static_cast<size_t>(y) * fy.taps, pairs.data() + static_cast<size_t>(y) * (fy.taps / 2),
-               fy.taps, width, out.data.data() + static_cast<size_t>(y) * width * 3);
-    }
-  });
+  Pixels out = output_for(width, height);
+  // A band of output rows per free core; at a band's start the rows before it are computed again
+  // (a few rows in a thousand).
+  parallel_bands(height,
+                 [&](int y0, int y1) { resample_band(pixels, src_w, bands, fx, fy, lanes, pairs, y0, y1, out, [](int) { return true; }); });
   return out;
+}
+
+bool resample_for_model_behind(DecodeProgress& progress, int width, int height, Pixels& out) {
+  DecodeProgress::Image image;
+  if (!progress.wait_start(image)) return false;
+  const AxisFilter fx = axis_filter(image.width, width), fy = axis_filter(image.height, height);
+  const std::vector<int16_t> lanes = horizontal_weights(fx);
+  const std::vector<int32_t> pairs = vertical_weights(fy);
+  out = output_for(width, height);
+  // Source rows are read in order, each once its strip is in memory: the output's rows one after
+  // the other, on this thread alone (the decode has the other core).
+  return resample_band(image.pixels, image.width, image.bands, fx, fy, lanes, pairs, 0, height, out,
+                       [&progress](int r) { return progress.wait_rows(r + 1); });
 }
 
 }  // namespace bgone

@@ -19,4 +19,10 @@ namespace bgone {
 // width x height, RGB. Edges repeat. Deterministic: the same bytes in every build of the addon.
 Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height);
 
+// The same from an image still being decoded on another thread (decode_full with `progress`): each
+// source row is read once the decode has it in memory, so the resampling runs behind the decode on
+// the core the decode leaves free, instead of after it. On the calling thread alone. The same
+// bytes as resample_for_model. False, with `out` incomplete, if the decode ended without the rows.
+bool resample_for_model_behind(DecodeProgress& progress, int width, int height, Pixels& out);
+
 }  // namespace bgone

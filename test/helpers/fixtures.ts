@@ -19,6 +19,11 @@ const GENERATOR_VERSION = 3;
 
 type Generator = () => Promise<Buffer>;
 
+/** 2989x1680: under twice the model's side, so one full decode makes both the model's input and the result. */
+function swanBigJpeg(): Promise<Buffer> {
+  return sharp(photoPath(PHOTOS.swan)).resize(BIG.width, BIG.height, { fit: 'fill', kernel: 'lanczos3' }).jpeg({ quality: 90 }).toBuffer();
+}
+
 async function rawOf(input: Buffer | string) {
   return sharp(input).raw().toBuffer({ resolveWithObject: true });
 }
@@ -245,7 +250,12 @@ export const FIXTURES: Record<string, Generator> = {
       .toBuffer(),
 
   // options-output.test.ts
-  'swan-big.jpg': () => sharp(photoPath(PHOTOS.swan)).resize(BIG.width, BIG.height, { fit: 'fill', kernel: 'lanczos3' }).jpeg({ quality: 90 }).toBuffer(),
+  'swan-big.jpg': swanBigJpeg,
+  // model-resample.test.ts: the same JPEG's pixels as libvips decodes them, in a lossless PNG
+  'swan-big-decoded.png': async () =>
+    sharp(await swanBigJpeg())
+      .png({ compressionLevel: 1 })
+      .toBuffer(),
 
   // native-memory.test.ts, addon-builds.test.ts
   'swan-12mp.jpg': () =>

@@ -55,6 +55,11 @@ describe('a JPEG, PNG or WebP that cannot be decoded: invalid_image', () => {
     await repeatedly(readFixture(name), 'invalid_image');
   });
 
+  it.each([0.1, 0.5, 0.9])('a 5 MP JPEG cut at %s of its length: its decode fails while the model input is resampled behind it', async (share) => {
+    const whole = readFixture('swan-big.jpg');
+    await repeatedly(whole.subarray(0, Math.floor(whole.length * share)), 'invalid_image');
+  });
+
   it.each([0.5, 0.9])('a 12 MP JPEG cut at %s of its length: its two decodes (the shrunk one and the full one, at once) both fail', async (share) => {
     const whole = readFixture('swan-12mp.jpg');
     await repeatedly(whole.subarray(0, Math.floor(whole.length * share)), 'invalid_image');

@@ -7,6 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/lib/native.js';
+import { removeBackground } from '../helpers/bgone.js';
+import { readFixture } from '../helpers/paths.js';
 
 function lanczos3(t: number): number {
   const a = Math.abs(t);
@@ -137,4 +139,16 @@ describe('the model input resampler', () => {
     expect(() => native().resampleForModel(Buffer.alloc(12), 2, 2, 3, 0, 8)).toThrow(RangeError);
     expect(() => native().resampleForModel(Buffer.alloc(8), 2, 2, 2, 8, 8)).toThrow(RangeError);
   });
+});
+
+describe('the model input resampled behind the decode', () => {
+  it('a JPEG under twice the model side gives the same cut-out as a lossless PNG of its decoded pixels (resampled after the decode)', async () => {
+    // The JPEG's model input is resampled row by row while its decode runs on another thread; the
+    // PNG's from the whole decoded image, on the free cores. The same pixels must give the same bytes.
+    const fromJpeg = await removeBackground(readFixture('swan-big.jpg'), { format: 'png' });
+    const fromPng = await removeBackground(readFixture('swan-big-decoded.png'), { format: 'png' });
+    expect([fromJpeg.width, fromJpeg.height]).toEqual([2989, 1680]);
+    expect([fromPng.width, fromPng.height]).toEqual([2989, 1680]);
+    expect(Buffer.compare(fromJpeg.data, fromPng.data)).toBe(0);
+  }, 60_000);
 });
