@@ -272,7 +272,11 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const size_t plane = static_cast<size_t>(in_w) * in_h;
   Pixels small;
   DecodedPtr decoded;
-  if (format == InputFormat::Jpeg && !shrinks_on_load(format, header, in_w, in_h)) {
+  const bool shrinks = shrinks_on_load(format, header, in_w, in_h);
+  // Beside another job's inference (no core free) the decode and the resampling take turns on this
+  // thread, as below: two threads beside the model's would oversubscribe the cores (parallel.h).
+  // The 4-in-flight bench could not tell the two apart (4 jobs in 1412-1547 ms either way).
+  if (format == InputFormat::Jpeg && !shrinks && free_cores() >= 2) {
     // A JPEG under twice the model's side (2 MP and less): a small decode would decode every pixel
     // too, so decode once and derive the model's input from it, resampled behind the decode on this
     // thread while the decode, on a thread of its own, writes strip after strip. The resampling
@@ -296,9 +300,10 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     decoded = full.get();  // the decode's own error first, if it failed
     if (!resampled) throw PipelineError(ErrorCode::Internal, "the decode ended before the model's input was read");
     t.decode += full_ms;
-  } else if (!shrinks_on_load(format, header, in_w, in_h)) {
-    // PNG, or a WebP no larger than the model's input: decode once, before the inference, and derive
-    // the model's input from it on the free cores (a PNG's decode has them all: libvips' workers).
+  } else if (!shrinks) {
+    // PNG, a WebP no larger than the model's input, or a small JPEG beside another job's inference:
+    // decode once, before the inference, and derive the model's input from it on the free cores (a
+    // PNG's decode has them all: libvips' workers).
     step = Clock::now();
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
