@@ -28,8 +28,8 @@ void* alloc_buffer(size_t bytes);
 void* alloc_lasting(size_t bytes);
 void free_buffer(void* p) noexcept;
 
-// Memory that lives as long as a model's session: ONNX Runtime's weights, prepacked for its kernels
-// when the session is created (the default model: 665 blocks, 41 MB). Packed one after the other
+// Memory that lives as long as a model's CPU session: ONNX Runtime's weights, prepacked for its
+// kernels when the session is created (the default model: 665 blocks, 41 MB). Packed one after the other
 // into 2 MiB-aligned mappings marked MADV_HUGEPAGE, so the kernels read them through a few huge
 // pages instead of some 10,000 small ones: from malloc, the same runs were 4-7 % slower (2 MP,
 // 14 pairs of fresh processes, every pair). A block freed early is reused only if it was the last

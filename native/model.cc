@@ -79,14 +79,22 @@ struct BufferOrtAllocator : OrtAllocator {
 };
 BufferOrtAllocator g_allocator;
 
-// Set on the thread that creates a session, to that session's arena: what it allocates (the weights,
-// prepacked for the kernels) lives as long as the session, so it is packed into the arena's huge
-// pages (buffers.h), never taken from the cached blocks rounded up to huge pages one by one.
-thread_local LastingArena* t_session_arena = nullptr;
+// Set on the thread that creates a session: what it allocates (the weights, prepacked for the
+// kernels) lives as long as the session, so it is never taken from the cached blocks rounded up to
+// huge pages one by one. On the CPU it is packed into the session's arena (buffers.h), whose huge
+// pages the kernels read at every run; with a GPU the weights' home is the device, and the host's
+// copies, freed once uploaded, would stay as holes in an arena: those come from malloc.
+struct CreatingSession {
+  bool active = false;
+  LastingArena* arena = nullptr;
+};
+thread_local CreatingSession t_creating;
+
+void* lasting_block(size_t size) { return t_creating.arena != nullptr ? t_creating.arena->alloc(size) : alloc_lasting(size); }
 
 void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
   try {
-    return t_session_arena != nullptr ? t_session_arena->alloc(size) : alloc_buffer(size);
+    return t_creating.active ? lasting_block(size) : alloc_buffer(size);
   } catch (...) {
     return nullptr;  // ONNX Runtime turns this into a failed run, not a crash
   }
@@ -94,7 +102,7 @@ void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
 // ONNX Runtime reserves what it keeps for the session's life (initializers) through this one.
 void* ORT_API_CALL allocator_reserve(OrtAllocator*, size_t size) noexcept {
   try {
-    return t_session_arena != nullptr ? t_session_arena->alloc(size) : alloc_lasting(size);
+    return t_creating.active ? lasting_block(size) : alloc_lasting(size);
   } catch (...) {
     return nullptr;
   }
@@ -160,9 +168,9 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     // spinning against 1.64-1.75 s not); a run alone was as fast either way within the noise.
     check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
     append_execution_provider(g_api, options, spec);
-    t_session_arena = &weights_;
+    t_creating = {true, spec.provider == "cpu" ? &weights_ : nullptr};
     OrtStatus* created = g_api->CreateSession(g_env, spec.path.c_str(), options, &session_);
-    t_session_arena = nullptr;
+    t_creating = {};
     check(created, "CreateSession");
   } catch (...) {
     g_api->ReleaseSessionOptions(options);

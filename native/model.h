@@ -67,7 +67,7 @@ class Model {
 
  private:
   ModelSpec spec_;
-  LastingArena weights_;  // the session's lasting memory; outlives the session (released first)
+  LastingArena weights_;  // on the CPU, the session's lasting memory; outlives the session (released first)
   OrtSession* session_ = nullptr;
   OrtMemoryInfo* memory_info_ = nullptr;
 };

@@ -4,9 +4,10 @@
 //
 // Why our own: libvips' resize ran single-threaded at these sizes (2 MP to 1024²: 9-11 ms on the
 // job's critical path), and enlarging a 0.5 MP upload to 1024² took it 29 ms. This one takes about
-// 6 ms of CPU at 2 MP, spread over the free cores, in fixed point as libvips' is (integer
-// multiply-adds, the same integers in every build). It rounds to bytes once where libvips rounded
-// between its two passes; on the dev set every score came out a little better
+// 6 ms of CPU at 2 MP, spread over the free cores (for a JPEG, behind its decode: below), in fixed
+// point as libvips' is (integer multiply-adds, the same integers in every build). It rounds to
+// bytes once where libvips rounded between its two passes; on the dev set every score came out a
+// little better
 // (docs/performance.md, issue 19, seventh pass).
 #pragma once
 #include <cstdint>
