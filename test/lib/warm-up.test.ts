@@ -47,7 +47,7 @@ describe('warming the model', () => {
 });
 
 describe("the model's weights", () => {
-  it('live in huge pages of their own while the model is loaded, and go back to the OS once it is dropped', async () => {
+  it('are mapped apart (2 MiB-aligned, advised for huge pages) while the model is loaded, and unmapped once it is dropped', async () => {
     const stats = await inChild<{ loaded: number; dropped: number }>(`
       await lib.preloadModel();
       const loaded = lib.nativeMemoryStats().lasting;
