@@ -166,7 +166,7 @@ void free_buffer(void* p) noexcept {
   if (p == nullptr) return;
   const Header header = header_of(p);
   if (header.arena != nullptr) {
-    header.arena->release(header.base);
+    header.arena->release();
   } else if (header.mapped != 0) {
     cache().give(header.base, header.mapped);
   } else {
@@ -212,22 +212,14 @@ void* LastingArena::alloc(size_t bytes) {
     used_ = 0;
   }
   uint8_t* block = chunks_.back().base + used_;
-  last_ = block;
-  last_from_ = used_;
   used_ += need;
   ++live_;
   return with_header({block, 0, this});
 }
 
-void LastingArena::release(void* block) noexcept {
+void LastingArena::release() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   --live_;
-  // Freed right after it was taken (a temporary while the session is created): the next block
-  // takes its place.
-  if (block == last_) {
-    used_ = last_from_;
-    last_ = nullptr;
-  }
 }
 
 LastingArena::~LastingArena() {

@@ -32,8 +32,9 @@ void free_buffer(void* p) noexcept;
 // kernels when the session is created (the default model: 665 blocks, 41 MB). Packed one after the other
 // into 2 MiB-aligned mappings marked MADV_HUGEPAGE, so the kernels read them through a few huge
 // pages instead of some 10,000 small ones: from malloc, the same runs were 4-7 % slower (2 MP,
-// 14 pairs of fresh processes, every pair). A block freed early is reused only if it was the last
-// one taken; the rest comes back when the arena is destroyed, after its session.
+// 14 pairs of fresh processes, every pair). A freed block is not reused: the memory comes back
+// when the arena is destroyed, after its session. No model of the manifest frees one earlier
+// (medium, medium-fp32, medium-fp16 and small: every block is freed as the session is released).
 class LastingArena {
  public:
   LastingArena() = default;
@@ -46,7 +47,7 @@ class LastingArena {
 
  private:
   friend void free_buffer(void* p) noexcept;
-  void release(void* block) noexcept;
+  void release() noexcept;
 
   struct Chunk {
     uint8_t* base;
@@ -54,10 +55,8 @@ class LastingArena {
   };
   std::mutex mutex_;
   std::vector<Chunk> chunks_;
-  size_t used_ = 0;          // bytes taken from the last chunk
-  size_t live_ = 0;          // blocks not yet released
-  uint8_t* last_ = nullptr;  // the block taken last, and where the last chunk stood before it
-  size_t last_from_ = 0;
+  size_t used_ = 0;  // bytes taken from the last chunk
+  size_t live_ = 0;  // blocks not yet released
 };
 
 // Memory for bytes that become a JavaScript Buffer (an encoded PNG): JavaScript decides when it is

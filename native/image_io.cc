@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "decode_progress.h"
 #include "errors.h"
 #include "model_resample.h"
 
@@ -370,6 +371,13 @@ Pixels model_input_from_decoded(const DecodedImage& image, int width, int height
 }
 
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format, DecodeProgress* progress) {
+  // However the decode ends, a reader waiting on `progress` learns that no more rows will come.
+  struct Finish {
+    DecodeProgress* progress;
+    ~Finish() {
+      if (progress != nullptr) progress->finish();
+    }
+  } finish{progress};
   VipsRef opened = open_image(data, length, format);
   // Rotation needs the whole image in memory (the loader reads sequentially): only images with an
   // EXIF orientation are materialised first. Upright ones go straight from the loader to the buffer.

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "buffers.h"
-#include "decode_progress.h"
 #include "options.h"
 
 namespace bgone {
@@ -40,8 +39,10 @@ struct DecodedDeleter {
   void operator()(DecodedImage* image) const;
 };
 using DecodedPtr = std::unique_ptr<DecodedImage, DecodedDeleter>;
+class DecodeProgress;
 // With `progress`, its buffer and then its rows are published as they are in memory, for a reader
-// on another thread (a JPEG's strip by strip; other formats' all at the end).
+// on another thread (a JPEG's strip by strip; other formats' all at the end), and its end, failed
+// or not.
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format, DecodeProgress* progress = nullptr);
 int decoded_width(const DecodedImage& image);
 int decoded_height(const DecodedImage& image);

@@ -102,7 +102,7 @@ void* ORT_API_CALL allocator_alloc(OrtAllocator*, size_t size) noexcept {
 // ONNX Runtime reserves what it keeps for the session's life (initializers) through this one.
 void* ORT_API_CALL allocator_reserve(OrtAllocator*, size_t size) noexcept {
   try {
-    return t_creating.active ? lasting_block(size) : alloc_lasting(size);
+    return lasting_block(size);  // outside a session's creation, from malloc
   } catch (...) {
     return nullptr;
   }

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "decode_progress.h"
 #include "parallel.h"
 
 namespace bgone {

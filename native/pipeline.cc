@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "decode_progress.h"
 #include "errors.h"
 #include "matting.h"
 #include "model_resample.h"
@@ -22,6 +23,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
+
+// The full-resolution decode on a thread of its own; `ms` gets its time. The future waits for the
+// thread when destroyed, also when the caller throws meanwhile: declare `ms` and `progress` before it.
+std::future<DecodedPtr> decode_full_async(const uint8_t* data, size_t length, InputFormat format, double& ms,
+                                          DecodeProgress* progress = nullptr) {
+  return std::async(std::launch::async, [data, length, format, &ms, progress] {
+    const auto start = Clock::now();
+    DecodedPtr decoded = decode_full(data, length, format, progress);
+    ms = ms_since(start);
+    return decoded;
+  });
+}
 
 struct Box {
   int x = 0, y = 0, w = 0, h = 0;
@@ -285,17 +298,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     step = Clock::now();
     double full_ms = 0;
     DecodeProgress progress;
-    // The future waits for its thread when destroyed, also when the resampling throws.
-    std::future<DecodedPtr> full = std::async(std::launch::async, [&full_ms, &progress, data, length, format] {
-      const auto s = Clock::now();
-      struct Finish {
-        DecodeProgress& p;
-        ~Finish() { p.finish(); }  // also when the decode throws: the reader stops waiting
-      } finish{progress};
-      DecodedPtr d = decode_full(data, length, format, &progress);
-      full_ms = ms_since(s);
-      return d;
-    });
+    std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms, &progress);
     const bool resampled = resample_for_model_behind(progress, in_w, in_h, small);
     decoded = full.get();  // the decode's own error first, if it failed
     if (!resampled) throw PipelineError(ErrorCode::Internal, "the decode ended before the model's input was read");
@@ -317,13 +320,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     // against 508 ms, the same CPU).
     step = Clock::now();
     double full_ms = 0;
-    // The future waits for its thread when destroyed, also when the small decode throws.
-    std::future<DecodedPtr> full = std::async(std::launch::async, [&full_ms, data, length, format] {
-      const auto s = Clock::now();
-      DecodedPtr d = decode_full(data, length, format);
-      full_ms = ms_since(s);
-      return d;
-    });
+    std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms);
     small = decode_for_model(data, length, format, header, in_w, in_h);
     decoded = full.get();
     t.decode += full_ms;
