@@ -1,5 +1,5 @@
 /**
- * Batches spread over several nodes (npm run bench:batches; issue 18).
+ * Batches spread over several nodes (npm run bench:batches).
  *
  * One batch of BENCH_BATCH_IMAGES (default 30) ~2 MP JPEGs (made in memory from a dev photo, as
  * bench:http does) is submitted to one node, first on a cluster of 1 node, then on one of 2 nodes,

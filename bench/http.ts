@@ -22,7 +22,7 @@
  * HTTP backend (default: the automatic choice, as `npm start`). BENCH_QUICK=1: concurrency 1 and 4 only,
  * 6 requests, fewer core calls (smoke run). BENCH_IMAGE=<file in datasets/dev/images> picks another photo.
  *
- * Issue 19's figures: the bare inference of the default model's file at 1024² by onnxruntime-node with
+ * Against bare inference: the bare inference of the default model's file at 1024² by onnxruntime-node with
  * its defaults but the core's intra-op thread count (helpers/ort-inference.ts), in a separate process (helpers/ort-inference.ts, one-shot) before the first level
  * and after the last, never beside the service; the p50 at concurrency 1 over it (target <= 1.15),
  * the req/s at concurrency 4 over 1 / it (target >= 0.9), the per-stage times and the CPU outside
@@ -76,7 +76,7 @@ const CORE_IN_FLIGHT = 2;
 const TARGET_RATIO = 0.95;
 /** Bare-inference runs (after one warm-up) in each of the two measurements. */
 const BARE_RUNS = QUICK ? 2 : 3;
-/** Issue 19: p50 at concurrency 1 <= this x bare inference; req/s at concurrency 4 >= this x 1 / bare. */
+/** Targets: p50 at concurrency 1 <= this x bare inference; req/s at concurrency 4 >= this x 1 / bare. */
 const P50_TARGET = 1.15;
 const THROUGHPUT_TARGET = 0.9;
 const THROUGHPUT_CONNECTIONS = 4;
@@ -415,7 +415,7 @@ interface Issue19 {
   peakRssMB: number;
 }
 
-/** What issue 19 asks of the HTTP path, printed and returned for the JSON. */
+/** The HTTP path against its targets, printed and returned for the JSON. */
 function issue19Figures(levels: LevelResult[], brackets: CoreBracket[], bareTimes: number[], idleRssMB: number, file: string): Issue19 {
   const bare = mean(bareTimes);
   const one = levels.find((l) => l.connections === 1);
@@ -441,7 +441,7 @@ function issue19Figures(levels: LevelResult[], brackets: CoreBracket[], bareTime
   };
   const mark = (met: boolean | undefined): string => (met === undefined ? 'not run' : met ? 'PASS' : 'MISS');
   printTable(
-    `Issue 19: against the bare inference of ${file} (onnxruntime-node defaults, own process, ${bareTimes.length} runs around the levels: ${fmt(bare)} ms)`,
+    `Targets: against the bare inference of ${file} (onnxruntime-node defaults, own process, ${bareTimes.length} runs around the levels: ${fmt(bare)} ms)`,
     ['figure', 'measured', 'target', 'met'],
     [
       [

@@ -1,5 +1,5 @@
 /**
- * Performance benchmark of the whole pipeline (npm run bench): what issues 11 and 19 ask of it, in one run.
+ * Performance benchmark of the whole pipeline (npm run bench): every target of the core, in one run.
  *
  * Inputs: JPEG photos of about 0.5, 2 and 12 MP, made in memory from a real photo of the dev dataset
  * (bench/helpers/make-inputs.ts, a child process: sharp must not load beside the addon).
@@ -29,7 +29,7 @@
  * JS mask resize, sharp PNG encode) on the 2 MP input in its own process: its time per image and
  * peak RSS, against bgone's at 2 MP.
  *
- * Targets (issue 19): end to end (median of 7 calls) at 2 MP <= 1.15 x bare inference of the same file
+ * Targets: end to end (median of 7 calls) at 2 MP <= 1.15 x bare inference of the same file
  * (the median of its 7 interleaved runs), at 12 MP
  * <= 1.30 x; with 4 jobs in flight >= 0.9 x 1 / bare inference; CPU outside inference at 2 MP <= 60
  * ms; peak RSS at 2 MP <= 500 MB, at 12 MP <= 700 MB; idle RSS after load <= 200 MB; memory back
@@ -96,7 +96,7 @@ const REFERENCE_WARMUP = 1;
 const THROUGHPUT_JOBS = 4;
 const THROUGHPUT_MP = 2;
 
-/** End to end (median) / bare inference of the same model file, by megapixels (issue 19). */
+/** End to end (median) / bare inference of the same model file, by megapixels. */
 const RATIO_TARGETS: Record<number, number> = { 2: 1.15, 12: 1.3 };
 const IDLE_RSS_TARGET_MB = 200;
 /** Peak RSS targets by megapixels. */
@@ -355,7 +355,7 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
     const pureMean = mean(pureTimes);
     const pureMedian = median(pureTimes);
     const target = RATIO_TARGETS[image.megapixels] ?? null;
-    // The median: one slow call on a shared machine should not decide it (issue 19 asks for the p50).
+    // The median: one slow call on a shared machine should not decide it (the target is on the p50).
     // Median against median: the bare runs, one right before each measured call, are as noisy.
     const ratioToPureInference = endToEnd.median / pureMedian;
     const cpu = stats(cpuOutside);
@@ -670,7 +670,7 @@ function report(
   }
 
   printTable(
-    'Issue 19 targets',
+    'Targets',
     ['target', 'measured', 'met'],
     checks.map((c) => [c.target, c.measured, c.met === null ? 'not run' : mark(c.met)]),
     2,

@@ -16,7 +16,7 @@
  * the ledger: credits charged = 200 answers, nothing left reserved.
  * SOAK_REQUESTS (default 2000; 0 skips this mix) and SOAK_CONCURRENCY (default 8) change the run.
  *
- * Then the fairness phase (helpers/soak-abuse.ts, issue 17): a well-behaved account's `/remove`
+ * Then the fairness phase (helpers/soak-abuse.ts): a well-behaved account's `/remove`
  * requests one at a time, alone and then beside abusers (a stuck webhook endpoint flooded with test
  * events, idle uploads declaring a big Content-Length, slow trickling uploads from several accounts,
  * the SQLite file locked by another process for a while), with its p99 and 5xx against the target

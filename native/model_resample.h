@@ -7,8 +7,7 @@
 // 6 ms of CPU at 2 MP, spread over the free cores (for a JPEG, behind its decode: below), in fixed
 // point as libvips' is (integer multiply-adds, the same integers in every build). It rounds to
 // bytes once where libvips rounded between its two passes; on the dev set every score came out a
-// little better
-// (docs/performance.md, issue 19, seventh pass).
+// little better (docs/performance.md, "The model's input").
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 /**
- * The soak bench's fairness phase (issue 17): a well-behaved account sends `/remove` requests one
+ * The soak bench's fairness phase: a well-behaved account sends `/remove` requests one
  * at a time, first alone, then beside abusive accounts:
  *
  *   webhook-flood  test events, as fast as its rate limit lets it, to an endpoint that never answers
