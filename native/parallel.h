@@ -28,7 +28,7 @@ void parallel_rows(int height, const std::function<void(int, int)>& fn);
 // The same, never splitting a group of `group` rows (each block starts at a multiple of it).
 void parallel_rows(int height, int group, const std::function<void(int, int)>& fn);
 // Splits rows [0, height) into one contiguous band per free core: fn(first_row, end_row). For
-// work whose bands each pay a start-up (matting.cc's streamed box means read r rows around them).
+// work whose bands each pay a start-up (box_mean.h's streamed box means read r rows around them).
 void parallel_bands(int height, const std::function<void(int, int)>& fn);
 
 }  // namespace bgone
