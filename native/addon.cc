@@ -19,6 +19,7 @@
 #include "jobs.h"
 #include "model.h"
 #include "model_resample.h"
+#include "ort.h"
 #include "pipeline.h"
 #include "png_writer.h"
 #include "providers.h"
@@ -222,7 +223,6 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
     o.finish();
     init_vips();
     load_onnxruntime(onnxruntime);
-    bind_provider_runtime(onnxruntime);
   } catch (const ContractError& e) {
     return throw_type_error(env, e);
   } catch (const PipelineError& e) {

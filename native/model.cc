@@ -1,6 +1,5 @@
 #include "model.h"
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -11,15 +10,12 @@
 #include "errors.h"
 #include "jobs.h"
 #include "onnxruntime_c_api.h"
+#include "ort.h"
 #include "parallel.h"
 #include "providers.h"
 
 namespace bgone {
 namespace {
-
-const OrtApi* g_api = nullptr;
-OrtEnv* g_env = nullptr;
-std::mutex g_load_mutex;
 
 // How the model runs of the process share the cores. A job alone in the native core runs alone,
 // on every core. While other jobs are in progress, a second run may start beside the first (on the
@@ -63,12 +59,7 @@ class RunSlots {
 };
 RunSlots g_run_slots;
 
-void check(OrtStatus* status, const char* what) {
-  if (status == nullptr) return;
-  std::string message = std::string(what) + ": " + g_api->GetErrorMessage(status);
-  g_api->ReleaseStatus(status);
-  throw PipelineError(ErrorCode::Internal, message);
-}
+void check(OrtStatus* status, const char* what) { ort_check(status, what); }
 
 // ONNX Runtime's CPU memory comes from buffers.h: the large blocks of a run (the memory pattern's
 // block, the output, the convolutions' scratch) land on huge pages and are reused warm by the next
@@ -121,68 +112,48 @@ void register_allocator() {
   g_allocator.GetStats = nullptr;
   g_allocator.AllocOnStream = nullptr;
   g_allocator.Shrink = nullptr;
-  check(g_api->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &g_allocator.info), "CreateCpuMemoryInfo");
-  check(g_api->RegisterAllocator(g_env, &g_allocator), "RegisterAllocator");
+  check(ort_api()->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &g_allocator.info), "CreateCpuMemoryInfo");
+  check(ort_api()->RegisterAllocator(ort_env(), &g_allocator), "RegisterAllocator");
 }
 
 }  // namespace
 
-void load_onnxruntime(const std::string& library_path) {
-  std::lock_guard<std::mutex> lock(g_load_mutex);
-  if (g_api != nullptr) return;
-  // ONNX Runtime's Linux build otherwise starts telemetry that writes files under $TMPDIR and
-  // $HOME/.cache when the environment is created: a self-hosted service must not phone home or
-  // touch the disk. Only this variable, set before CreateEnv, stops it (measured on 1.30).
-  setenv("ORT_DISABLE_TELEMETRY", "1", 1);
-  // RTLD_LOCAL: onnxruntime-node may load its own copy of the same library into the process.
-  void* handle = dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) throw PipelineError(ErrorCode::Internal, std::string("cannot load ONNX Runtime: ") + dlerror());
-  using GetApiBase = const OrtApiBase* (*)();
-  auto get_api_base = reinterpret_cast<GetApiBase>(dlsym(handle, "OrtGetApiBase"));
-  if (get_api_base == nullptr) throw PipelineError(ErrorCode::Internal, "OrtGetApiBase not found in " + library_path);
-  const OrtApi* api = get_api_base()->GetApi(ORT_API_VERSION);
-  if (api == nullptr)
-    throw PipelineError(ErrorCode::Internal, "ONNX Runtime does not provide C API version " + std::to_string(ORT_API_VERSION));
-  g_api = api;
-  check(g_api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "bgone", &g_env), "CreateEnv");
-  register_allocator();
-}
-
 Model::Model(const ModelSpec& spec) : spec_(spec) {
-  if (g_api == nullptr) throw PipelineError(ErrorCode::Internal, "ONNX Runtime is not loaded");
+  static std::once_flag registered;
+  std::call_once(registered, register_allocator);
   OrtSessionOptions* options = nullptr;
-  check(g_api->CreateSessionOptions(&options), "CreateSessionOptions");
+  check(ort_api()->CreateSessionOptions(&options), "CreateSessionOptions");
   try {
-    check(g_api->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
-    check(g_api->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
-    check(g_api->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+    check(ort_api()->SetIntraOpNumThreads(options, spec.threads), "SetIntraOpNumThreads");
+    check(ort_api()->SetInterOpNumThreads(options, 1), "SetInterOpNumThreads");
+    check(ort_api()->SetSessionGraphOptimizationLevel(options, ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
     // No arena: with the float models the arena and the memory patterns together cost about 1 GB of
     // peak RSS, and an arena keeps its memory for good. Blocks come from our allocator instead
     // (above), which keeps them warm only while jobs run. The memory pattern stays on: it plans one
     // block per run for the intermediate tensors instead of a malloc and free per op (with the int8
     // model, many small quantize/dequantize tensors, turning it off made the run 15-20 % slower).
-    check(g_api->DisableCpuMemArena(options), "DisableCpuMemArena");
-    check(g_api->AddSessionConfigEntry(options, "session.use_env_allocators", "1"), "use_env_allocators");
+    check(ort_api()->DisableCpuMemArena(options), "DisableCpuMemArena");
+    check(ort_api()->AddSessionConfigEntry(options, "session.use_env_allocators", "1"), "use_env_allocators");
     // Intra-op threads do not spin while they wait: beside a second run or another job's decode and
     // encode, a spinning thread takes the core the other one needs (4 jobs at once: 1.80-1.87 s
     // spinning against 1.64-1.75 s not); a run alone was as fast either way within the noise.
-    check(g_api->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
-    append_execution_provider(g_api, options, spec);
+    check(ort_api()->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
+    append_execution_provider(options, spec);
     t_creating = {true, spec.provider == "cpu" ? &weights_ : nullptr};
-    OrtStatus* created = g_api->CreateSession(g_env, spec.path.c_str(), options, &session_);
+    OrtStatus* created = ort_api()->CreateSession(ort_env(), spec.path.c_str(), options, &session_);
     t_creating = {};
     check(created, "CreateSession");
   } catch (...) {
-    g_api->ReleaseSessionOptions(options);
+    ort_api()->ReleaseSessionOptions(options);
     throw;
   }
-  g_api->ReleaseSessionOptions(options);
-  check(g_api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &memory_info_), "CreateCpuMemoryInfo");
+  ort_api()->ReleaseSessionOptions(options);
+  check(ort_api()->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &memory_info_), "CreateCpuMemoryInfo");
 }
 
 Model::~Model() {
-  if (memory_info_ != nullptr) g_api->ReleaseMemoryInfo(memory_info_);
-  if (session_ != nullptr) g_api->ReleaseSession(session_);
+  if (memory_info_ != nullptr) ort_api()->ReleaseMemoryInfo(memory_info_);
+  if (session_ != nullptr) ort_api()->ReleaseSession(session_);
 }
 
 namespace {
@@ -201,8 +172,8 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   const size_t plane = static_cast<size_t>(width) * height;
   if (input.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "model input has the wrong size");
   OrtValue* input_value = nullptr;
-  check(g_api->CreateTensorWithDataAsOrtValue(memory_info_, input.data(), input.size() * sizeof(float), shape, 4,
-                                              ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &input_value),
+  check(ort_api()->CreateTensorWithDataAsOrtValue(memory_info_, input.data(), input.size() * sizeof(float), shape, 4,
+                                                  ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &input_value),
         "CreateTensor");
   const char* input_names[] = {spec_.input_name.c_str()};
   const char* output_names[] = {spec_.output_name.c_str()};
@@ -219,28 +190,28 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     // On the CPU the run takes its intra-op threads' cores; with a GPU, the calling thread's only.
     const CoresInUse cores(spec_.provider == "cpu" ? spec_.threads : 1);
     const double cpu_start = process_cpu_ms();
-    status = g_api->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
+    status = ort_api()->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
     cost.cpu = process_cpu_ms() - cpu_start;
   }
-  g_api->ReleaseValue(input_value);
+  ort_api()->ReleaseValue(input_value);
   check(status, "Run");
   try {
     OrtTensorTypeAndShapeInfo* info = nullptr;
-    check(g_api->GetTensorTypeAndShape(output_value, &info), "GetTensorTypeAndShape");
+    check(ort_api()->GetTensorTypeAndShape(output_value, &info), "GetTensorTypeAndShape");
     size_t count = 0;
-    OrtStatus* count_status = g_api->GetTensorShapeElementCount(info, &count);
-    g_api->ReleaseTensorTypeAndShapeInfo(info);
+    OrtStatus* count_status = ort_api()->GetTensorShapeElementCount(info, &count);
+    ort_api()->ReleaseTensorTypeAndShapeInfo(info);
     check(count_status, "GetTensorShapeElementCount");
     if (count != plane)
       throw PipelineError(ErrorCode::Internal, "model output has " + std::to_string(count) + " values, expected " + std::to_string(plane));
     float* data = nullptr;
-    check(g_api->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
+    check(ort_api()->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
     out.assign(data, data + plane);
   } catch (...) {
-    g_api->ReleaseValue(output_value);
+    ort_api()->ReleaseValue(output_value);
     throw;
   }
-  g_api->ReleaseValue(output_value);
+  ort_api()->ReleaseValue(output_value);
   return cost;
 }
 

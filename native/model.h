@@ -1,7 +1,5 @@
-// One ONNX model session behind the ONNX Runtime C API. The runtime library is opened with dlopen
-// from a path chosen in JavaScript (onnxruntime-node's copy), so the addon has no link-time
-// dependency on it. A job alone runs its model alone, on every core; beside other jobs at most two
-// runs share the cores (model.cc, RunSlots).
+// One ONNX model session behind the ONNX Runtime C API (the library: ort.h). A job alone runs its model alone, on every core; beside other
+// jobs at most two runs share the cores (model.cc, RunSlots).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "buffers.h"
+#include "model_spec.h"
 
 struct OrtApi;
 struct OrtEnv;
@@ -18,30 +17,6 @@ struct OrtSessionOptions;
 struct OrtMemoryInfo;
 
 namespace bgone {
-
-// Set by addon.cc from the model's manifest entry (src/lib/models.ts); no field has a default here.
-struct ModelSpec {
-  std::string path;
-  std::string input_name;
-  std::string output_name;
-  int width = 0;
-  int height = 0;
-  float mean[3] = {};
-  float std[3] = {};
-  int threads = 0;            // intra-op threads, chosen in TypeScript (src/lib/settings.ts inferenceThreadCount)
-  bool dynamic_size = false;  // the graph's input height and width are symbolic: any job size works
-  // Execution provider (providers.h): "cpu" or "cuda"; with "cuda", the GPU's index and the most GPU
-  // memory ONNX Runtime's arena may take (MiB, 0: no limit).
-  std::string provider;
-  int device_id = 0;
-  long long gpu_mem_limit_mb = 0;
-  // Runs of the model on a blank warm_up_side² input right after loading (0: none): see warm_up.
-  int warm_up_runs = 0;
-  int warm_up_side = 0;
-};
-
-// Loads libonnxruntime once per process; later calls with another path are ignored.
-void load_onnxruntime(const std::string& library_path);
 
 class Model {
  public:

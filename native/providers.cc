@@ -1,18 +1,12 @@
 #include "providers.h"
 
-#include <dlfcn.h>
-
 #include <cctype>
-#include <mutex>
 
 #include "onnxruntime_c_api.h"
+#include "ort.h"
 
 namespace bgone {
 namespace {
-
-std::mutex g_bind_mutex;
-const OrtApi* g_api = nullptr;
-std::string g_library_path;
 
 // What a GPU deployment needs, for the messages below (README.md, "GPU deployment").
 const char* const kGpuNeeds =
@@ -24,44 +18,32 @@ ProviderError cuda_unavailable(const OrtApi* api, OrtStatus* status, const char*
   std::string reason = api->GetErrorMessage(status);
   api->ReleaseStatus(status);
   while (!reason.empty() && (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.')) reason.pop_back();
-  const std::string library = g_library_path.empty() ? "" : " (" + g_library_path + ")";
+  const std::string& path = ort_library_path();
+  const std::string library = path.empty() ? "" : " (" + path + ")";
   return ProviderError("the loaded ONNX Runtime" + library + " has no usable CUDA execution provider: " + step + " failed: " + reason +
                        ". " + kGpuNeeds + ".");
 }
 
 }  // namespace
 
-void bind_provider_runtime(const std::string& library_path) {
-  std::lock_guard<std::mutex> lock(g_bind_mutex);
-  if (g_api != nullptr) return;
-  // RTLD_NOLOAD: the library load_onnxruntime opened, never a second copy.
-  void* handle = dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (handle == nullptr) throw PipelineError(ErrorCode::Internal, "ONNX Runtime is not loaded from " + library_path);
-  using GetApiBase = const OrtApiBase* (*)();
-  auto get_api_base = reinterpret_cast<GetApiBase>(dlsym(handle, "OrtGetApiBase"));
-  const OrtApi* api = get_api_base == nullptr ? nullptr : get_api_base()->GetApi(ORT_API_VERSION);
-  if (api == nullptr) throw PipelineError(ErrorCode::Internal, "ONNX Runtime C API not found in " + library_path);
-  g_api = api;
-  g_library_path = library_path;
-}
-
 std::vector<std::string> available_providers() {
-  if (g_api == nullptr) throw PipelineError(ErrorCode::Internal, "ONNX Runtime is not loaded");
+  const OrtApi* api = ort_api();
   char** names = nullptr;
   int count = 0;
-  OrtStatus* status = g_api->GetAvailableProviders(&names, &count);
+  OrtStatus* status = api->GetAvailableProviders(&names, &count);
   if (status != nullptr) {
-    const std::string message = std::string("GetAvailableProviders: ") + g_api->GetErrorMessage(status);
-    g_api->ReleaseStatus(status);
+    const std::string message = std::string("GetAvailableProviders: ") + api->GetErrorMessage(status);
+    api->ReleaseStatus(status);
     throw PipelineError(ErrorCode::Internal, message);
   }
   std::vector<std::string> out(names, names + count);
-  OrtStatus* released = g_api->ReleaseAvailableProviders(names, count);
-  if (released != nullptr) g_api->ReleaseStatus(released);
+  OrtStatus* released = api->ReleaseAvailableProviders(names, count);
+  if (released != nullptr) api->ReleaseStatus(released);
   return out;
 }
 
-void append_execution_provider(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec) {
+void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec) {
+  const OrtApi* api = ort_api();
   if (spec.provider == "cpu") return;
   if (spec.provider != "cuda") throw PipelineError(ErrorCode::Internal, "unknown execution provider \"" + spec.provider + "\"");
   // A runtime built without CUDA fails here; onnxruntime-node's Linux build (CUDA through provider
