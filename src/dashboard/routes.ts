@@ -74,7 +74,10 @@ export function mountDashboard(context: ServiceContext, deps: DashboardDeps): vo
   router.group('/dashboard/', kit.fallback);
 
   mountUsage(kit);
-  mountAuth(kit, { auth, preLogin: new PreLoginCsrf(), signupOpen: deps.signup ?? true });
+  // Keyed by the store's server key: every node on one database accepts the forms of any other.
+  const preLogin = new PreLoginCsrf(() => store.serverKey());
+  preLogin.preload();
+  mountAuth(kit, { auth, preLogin, signupOpen: deps.signup ?? true });
   mountKeys(kit);
   mountWebhooks(kit, { webhookAllowPrivate: deps.webhookAllowPrivate ?? false, onWebhookTest: deps.onWebhookTest });
   mountPlans(kit, deps.billing ?? null);

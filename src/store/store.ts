@@ -467,6 +467,13 @@ export interface Store {
   /** Several nodes sharing batch work (PostgreSQL); absent where one node does all of it (SQLite). */
   readonly cluster?: ClusterStore | undefined;
   readonly isOpen: boolean;
+  /**
+   * The database's own secret: 32 random bytes, written by the first call on a fresh database (one
+   * row, created atomically however many processes ask at once) and the same for every process on
+   * that database from then on, across restarts. Keys that every node must share are derived from
+   * it (the dashboard's pre-login CSRF tokens).
+   */
+  serverKey(): Promise<Buffer>;
   /** Resolves when the database answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>;
   /** Idempotent. */

@@ -79,6 +79,7 @@ describe('database file', () => {
       'grants',
       'idempotency_keys',
       'reservations',
+      'server_key',
       'sessions',
       'webhook_deliveries',
       'webhook_endpoints',

@@ -54,6 +54,17 @@ describe.each(STORE_KINDS)('%s store', (kind) => {
       }
     });
 
+    it('serverKey: 32 random bytes, one per database, the same for every store on it and after reopening', async () => {
+      const [a, b] = await Promise.all([t.open(), t.open()]);
+      const [keyA, keyB] = await Promise.all([a.serverKey(), b.serverKey()]);
+      expect(keyA).toHaveLength(32);
+      expect(keyB.equals(keyA)).toBe(true);
+      await Promise.all([a.close(), b.close()]);
+      const again = await t.open();
+      expect((await again.serverKey()).equals(keyA)).toBe(true);
+      await again.close();
+    });
+
     it('rejects bad options', async () => {
       await expect(t.open({ lastUsedResolutionMs: -1 })).rejects.toThrow(RangeError);
       await expect(t.open({ sessionTtlMs: 0 })).rejects.toThrow(RangeError);

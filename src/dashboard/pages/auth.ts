@@ -27,8 +27,8 @@ export function mountAuth(kit: DashboardKit, { auth, preLogin, signupOpen }: Aut
   const { store, sessions, logger, currentSession } = kit;
 
   /** The pre-login CSRF token for a form page, and the cookie to set when the browser had none. */
-  function preLoginToken(pr: PageRequest): { token: string; cookies: string[] } {
-    const issued = preLogin.issue(pr.cookies.get(PRE_LOGIN_COOKIE));
+  async function preLoginToken(pr: PageRequest): Promise<{ token: string; cookies: string[] }> {
+    const issued = await preLogin.issue(pr.cookies.get(PRE_LOGIN_COOKIE));
     const cookies = issued.fresh ? [serializeCookie(PRE_LOGIN_COOKIE, issued.nonce, { secure: pr.secure, maxAgeSeconds: PRE_LOGIN_COOKIE_SECONDS })] : [];
     return { token: issued.token, cookies };
   }
@@ -36,7 +36,7 @@ export function mountAuth(kit: DashboardKit, { auth, preLogin, signupOpen }: Aut
   /** Reads a pre-login form and checks its double-submit token. */
   async function preLoginForm(pr: PageRequest): Promise<{ form: Map<string, string>; valid: boolean }> {
     const form = parseForm(pr.ex.req.header('content-type'), await kit.formBody(pr), [CSRF_FIELD, 'email', 'password']);
-    return { form, valid: preLogin.verify(pr.cookies.get(PRE_LOGIN_COOKIE), form.get(CSRF_FIELD)) };
+    return { form, valid: await preLogin.verify(pr.cookies.get(PRE_LOGIN_COOKIE), form.get(CSRF_FIELD)) };
   }
 
   async function startSession(pr: PageRequest, accountId: number) {
@@ -62,7 +62,7 @@ export function mountAuth(kit: DashboardKit, { auth, preLogin, signupOpen }: Aut
   kit.route('GET', '/dashboard/signup', async (pr) => {
     if (!signupOpen) return signupClosed();
     if (await currentSession(pr)) return redirect('/dashboard');
-    const { token, cookies } = preLoginToken(pr);
+    const { token, cookies } = await preLoginToken(pr);
     return htmlReply(200, signupPage({ csrf: token }), cookies);
   });
 
@@ -70,7 +70,7 @@ export function mountAuth(kit: DashboardKit, { auth, preLogin, signupOpen }: Aut
     if (!signupOpen) return signupClosed(); // before the body: nothing of it is needed
     const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
-    const { token, cookies } = preLoginToken(pr);
+    const { token, cookies } = await preLoginToken(pr);
     if (!valid) return htmlReply(403, signupPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED } }), cookies);
     const result = await auth.signUp(email, form.get('password') ?? '', pr.ip);
     if (!result.ok) return authFailure(result, (message) => signupPage({ csrf: token, email, message }), cookies);
@@ -82,14 +82,14 @@ export function mountAuth(kit: DashboardKit, { auth, preLogin, signupOpen }: Aut
 
   kit.route('GET', '/dashboard/login', async (pr) => {
     if (await currentSession(pr)) return redirect('/dashboard');
-    const { token, cookies } = preLoginToken(pr);
+    const { token, cookies } = await preLoginToken(pr);
     return htmlReply(200, loginPage({ csrf: token, message: kit.noticeOf(pr), signupOpen }), cookies);
   });
 
   kit.route('POST', '/dashboard/login', async (pr) => {
     const { form, valid } = await preLoginForm(pr);
     const email = form.get('email') ?? '';
-    const { token, cookies } = preLoginToken(pr);
+    const { token, cookies } = await preLoginToken(pr);
     if (!valid) return htmlReply(403, loginPage({ csrf: token, email, message: { kind: 'error', text: FORM_EXPIRED }, signupOpen }), cookies);
     const result = await auth.logIn(email, form.get('password') ?? '', pr.ip);
     if (!result.ok) return authFailure(result, (message) => loginPage({ csrf: token, email, message, signupOpen }), cookies);

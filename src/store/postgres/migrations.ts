@@ -226,6 +226,15 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE batch_images ADD COLUMN runner TEXT;    -- the node processing it (while 'processing')
   CREATE INDEX batch_images_queued ON batch_images (batch_id, position) WHERE status = 'queued';
   `,
+  // 5: the database's own secret, one row written by the first node that asks for it
+  // (Store.serverKey): every node derives the same keys from it.
+  `
+  CREATE TABLE server_key (
+    id         SMALLINT PRIMARY KEY CHECK (id = 1),
+    secret     BYTEA    NOT NULL CHECK (length(secret) = 32), -- 32 random bytes
+    created_at BIGINT   NOT NULL
+  );
+  `,
 ];
 
 /** The schema version this build writes and understands. */

@@ -10,7 +10,7 @@
  * released.
  */
 
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { ORPHAN_ERROR } from '../batch-rules.js';
 import { type Clock, systemClock } from '../clock.js';
@@ -204,6 +204,19 @@ export class PostgresStore implements Store {
 
   async ping(): Promise<void> {
     await this.#pool.query('SELECT 1');
+  }
+
+  /**
+   * The first call on the database writes the row; nodes asking at once all keep the first row
+   * committed (ON CONFLICT waits for it), and the read that follows, a statement of its own, sees it.
+   */
+  async serverKey(): Promise<Buffer> {
+    await this.#pool.query('INSERT INTO server_key (id, secret, created_at) VALUES (1, $1, $2) ON CONFLICT (id) DO NOTHING', [
+      randomBytes(32),
+      this.clock().getTime(),
+    ]);
+    const { rows } = await this.#pool.query<{ secret: Buffer }>('SELECT secret FROM server_key WHERE id = 1');
+    return rows[0]!.secret;
   }
 
   /**

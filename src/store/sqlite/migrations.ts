@@ -181,6 +181,15 @@ export const MIGRATIONS: readonly string[] = [
   // 4: when a delivery ended (delivered or failed), for the outbox's retention: the statements
   // are PostgreSQL's 3 too (../outbox-ended-migration.ts).
   outboxEndedMigration('INTEGER'),
+  // 5: the database's own secret, one row written by the first process that asks for it
+  // (Store.serverKey): every process on the file derives the same keys from it.
+  `
+  CREATE TABLE server_key (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    secret     BLOB    NOT NULL CHECK (length(secret) = 32), -- 32 random bytes
+    created_at INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];
 
 /** The schema version this build writes and understands. */

@@ -6,7 +6,7 @@
  * src/store sees a statement, a row or the connection. Each call goes through whenFree (busy.ts):
  * while another process holds the file, the call waits between attempts, never inside one.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
 import { type Clock, systemClock } from '../clock.js';
 import { type LoginThrottleStore, MemoryLoginThrottle } from '../login-throttle.js';
@@ -61,6 +61,8 @@ export class SqliteStore implements Store {
   readonly batches: BatchStore;
   readonly #db: Db;
   readonly #ping: Statement<[], unknown>;
+  readonly #insertServerKey: Statement<[Buffer, number]>;
+  readonly #selectServerKey: Statement<[], { secret: Buffer }>;
   readonly #ownerLock: OwnerLock | undefined;
 
   constructor(options: SqliteStoreOptions) {
@@ -80,6 +82,8 @@ export class SqliteStore implements Store {
     }
     this.#db = db;
     this.#ping = db.prepare<[], unknown>('SELECT 1');
+    this.#insertServerKey = db.prepare<[Buffer, number]>('INSERT INTO server_key (id, secret, created_at) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING');
+    this.#selectServerKey = db.prepare<[], { secret: Buffer }>('SELECT secret FROM server_key WHERE id = 1');
     try {
       const accounts = new Accounts(db, this.clock, this.plans);
       const credentials = new Credentials(db);
@@ -185,6 +189,14 @@ export class SqliteStore implements Store {
 
   async ping(): Promise<void> {
     await whenFree(() => this.#ping.get());
+  }
+
+  /** The first call on the file writes the row; every later one, in any process, reads it. */
+  serverKey(): Promise<Buffer> {
+    return whenFree(() => {
+      this.#insertServerKey.run(randomBytes(32), this.clock().getTime());
+      return this.#selectServerKey.get()!.secret;
+    });
   }
 
   /** Idempotent. Reservations still held are released by the next process's recoverAfterCrash(). */
