@@ -27,6 +27,7 @@ import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputForma
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { HttpError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
+import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
@@ -119,6 +120,13 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         return why;
       });
       if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
+      // File names are kept with the batch and sent in its events: the whole request is refused.
+      const badName = form.images.findIndex((image) => hasControlCharacter(image.filename));
+      if (badName !== -1)
+        throw new HttpError('validation_error', 'An image_file part has a file name with a control character (NUL, line breaks and the like).', {
+          field: 'image_file',
+          position: badName,
+        });
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
       const options = optionsFromForm(form.fields, deps.model);
       let normalised: NormalisedOptions;

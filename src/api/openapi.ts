@@ -206,7 +206,7 @@ export function openApiDocument(): Record<string, unknown> {
               description:
                 'https:// only; must not name or resolve to a loopback, private, link-local or metadata address, nor to an IPv6 address leading to one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo).',
             },
-            description: { type: 'string', maxLength: 200 },
+            description: { type: 'string', maxLength: 200, description: 'One line of text: no control characters (NUL, TAB, CR, LF and the like).' },
           },
         },
       },

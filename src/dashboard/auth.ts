@@ -13,6 +13,7 @@
  * node like the failures. The scrypt work goes through the
  * PasswordHasher, which bounds it; a refusal there takes the attempt back (no work was done).
  */
+import { hasControlCharacter } from '../service/user-text.js';
 import type { Account, LimitDecision, LoginLimits, Store } from '../store/index.js';
 import { normalizeEmail, StoreError } from '../store/index.js';
 import { addressBlock } from './address-block.js';
@@ -21,6 +22,7 @@ import { type PasswordHasher, PasswordWorkOverloaded, passwordProblem } from './
 export const LOGIN_FAILED = 'Wrong email or password.';
 export const SIGNUP_FAILED = 'We could not create an account with these details. Check the email address, or log in if you already have an account.';
 export const ACCOUNT_DISABLED = 'This account is disabled. Contact the operator of this service.';
+export const INVALID_EMAIL = 'That is not a valid email address.';
 export const PASSWORD_WORK_BUSY = 'Too many sign-ups and logins are being processed right now. Try again in a few seconds.';
 const MAX_EMAIL_LENGTH = 254;
 const HOUR_MS = 60 * 60 * 1000;
@@ -64,6 +66,8 @@ export class AuthService {
 
   /** A Free account with this password and its first API key (returned once), in one transaction. */
   async signUp(email: string, password: string, ip: string): Promise<SignUpResult> {
+    // Malformed text names no account: refused before any count or work, like a bad password.
+    if (hasControlCharacter(email)) return { ok: false, status: 400, message: INVALID_EMAIL };
     const throttle = this.store.loginThrottle;
     const signup = await throttle.begin(undefined, signupKey(ip), this.signupLimits);
     if (!signup.allowed) return tooMany(signup, `Too many sign-ups from your network address: at most ${this.signupLimits.perIp.maxFailures} an hour.`);
@@ -97,6 +101,7 @@ export class AuthService {
   }
 
   async logIn(email: string, password: string, ip: string): Promise<LoginResult> {
+    if (hasControlCharacter(email)) return { ok: false, status: 400, message: INVALID_EMAIL };
     const key = normalizeEmail(email).slice(0, MAX_EMAIL_LENGTH + 1);
     const throttle = this.store.loginThrottle;
     const gate = await throttle.begin(key, ip, this.limits);

@@ -1,8 +1,9 @@
 /**
  * Creating a webhook endpoint, the same from the API and the dashboard: the URL checked
- * (address-guard.ts), the description bounded, at most MAX_WEBHOOK_ENDPOINTS per account.
+ * (address-guard.ts), the description bounded and free of control characters, at most MAX_WEBHOOK_ENDPOINTS per account.
  */
 import { HttpError } from '../service/errors.js';
+import { hasControlCharacter } from '../service/user-text.js';
 import type { CreatedWebhookEndpoint, Store } from '../store/index.js';
 import { webhookUrlProblem } from './address-guard.js';
 
@@ -23,6 +24,10 @@ export async function createWebhookEndpoint(store: Store, accountId: number, inp
   const description = input.description ?? '';
   if (typeof description !== 'string' || description.length > MAX_DESCRIPTION_LENGTH)
     throw new HttpError('validation_error', `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters.`, { field: 'description' });
+  if (hasControlCharacter(description))
+    throw new HttpError('validation_error', 'description must not contain control characters (NUL, tab, line breaks and the like).', {
+      field: 'description',
+    });
   const created = await store.webhooks.create(accountId, { url, description, maxEndpoints: MAX_WEBHOOK_ENDPOINTS });
   if (!created)
     throw new HttpError('validation_error', `An account has at most ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first.`, {
