@@ -204,7 +204,7 @@ export function openApiDocument(): Record<string, unknown> {
               type: 'string',
               maxLength: 2048,
               description:
-                'https:// only; must not name or resolve to a loopback, private, link-local or metadata address, nor to an IPv6 address leading to one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo).',
+                'https:// only, without control characters; must not name or resolve to a loopback, private (IPv6 site-local fec0::/10 included), link-local or metadata address, nor to an IPv6 address leading to one (IPv4-mapped or -compatible, NAT64, 6to4, Teredo). A host with a trailing dot is the host without it.',
             },
             description: { type: 'string', maxLength: 200, description: 'One line of text: no control characters (NUL, TAB, CR, LF and the like).' },
           },

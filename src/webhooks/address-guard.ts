@@ -1,6 +1,7 @@
 /**
- * SSRF defence for webhook URLs (docs/contract.md): `https://` only, and never an address on
- * loopback, private, link-local, carrier-grade NAT, multicast or cloud-metadata ranges. A URL is
+ * SSRF defence for webhook URLs (docs/contract.md): `https://` only, no control characters, and
+ * never an address on loopback, private, site-local, link-local, carrier-grade NAT, multicast or
+ * cloud-metadata ranges. A host name with a trailing dot (`localhost.`) is the same host as without. A URL is
  * checked on its text when an endpoint is created, and again on the address its name resolves to
  * at each delivery (deliverer.ts connects to exactly the address checked here, so a name that
  * changes its answer in between cannot slip through). `allowPrivate` (BGONE_WEBHOOK_ALLOW_PRIVATE)
@@ -8,6 +9,7 @@
  */
 import { lookup, Resolver } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { hasControlCharacter } from '../service/user-text.js';
 
 /** At most this long, so a URL always fits the outbox and the logs. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -32,6 +34,7 @@ for (const [net, prefix] of [
   ['::1', 128],
   ['fc00::', 7], // unique local (AWS's IPv6 metadata address fd00:ec2::254 among them)
   ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local: deprecated (RFC 3879), still routed inside some networks
   ['ff00::', 8], // multicast
 ] as const)
   FORBIDDEN.addSubnet(net, prefix, 'ipv6');
@@ -92,9 +95,12 @@ export function isForbiddenAddress(address: string): boolean {
   return FORBIDDEN.check(address, 'ipv6');
 }
 
-/** The host part of a URL as an address or a name (IPv6 brackets removed). */
+/**
+ * The host part of a URL as an address or a name (IPv6 brackets removed), without the trailing dots
+ * of a fully qualified name: `localhost.` is checked, resolved and refused as `localhost`.
+ */
 function hostOf(url: URL): string {
-  return url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.+$/, '');
 }
 
 /**
@@ -103,6 +109,8 @@ function hostOf(url: URL): string {
  */
 export function webhookUrlProblem(raw: string, allowPrivate: boolean): string | null {
   if (raw.length > MAX_WEBHOOK_URL_LENGTH) return `The URL is longer than ${MAX_WEBHOOK_URL_LENGTH} characters.`;
+  // The URL parser drops CR, LF and TAB without a word, but the text as given is what is stored.
+  if (hasControlCharacter(raw)) return 'The URL must not contain control characters (such as CR, LF or NUL).';
   let url: URL;
   try {
     url = new URL(raw);
@@ -112,8 +120,9 @@ export function webhookUrlProblem(raw: string, allowPrivate: boolean): string | 
   if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) return 'The URL must start with https://.';
   if (url.username || url.password) return 'The URL must not contain credentials.';
   if (url.hash) return 'The URL must not contain a fragment.';
-  if (allowPrivate) return null;
   const host = hostOf(url);
+  if (host === '') return 'The URL has no host name.';
+  if (allowPrivate) return null;
   if (/^localhost$|\.localhost$/i.test(host)) return 'The URL must not point to this machine.';
   if (isIP(host) !== 0 && isForbiddenAddress(host)) return 'The URL must not point to a loopback, private, link-local or metadata address.';
   return null;

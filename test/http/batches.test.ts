@@ -586,6 +586,10 @@ describe('webhook endpoints', () => {
       'https://[::1]/x',
       'https://10.1.2.3/x',
       'ftp://x.example.com/',
+      'https://localhost./x',
+      'https://[fec0::1]/x',
+      'https://hooks.example.com/x\r\nX-Injected: 1',
+      'https://hooks.example.com/x\u0000',
     ])
       expectError(await post(url), 400, 'validation_error');
     for (let i = 0; i < 5; i++) expect((await post(`https://hooks${i}.example.com/bgone`)).status).toBe(201);

@@ -118,6 +118,9 @@ describe('adding an endpoint', () => {
     ['https://127.0.0.1/', 'The URL must not point to a loopback, private, link-local or metadata address.'],
     ['https://169.254.169.254/latest/meta-data', 'The URL must not point to a loopback, private, link-local or metadata address.'],
     ['https://localhost/hook', 'The URL must not point to this machine.'],
+    ['https://localhost./hook', 'The URL must not point to this machine.'],
+    ['https://[fec0::1]/hook', 'The URL must not point to a loopback, private, link-local or metadata address.'],
+    ['https://hooks.example.com/a\r\nX-Injected: 1', 'The URL must not contain control characters (such as CR, LF or NUL).'],
     ['not a url', 'The URL is not a valid absolute URL.'],
     ['', 'url is required.'],
   ])('refuses %j with its reason, keeps what was typed, and creates nothing', async (url, reason) => {
