@@ -19,21 +19,50 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 export const MAX_KEYS_PER_ACCOUNT = 10;
 
 const MAX_EMAIL_LENGTH = 254;
+const MAX_LOCAL_PART_LENGTH = 64;
+const MAX_DOMAIN_LENGTH = 253;
 const MAX_ID_LENGTH = 255;
+
+/**
+ * The local part: dot-separated runs of letters and digits of any script and the symbols
+ * ! # $ % & * + / = ? ^ _ { | } ~ -. No quoted forms, and none of < > " ' ` ( ) , ; : [ ] \ @,
+ * spaces or controls: an email is shown on pages and in logs, and these serve no real address.
+ */
+const LOCAL_PART = /^[\p{L}\p{M}\p{N}!#$%&*+/=?^_{|}~-]+(?:\.[\p{L}\p{M}\p{N}!#$%&*+/=?^_{|}~-]+)*$/u;
+/** A domain label: letters, digits and hyphens (LDH), 1 to 63, no hyphen at either end. */
+const DOMAIN_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+/** The top-level label: letters, or an internationalised one in punycode. */
+const TOP_LEVEL_LABEL = /^(?:[A-Za-z]+|xn--[A-Za-z0-9-]*[A-Za-z0-9])$/;
+
+/** Whether `email` (trimmed, NFC) is an address of the form the service accepts (docs/contract.md, "User text"). */
+function isEmailAddress(email: string): boolean {
+  if (email.length > MAX_EMAIL_LENGTH) return false;
+  const at = email.indexOf('@');
+  if (at < 1 || at !== email.lastIndexOf('@')) return false;
+  const local = email.slice(0, at);
+  const domain = email.slice(at + 1);
+  if (local.length > MAX_LOCAL_PART_LENGTH || !LOCAL_PART.test(local)) return false;
+  if (domain.length > MAX_DOMAIN_LENGTH) return false;
+  const labels = domain.split('.');
+  // One label only for `localhost`: the account `bgone serve` creates on a fresh database.
+  if (labels.length < 2) return domain.toLowerCase() === 'localhost';
+  return labels.every((label) => DOMAIN_LABEL.test(label)) && TOP_LEVEL_LABEL.test(labels[labels.length - 1]!);
+}
 
 /** The form in which emails are compared (unique case-insensitively). */
 export function normalizeEmail(email: string): string {
   return email.trim().normalize('NFC').toLowerCase();
 }
 
-/** The email as it is kept (trimmed, NFC); throws StoreError 'invalid_argument' for anything not shaped like an address. */
+/**
+ * The email as it is kept (trimmed, NFC); throws StoreError 'invalid_argument' for anything else
+ * than `local@domain` with the local part above, at most 64 characters, and a domain of at least
+ * two LDH labels (at most 253 characters, the last of letters or punycode), 254 in all.
+ */
 export function checkEmail(email: unknown): string {
   if (typeof email !== 'string') throw new StoreError('invalid_argument', 'email must be a string');
   const trimmed = email.trim().normalize('NFC');
-  const at = trimmed.lastIndexOf('@');
-  if (trimmed.length > MAX_EMAIL_LENGTH || /\s/.test(trimmed) || at < 1 || at === trimmed.length - 1) {
-    throw new StoreError('invalid_argument', `not a valid email address: ${JSON.stringify(email)}`);
-  }
+  if (!isEmailAddress(trimmed)) throw new StoreError('invalid_argument', `not a valid email address: ${JSON.stringify(email)}`);
   return trimmed;
 }
 

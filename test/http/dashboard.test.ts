@@ -180,6 +180,19 @@ describe('sign-up', () => {
     expect(await s.store.accounts.list()).toHaveLength(1);
   });
 
+  it('refuses a malformed email (HTML in the domain, quotes, no top-level domain) and creates nothing', async () => {
+    const s = await server();
+    for (const email of ['x@ex<b>ample.com', '"ada"@example.com', 'ada@example', 'ada@exam_ple.com']) {
+      const client = new DashboardClient(s.url);
+      const page = await client.signUp(email, PASSWORD);
+      expect(page.status, email).toBe(400);
+      expect(message(page.html)).toMatch(/check the email address/i);
+      expect(page.key).toBe('');
+      expect(client.cookies.has('bgone_session')).toBe(false);
+    }
+    expect(await s.store.accounts.list()).toEqual([]);
+  });
+
   it('states the password rule', async () => {
     const s = await server();
     const page = await new DashboardClient(s.url).signUp('short@example.com', 'abc');
@@ -190,12 +203,13 @@ describe('sign-up', () => {
 
   it('escapes every interpolated value', async () => {
     const s = await server();
-    const email = `<img/src=x>"'@example.com`;
+    // An email holds none of < > " '; & is allowed, and unescaped it would read as an entity.
+    const email = 'ada&lt&gt@example.com';
     const { client } = await signedUp(s, email);
     for (const path of ['/dashboard', '/dashboard/plan']) {
       const page = await client.get(path);
-      expect(page.html, path).not.toContain('<img/src=x>');
-      expect(page.html, path).toContain('&lt;img/src=x&gt;&quot;&#39;@example.com');
+      expect(page.html, path).not.toContain('ada&lt&gt@');
+      expect(page.html, path).toContain('ada&amp;lt&amp;gt@example.com');
     }
     expect(html`<a title="${'"><script>'}">${'<b>'}</a>`.value).toBe('<a title="&quot;&gt;&lt;script&gt;">&lt;b&gt;</a>');
   });

@@ -265,6 +265,17 @@ describe('operator commands', () => {
     expect(run.stdout.match(KEY)).toBeNull();
   });
 
+  it('accounts create with a malformed email fails with a message and creates nothing', async () => {
+    for (const email of ['x@ex<b>ample.com', '"a"@example.com', 'a@example']) {
+      const run = await cli(['accounts', 'create', '--email', email, '--db', db]);
+      expect(run.code, email).toBe(1);
+      expect(run.stderr).toMatch(/not a valid email address/);
+      expect(run.stdout.match(KEY)).toBeNull();
+    }
+    const list = await cli(['accounts', 'list', '--json', '--db', db]);
+    expect(JSON.parse(list.stdout).map((a: { email: string }) => a.email)).toEqual(['a@b.c']);
+  });
+
   it('keys list shows the key by prefix and last 4, never the key', async () => {
     const run = await cli(['keys', 'list', '--account', 'a@b.c', '--json', '--db', db]);
     expect(run.code, run.stderr).toBe(0);
