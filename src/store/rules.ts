@@ -25,10 +25,11 @@ const MAX_ID_LENGTH = 255;
 
 /**
  * The local part: dot-separated runs of letters and digits of any script and the symbols
- * ! # $ % & * + / = ? ^ _ { | } ~ -. No quoted forms, and none of < > " ' ` ( ) , ; : [ ] \ @,
+ * ! # $ % & ' * + / = ? ^ _ { | } ~ -. No quoted forms, and none of < > " ` ( ) , ; : [ ] \ @,
  * spaces or controls: an email is shown on pages and in logs, and these serve no real address.
+ * The apostrophe stays: real addresses carry it (o'brien@...), and every page escapes it.
  */
-const LOCAL_PART = /^[\p{L}\p{M}\p{N}!#$%&*+/=?^_{|}~-]+(?:\.[\p{L}\p{M}\p{N}!#$%&*+/=?^_{|}~-]+)*$/u;
+const LOCAL_PART = /^[\p{L}\p{M}\p{N}!#$%&'*+/=?^_{|}~-]+(?:\.[\p{L}\p{M}\p{N}!#$%&'*+/=?^_{|}~-]+)*$/u;
 /** A domain label: letters, digits and hyphens (LDH), 1 to 63, no hyphen at either end. */
 const DOMAIN_LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
 /** The top-level label: letters, or an internationalised one in punycode. */

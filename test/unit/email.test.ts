@@ -26,6 +26,7 @@ describe('checkEmail', () => {
       'user@xn--bcher-kva.example',
       'user@shop.xn--p1ai',
       'josé@example.com',
+      "o'brien@example.com",
       'x@a-b.example',
       `${'l'.repeat(64)}@${'d'.repeat(63)}.${'e'.repeat(63)}.${'f'.repeat(61)}`, // 254 characters
     ])
@@ -39,7 +40,6 @@ describe('checkEmail', () => {
       '<script>@example.com',
       'x>y@example.com',
       '"quoted"@example.com',
-      "o'brien@example.com",
       'x@example.com"',
       'a\u0000@example.com',
       'a@exam\u0007ple.com',
