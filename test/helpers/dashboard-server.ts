@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach } from 'vitest';
 import type { RunningServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { type DashboardDeps, mountDashboard } from '../../src/dashboard/index.js';
@@ -66,4 +67,21 @@ export async function startDashboardServer(options: DashboardServerOptions = {})
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/**
+ * For a test file: `server(options)` starts a dashboard server that is closed after the test that
+ * started it (every server of the test, in parallel).
+ */
+export function useDashboardServers(): (options?: DashboardServerOptions) => Promise<DashboardServer> {
+  let servers: DashboardServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.map((s) => s.close()));
+    servers = [];
+  });
+  return async (options = {}) => {
+    const s = await startDashboardServer(options);
+    servers.push(s);
+    return s;
+  };
 }

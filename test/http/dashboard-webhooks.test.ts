@@ -4,29 +4,18 @@
  * delete, CSRF and other accounts. No delivery is sent anywhere: the outbox rows are read back
  * from the store, and attempts are recorded on it directly.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { html } from '../../src/dashboard/html.js';
 import { webhooksPage } from '../../src/dashboard/views/webhooks.js';
 import type { WebhookDelivery, WebhookEndpoint } from '../../src/store/index.js';
 import { csrfToken, DashboardClient, message, type PageResult } from '../helpers/dashboard-client.js';
-import { type DashboardServer, type DashboardServerOptions, startDashboardServer } from '../helpers/dashboard-server.js';
+import { type DashboardServer, useDashboardServers } from '../helpers/dashboard-server.js';
 
 const PASSWORD = 'correct horse battery';
 const HOOK_URL = 'https://hooks.example.com/bgone';
 const PAGE = '/dashboard/webhooks';
 
-let servers: DashboardServer[] = [];
-
-async function server(options: DashboardServerOptions = {}): Promise<DashboardServer> {
-  const s = await startDashboardServer(options);
-  servers.push(s);
-  return s;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  servers = [];
-});
+const server = useDashboardServers();
 
 async function signedUp(s: DashboardServer, email = 'ada@example.com') {
   const client = new DashboardClient(s.url);

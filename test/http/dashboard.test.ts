@@ -4,7 +4,7 @@
  * plan cancel/resume, billing, session expiry on a test clock, escaping, and the try-it endpoint
  * (the only test that runs the model).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { usageChart } from '../../src/dashboard/chart.js';
 import { html } from '../../src/dashboard/html.js';
@@ -13,24 +13,13 @@ import { hashPassword, verifyPassword } from '../../src/dashboard/passwords.js';
 import { SESSION_TTL_MS } from '../../src/store/index.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { csrfToken, DashboardClient, message, newKey, parseSetCookie, tryToken } from '../helpers/dashboard-client.js';
-import { type DashboardServer, type DashboardServerOptions, startDashboardServer } from '../helpers/dashboard-server.js';
+import { type DashboardServer, startDashboardServer, useDashboardServers } from '../helpers/dashboard-server.js';
 import { readPhoto } from '../helpers/paths.js';
 
 const PASSWORD = 'correct horse battery';
 const MINUTE = 60_000;
 
-let servers: DashboardServer[] = [];
-
-async function server(options: DashboardServerOptions = {}): Promise<DashboardServer> {
-  const s = await startDashboardServer(options);
-  servers.push(s);
-  return s;
-}
-
-afterEach(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  servers = [];
-});
+const server = useDashboardServers();
 
 async function accountOf(s: DashboardServer, email: string) {
   const account = await s.store.accounts.getByEmail(email);
