@@ -5,14 +5,32 @@
  * leaves a server behind.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { REPO_ROOT } from './paths.js';
 import { waitFor } from './server.js';
 
 export const CLI = join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js');
 
 const children = new Set<ChildProcess>();
+
+/**
+ * For a test file running the CLI: a fresh temporary folder (returned) for its databases and files,
+ * a check that the CLI was compiled, and after the file every child killed and the folder removed.
+ */
+export function useCliFolder(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  beforeAll(() => {
+    expect(existsSync(CLI), `${CLI} (compiled by the global setup)`).toBe(true);
+  });
+  afterAll(() => {
+    killChildren();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
 
 /** Kills (SIGKILL) every child still running. */
 export function killChildren(): void {

@@ -99,23 +99,26 @@ export function testHttpBackend(): Backend {
 /** Requests one account may hold at once in the test servers unless a test sets it: suites firing many in parallel from one account never meet the cap. */
 const UNCAPPED_ACCOUNT_IN_FLIGHT = 1000;
 
-/**
- * Starts startServer over `store` on 127.0.0.1 (ephemeral port, silent logs). close() is idempotent:
- * it stops the server, then closes the store, then removes the test's temp folder `dir`.
- */
-export async function serveStore(store: Store, dir: string, options: Partial<ServerOptions> = {}): Promise<{ server: RunningServer; close(): Promise<void> }> {
-  const server = await startServer({
+/** What every test server shares: 127.0.0.1 on an ephemeral port, silent logs, the test's backend. */
+export function testServerOptions(store: Store): ServerOptions {
+  return {
     host: '127.0.0.1',
     port: 0,
     queueLimit: 16,
     overloadRetryAfter: 5,
     drainTimeout: 30,
-    accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT,
     store,
     logger: createLogger('silent'),
     http: testHttpBackend(),
-    ...options,
-  });
+  };
+}
+
+/**
+ * Starts startServer over `store` on 127.0.0.1 (ephemeral port, silent logs). close() is idempotent:
+ * it stops the server, then closes the store, then removes the test's temp folder `dir`.
+ */
+export async function serveStore(store: Store, dir: string, options: Partial<ServerOptions> = {}): Promise<{ server: RunningServer; close(): Promise<void> }> {
+  const server = await startServer({ ...testServerOptions(store), accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT, ...options });
   let closed = false;
   return {
     server,

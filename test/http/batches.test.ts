@@ -10,14 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type BatchServiceOptions, type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
-import { createLogger } from '../../src/config/logger.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, expectError, openApi } from '../helpers/http-assert.js';
 import { imageInfo } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { readFixture, readPhoto } from '../helpers/paths.js';
-import { blob, get, type HttpResult, postImage, setBalance, testHttpBackend, toResult, waitFor } from '../helpers/server.js';
+import { blob, get, type HttpResult, postImage, setBalance, testServerOptions, toResult, waitFor } from '../helpers/server.js';
 import { type FakeClock, fakeClock } from '../helpers/store.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -81,14 +80,7 @@ async function startService(
     await store.credits.recoverAfterCrash();
   }
   const server = await startServer({
-    host: '127.0.0.1',
-    port: 0,
-    queueLimit: 16,
-    overloadRetryAfter: 5,
-    drainTimeout: 30,
-    store,
-    logger: createLogger('silent'),
-    http: testHttpBackend(),
+    ...testServerOptions(store),
     batches: { resultTtlSeconds: 3600, memoryMb: 1024, webhookAllowPrivate: true, webhookPollMs: 50, ...options.batches },
     ...options.server,
   });

@@ -6,25 +6,14 @@
  * message naming CUDA and what a GPU deployment needs, before it listens. A bad value of the
  * variables is refused like any other configuration error. Real servers, real child processes.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, killChildren, runCli } from '../helpers/cli-process.js';
+import { runCli, useCliFolder } from '../helpers/cli-process.js';
 import { expectConforms, openApi } from '../helpers/http-assert.js';
 import { get, startTestServer, type TestServer } from '../helpers/server.js';
 
-let dir: string;
-
-beforeAll(() => {
-  expect(existsSync(CLI), `${CLI} (compiled by the global setup)`).toBe(true);
-  dir = mkdtempSync(join(tmpdir(), 'bgone-provider-'));
-});
-
-afterAll(() => {
-  killChildren();
-  rmSync(dir, { recursive: true, force: true });
-});
+const dir = useCliFolder('bgone-provider-');
 
 describe('/readyz', () => {
   let ts: TestServer;

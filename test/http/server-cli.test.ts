@@ -4,14 +4,13 @@
  * in-flight request on SIGTERM and exits 0, refuses a bad environment; the account, key, plan,
  * credit and usage commands; `remove` over a folder. Every process is a real child process.
  */
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cpuRunsAvx2 } from '../../src/lib/native.js';
 import { openStore } from '../../src/store/index.js';
 import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
-import { CLI, killChildren, runCli, ServeProcess } from '../helpers/cli-process.js';
+import { runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { imageInfo } from '../helpers/http-images.js';
 import { multipartBody, rawExchange, requestHead } from '../helpers/http-raw.js';
@@ -23,17 +22,7 @@ const KEY = /rb-sk_[A-Za-z0-9_-]{43}/g;
 const teddy = readPhoto(PHOTOS.teddy);
 const book = readPhoto(PHOTOS.book);
 
-let dir: string;
-
-beforeAll(() => {
-  expect(existsSync(CLI), `${CLI} (compiled by the global setup)`).toBe(true);
-  dir = mkdtempSync(join(tmpdir(), 'bgone-cli-'));
-});
-
-afterAll(() => {
-  killChildren();
-  rmSync(dir, { recursive: true, force: true });
-});
+const dir = useCliFolder('bgone-cli-');
 
 /** Runs `bgone ...args` in the test's folder to completion. */
 const cli = (args: string[], extraEnv: Record<string, string> = {}) => runCli(dir, args, extraEnv);

@@ -9,13 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningServer, startServer } from '../../src/api/server.js';
-import { createLogger } from '../../src/config/logger.js';
 import { openStore, type Store, StoreError } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { type FaultyStore, withFaults } from '../helpers/failing-store.js';
 import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { readPhoto } from '../helpers/paths.js';
-import { blob, credits, get, postImage, setBalance, testHttpBackend, toResult, waitFor } from '../helpers/server.js';
+import { blob, credits, get, postImage, setBalance, testServerOptions, toResult, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy);
 const uncaught = trackUncaught();
@@ -37,14 +36,7 @@ beforeAll(async () => {
   await setBalance(real, accountId, 20);
   faulty = withFaults(real);
   server = await startServer({
-    host: '127.0.0.1',
-    port: 0,
-    queueLimit: 16,
-    overloadRetryAfter: 5,
-    drainTimeout: 30,
-    store: faulty.store,
-    logger: createLogger('silent'),
-    http: testHttpBackend(),
+    ...testServerOptions(faulty.store),
     batches: { resultTtlSeconds: 3600, memoryMb: 256, webhookAllowPrivate: true, webhookPollMs: 50 },
   });
   url = `http://127.0.0.1:${server.port}`;
