@@ -188,14 +188,16 @@ export class MeteredRemoval {
     if (!reservation.ok) {
       if (reservation.reason === 'payment_required') return this.fail(new HttpError('payment_required'));
       if (reservation.reason === 'account_disabled') return this.fail(new HttpError('permission_denied'));
+      // Still running, or on a node that died and whose reservation is not yet released (its
+      // heartbeat lapse): the same request will be accepted once that ends, so the client waits.
+      if (reservation.reason === 'idempotency_in_progress')
+        return this.fail(
+          new HttpError('idempotency_in_progress', undefined, { field: 'Idempotency-Key' }, { 'Retry-After': String(this.deps.overloadRetryAfter ?? 5) }),
+        );
       return this.fail(
-        new HttpError(
-          'validation_error',
-          'This Idempotency-Key was already used with another image or other options, or its first request is still in progress.',
-          {
-            field: 'Idempotency-Key',
-          },
-        ),
+        new HttpError('validation_error', 'This Idempotency-Key was already used with another image or other options.', {
+          field: 'Idempotency-Key',
+        }),
       );
     }
     this.reservationId = reservation.reservationId;

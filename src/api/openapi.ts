@@ -223,7 +223,8 @@ export function openApiDocument(): Record<string, unknown> {
               in: 'header',
               required: false,
               schema: { type: 'string', maxLength: 255 },
-              description: 'A retry with the same key, image and options is not charged twice; another image or other options with a used key are 400.',
+              description:
+                'A retry with the same key, image and options is not charged twice; another image or other options with a used key are 400; a retry while the first request is still in progress is 409 with Retry-After.',
             },
           ],
           requestBody: { required: true, content: { 'multipart/form-data': { schema: { $ref: '#/components/schemas/RemoveRequest' } } } },
@@ -250,6 +251,10 @@ export function openApiDocument(): Record<string, unknown> {
             '402': errorResponse('No credits left in the billing cycle.', ['payment_required'], rateHeaders),
             '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
             '405': errorResponse('Wrong method.', ['method_not_allowed']),
+            '409': errorResponse('The first request with this Idempotency-Key is still in progress.', ['idempotency_in_progress'], {
+              ...rateHeaders,
+              ...retryAfter,
+            }),
             '415': errorResponse('Not a JPG, PNG or WebP image.', ['unsupported_media_type'], rateHeaders),
             '422': errorResponse('The image cannot be decoded, or has no subject.', ['invalid_image', 'foreground_not_found'], rateHeaders),
             '408': bodyTimeout['408'],

@@ -16,6 +16,7 @@ export type HttpErrorCode =
   | 'rate_limit_exceeded'
   | 'request_timeout'
   | 'result_not_ready'
+  | 'idempotency_in_progress'
   | 'result_expired'
   | 'overloaded'
   | 'internal_server_error';
@@ -34,6 +35,7 @@ export const HTTP_STATUS: Readonly<Record<HttpErrorCode, number>> = {
   rate_limit_exceeded: 429,
   request_timeout: 408,
   result_not_ready: 409,
+  idempotency_in_progress: 409,
   result_expired: 410,
   overloaded: 503,
   internal_server_error: 500,
@@ -49,6 +51,8 @@ export const HTTP_MESSAGES: Partial<Record<HttpErrorCode, string>> = {
   overloaded: 'The server is busy; retry after the time in Retry-After.',
   request_timeout: 'The request body did not arrive in time. Nothing was charged.',
   result_not_ready: 'This image has not been processed yet; its batch reports when it is.',
+  idempotency_in_progress:
+    'The first request with this Idempotency-Key is still in progress; retry after the time in Retry-After, with the same image and options.',
   result_expired: 'This result has expired and is no longer kept.',
   internal_server_error: 'The request could not be processed because of an internal error. It was not charged.',
 };

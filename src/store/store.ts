@@ -85,8 +85,13 @@ export type ReserveResult =
   | { ok: true; reservationId: null; alreadyCharged: true; remainingAfterCharge: number }
   /** No credits left in the cycle; they reset at `resetsAt`. */
   | { ok: false; reason: 'payment_required'; resetsAt: Date }
-  /** Disabled account; or the Idempotency-Key is in flight, or was charged for a different image or options. */
-  | { ok: false; reason: 'account_disabled' | 'idempotency_conflict' };
+  /**
+   * Disabled account; or the Idempotency-Key was charged, or is in flight, for a different image or
+   * options (idempotency_conflict); or it is in flight for this same image and options
+   * (idempotency_in_progress: its first request may still succeed, or its node may have died and
+   * its reservation not yet been released).
+   */
+  | { ok: false; reason: 'account_disabled' | 'idempotency_conflict' | 'idempotency_in_progress' };
 
 export interface CommitResult {
   chargeId: number;

@@ -255,6 +255,7 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
         'rate_limit_exceeded',
         'request_timeout',
         'result_not_ready',
+        'idempotency_in_progress',
         'result_expired',
         'overloaded',
         'internal_server_error',

@@ -5,7 +5,8 @@
  * Credits stay exact when parallel requests are spread over the three, a per-minute limit holds
  * across them, an Idempotency-Key retry on another node is not charged, and when one node is
  * killed (SIGKILL) while it processes a request, the others release its reservation once its
- * heartbeat lapses. One node reaches the database through a TCP proxy that the last test cuts:
+ * heartbeat lapses, while an Idempotency-Key retry of its request elsewhere is told to wait (409
+ * with Retry-After) until then. One node reaches the database through a TCP proxy that the last test cuts:
  * while the database is unreachable that node is not ready and answers 503, uncharged, and it
  * recovers by itself when the database is back.
  */
@@ -95,22 +96,30 @@ describe('three nodes on one PostgreSQL database', () => {
   it('a node killed while processing: the others release its reservation once its heartbeat lapses, and nothing is charged', async () => {
     const client = await cluster.account('killed@example.com');
     const victim = cluster.nodes[2]!;
-    const pending = postImage(cluster.urls[2]!, client.key, {}, teddy).catch((err: unknown) => err);
+    const headers = { 'Idempotency-Key': 'killed-7' };
+    const pending = postImage(cluster.urls[2]!, client.key, {}, teddy, headers).catch((err: unknown) => err);
     await waitFor(async () => (await cluster.store.credits.balance(client.id)).reserved === 1, 'the reservation of the request in flight');
     victim.child.kill('SIGKILL');
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect(await pending).toBeInstanceOf(Error); // the connection died with the node
     // Still held right after the kill; released by a live node's heartbeat tick after the lapse.
     expect((await cluster.store.credits.balance(client.id)).reserved).toBe(1);
+    // Its retry meanwhile, on another node: the first request still counts as in progress, so the
+    // client is told to wait (409 with Retry-After), not that its request is wrong.
+    const early = await postImage(cluster.urls[0]!, client.key, {}, teddy, headers);
+    expect(early.status, JSON.stringify(early.json)).toBe(409);
+    expect(early.json).toMatchObject({ code: 'idempotency_in_progress' });
+    expect(Number(early.headers.get('retry-after'))).toBeGreaterThan(0);
     await waitFor(
       async () => (await cluster.store.credits.balance(client.id)).reserved === 0,
       'the dead node’s reservation to be released',
       6 * HEARTBEAT_LAPSE_MS,
     );
     expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 0, reserved: 0, remaining: 100 });
-    // The two live nodes still serve.
-    const after = await postImage(cluster.urls[0]!, client.key, { size: 'preview' }, teddy);
+    // The two live nodes still serve, and the retry now runs and is charged once.
+    const after = await postImage(cluster.urls[0]!, client.key, {}, teddy, headers);
     expect(after.status).toBe(200);
+    expect(after.headers.get('x-credits-charged')).toBe('1');
     expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
   });
 

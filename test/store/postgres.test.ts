@@ -81,7 +81,7 @@ describe('several nodes on one database', () => {
     const attempts = await Promise.all(
       Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? n1 : n2).credits.reserve(a.id, { requestId: `req_${i}`, idempotencyKey: 'k', imageHash: 'h' })),
     );
-    expect(countOutcomes(attempts)).toEqual({ ok: 1, idempotency_conflict: 9 });
+    expect(countOutcomes(attempts)).toEqual({ ok: 1, idempotency_in_progress: 9 });
     await n2.credits.commit(attempts.find((r) => r.ok)!.reservationId!);
     expect(await n1.credits.reserve(a.id, { requestId: 'req_retry', idempotencyKey: 'k', imageHash: 'h' })).toMatchObject({ ok: true, alreadyCharged: true });
     expect((await n2.credits.balance(a.id)).used).toBe(1);

@@ -626,11 +626,15 @@ describe.each(STORE_KINDS)('%s store', (kind) => {
         });
       });
 
-      it('a key in flight is a conflict; a failed (released) request leaves no record', async () => {
+      it('a key in flight is in progress for its own image, a conflict for another; a failed (released) request leaves no record', async () => {
         const store = await t.open();
         const a = await store.accounts.create({ email: 'a@example.com' });
         const r = (await store.credits.reserve(a.id, { requestId: 'req_1', idempotencyKey: 'k', imageHash: 'h' })) as { reservationId: number };
         expect(await store.credits.reserve(a.id, { requestId: 'req_2', idempotencyKey: 'k', imageHash: 'h' })).toEqual({
+          ok: false,
+          reason: 'idempotency_in_progress',
+        });
+        expect(await store.credits.reserve(a.id, { requestId: 'req_2b', idempotencyKey: 'k', imageHash: 'other' })).toEqual({
           ok: false,
           reason: 'idempotency_conflict',
         });

@@ -64,16 +64,17 @@ export class PostgresCredits implements CreditStore {
       if (!row) throw notFound(accountId);
       if (row.disabled_at !== null) return { ok: false, reason: 'account_disabled' };
       const { index } = cycleAt(new Date(row.created_at), new Date(now));
-      const { rows } = await c.query<CycleCounts & { in_flight: boolean; charged_hash: string | null }>(
+      const { rows } = await c.query<CycleCounts & { in_flight_hash: string | null; charged_hash: string | null }>(
         `${CYCLE_COUNTS_SQL},
-         EXISTS (SELECT 1 FROM reservations WHERE account_id = $1 AND idempotency_key = $3) AS in_flight,
+         (SELECT image_hash FROM reservations WHERE account_id = $1 AND idempotency_key = $3) AS in_flight_hash,
          (SELECT image_hash FROM idempotency_keys WHERE account_id = $1 AND idempotency_key = $3 AND created_at > $4) AS charged_hash`,
         [accountId, index, idempotencyKey ?? null, now - IDEMPOTENCY_TTL_MS],
       );
       const counts = rows[0]!;
       const b = this.compute(row, now, counts);
       if (idempotencyKey !== undefined) {
-        if (counts.in_flight) return { ok: false, reason: 'idempotency_conflict' };
+        if (counts.in_flight_hash !== null)
+          return { ok: false, reason: counts.in_flight_hash === imageHash ? 'idempotency_in_progress' : 'idempotency_conflict' };
         if (counts.charged_hash !== null) {
           if (counts.charged_hash !== imageHash) return { ok: false, reason: 'idempotency_conflict' };
           return { ok: true, reservationId: null, alreadyCharged: true, remainingAfterCharge: b.remaining };

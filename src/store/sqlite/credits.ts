@@ -61,7 +61,9 @@ export class Credits {
       'SELECT used, granted FROM cycle_usage WHERE account_id = ? AND cycle_index = ?',
     );
     this.reservedStmt = db.prepare<[number, number], { n: number }>('SELECT count(*) AS n FROM reservations WHERE account_id = ? AND cycle_index = ?');
-    this.reservationByIdemStmt = db.prepare<[number, string], { id: number }>('SELECT id FROM reservations WHERE account_id = ? AND idempotency_key = ?');
+    this.reservationByIdemStmt = db.prepare<[number, string], { image_hash: string }>(
+      'SELECT image_hash FROM reservations WHERE account_id = ? AND idempotency_key = ?',
+    );
     this.idemStmt = db.prepare<[number, string, number], { image_hash: string }>(
       'SELECT image_hash FROM idempotency_keys WHERE account_id = ? AND idempotency_key = ? AND created_at > ?',
     );
@@ -103,7 +105,8 @@ export class Credits {
       const b = this.compute(row, now);
       const { idempotencyKey, imageHash } = options;
       if (idempotencyKey !== undefined) {
-        if (this.reservationByIdemStmt.get(accountId, idempotencyKey)) return { ok: false, reason: 'idempotency_conflict' };
+        const inFlight = this.reservationByIdemStmt.get(accountId, idempotencyKey);
+        if (inFlight) return { ok: false, reason: inFlight.image_hash === imageHash ? 'idempotency_in_progress' : 'idempotency_conflict' };
         const record = this.idemStmt.get(accountId, idempotencyKey, now - IDEMPOTENCY_TTL_MS);
         if (record) {
           if (record.image_hash !== imageHash) return { ok: false, reason: 'idempotency_conflict' };
@@ -148,8 +151,8 @@ export class Credits {
    * Holds one credit for a request, atomically (BEGIN IMMEDIATE): succeeds only while
    * used + reserved < allowance in the current cycle. With an idempotencyKey (scope: the account):
    * a key already charged within 24 h for the same imageHash gives `alreadyCharged` (process again,
-   * charge nothing); for a different image, or while a request with that key is in flight,
-   * 'idempotency_conflict'. A released (failed) request leaves no record: its retry is charged
+   * charge nothing); for a different image (charged or in flight), 'idempotency_conflict'; while
+   * a request with that key and the same imageHash is in flight, 'idempotency_in_progress'. A released (failed) request leaves no record: its retry is charged
    * normally. Throws StoreError 'not_found' for an unknown account, 'invalid_argument' for bad options.
    */
   reserve(accountId: number, options: ReserveOptions): ReserveResult {
