@@ -224,16 +224,32 @@ export class MeteredRemoval {
     const reservationId = this.reservationId;
     if (reservationId !== null) {
       this.reservationId = null;
+      let commit: Awaited<ReturnType<typeof store.credits.commit>>;
       try {
-        const commit = await store.credits.commit(reservationId);
-        if (!commit) throw new Error(`reservation ${reservationId} vanished before its charge`);
-        remaining = commit.remaining; // the balance from the charge's own transaction
-        charged = 1;
+        commit = await store.credits.commit(reservationId);
       } catch (err) {
         logger?.error({ requestId, err }, 'charge failed');
         this.reservationId = reservationId;
         return this.fail(new HttpError('internal_server_error'));
       }
+      if (!commit) {
+        // Another node released the reservation: this node was taken for dead (paused or cut off past
+        // its heartbeat lapse) while it processed. The credit went back to the account, so the
+        // result cannot be paid for; the same request succeeds when sent again.
+        logger?.warn({ requestId, reservationId }, 'the reservation was released while processing: this node was taken for dead');
+        return this.fail(
+          new HttpError(
+            'overloaded',
+            'This node was briefly unavailable while processing; retry after the time in Retry-After. Nothing was charged.',
+            undefined,
+            {
+              'Retry-After': String(this.deps.overloadRetryAfter ?? 5),
+            },
+          ),
+        );
+      }
+      remaining = commit.remaining; // the balance from the charge's own transaction
+      charged = 1;
     }
     if (!this.open) {
       // The client left while the charge was written: it got nothing, so it pays nothing.

@@ -260,7 +260,7 @@ export function openApiDocument(): Record<string, unknown> {
             '408': bodyTimeout['408'],
             '429': keyedErrors['429'],
             '500': errorResponse('Internal error; not charged.', ['internal_server_error']),
-            '503': errorResponse('Server queue full or shutting down.', ['overloaded'], retryAfter),
+            '503': errorResponse('Server queue full or shutting down, or this node was unavailable while processing; not charged.', ['overloaded'], retryAfter),
           },
         },
       },

@@ -6,7 +6,8 @@
  * across them, an Idempotency-Key retry on another node is not charged, and when one node is
  * killed (SIGKILL) while it processes a request, the others release its reservation once its
  * heartbeat lapses, while an Idempotency-Key retry of its request elsewhere is told to wait (409
- * with Retry-After) until then. One node reaches the database through a TCP proxy that the last test cuts:
+ * with Retry-After) until then; one paused (SIGSTOP) past its lapse under a request answers it 503
+ * with Retry-After, uncharged. One node reaches the database through a TCP proxy that the last test cuts:
  * while the database is unreachable that node is not ready and answers 503, uncharged, and it
  * recovers by itself when the database is back.
  */
@@ -90,6 +91,33 @@ describe('three nodes on one PostgreSQL database', () => {
     const retry = await postImage(cluster.urls[1]!, client.key, { size: 'preview' }, teddy, headers);
     expect(retry.status).toBe(200);
     expect(retry.headers.get('x-credits-remaining')).toBe(first.headers.get('x-credits-remaining'));
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
+  });
+
+  it('a node paused past its lapse under a request: its reservation is released, and the request is answered 503 with Retry-After, uncharged', async () => {
+    const client = await cluster.account('paused@example.com');
+    const paused = cluster.nodes[2]!;
+    const pending = postImage(cluster.urls[2]!, client.key, {}, teddy);
+    await waitFor(async () => (await cluster.store.credits.balance(client.id)).reserved === 1, 'the reservation of the request in flight');
+    paused.child.kill('SIGSTOP');
+    try {
+      // A live node's heartbeat releases the paused node's reservation once its lapse has passed.
+      await waitFor(
+        async () => (await cluster.store.credits.balance(client.id)).reserved === 0,
+        'the paused node’s reservation to be released',
+        6 * HEARTBEAT_LAPSE_MS,
+      );
+    } finally {
+      paused.child.kill('SIGCONT');
+    }
+    const res = await pending;
+    expect(res.status, JSON.stringify(res.json)).toBe(503);
+    expect(res.json).toMatchObject({ code: 'overloaded' });
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 0, reserved: 0 });
+    // Back from its pause, the node serves and charges again.
+    const after = await postImage(cluster.urls[2]!, client.key, { size: 'preview' }, teddy);
+    expect(after.status).toBe(200);
     expect(await cluster.store.credits.balance(client.id)).toMatchObject({ used: 1, reserved: 0 });
   });
 
