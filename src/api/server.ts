@@ -14,6 +14,7 @@ import { ClaimWorker } from '../cluster/claim-worker.js';
 import { mountInternal } from '../cluster/internal-routes.js';
 import { PeerClient } from '../cluster/peer-client.js';
 import { PeerResults } from '../cluster/peer-results.js';
+import { type ClusterSecrets, publishedDigests } from '../cluster/secret.js';
 import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from '../config/defaults.js';
 import type { Logger } from '../config/logger.js';
 import type { BodyMinRate } from '../http/exchange.js';
@@ -98,9 +99,10 @@ export interface ServerOptions {
   batches?: BatchServiceOptions | undefined;
   /**
    * Several nodes sharing batch work (needs a store with a cluster, i.e. PostgreSQL): the secret
-   * of the internal routes, and the address peers reach this node on (default: its listen address).
+   * of the internal routes (and the previous one during a rotation), and the address peers reach
+   * this node on (default: its listen address).
    */
-  cluster?: { secret: string; internalUrl?: string | undefined } | undefined;
+  cluster?: { secret: string; previousSecret?: string | undefined; internalUrl?: string | undefined } | undefined;
 }
 
 export interface RunningServer {
@@ -160,6 +162,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     budgetBytes: (options.memory?.budgetMb ?? SERVICE_DEFAULTS.memoryBudgetMb) * 1024 * 1024,
     maxWaitMs: (options.memory?.waitSeconds ?? SERVICE_DEFAULTS.memoryWaitSeconds) * 1000,
   });
+  // Several nodes: the internal routes, the peer calls and the claiming of idle work (src/cluster).
+  const clusterStore = options.cluster ? store.cluster : undefined;
+  const secrets: ClusterSecrets | undefined = options.cluster ? { current: options.cluster.secret, previous: options.cluster.previousSecret } : undefined;
   const runner = new BatchRunner({
     store,
     budget,
@@ -169,12 +174,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     logger,
     metrics,
     onEvent: webhookEventWritten,
+    imageState: clusterStore ? (imageId) => clusterStore.imageState(imageId) : undefined,
   });
-  // Several nodes: the internal routes, the peer calls and the claiming of idle work (src/cluster).
-  const clusterStore = options.cluster ? store.cluster : undefined;
-  const peerClient = clusterStore ? new PeerClient(options.cluster!.secret) : undefined;
+  const peerClient = clusterStore ? new PeerClient(secrets!) : undefined;
   const peerResults = clusterStore && peerClient ? new PeerResults(clusterStore, peerClient) : undefined;
-  if (peerClient) mountInternal(router, { secret: options.cluster!.secret, runner, peers: peerClient });
+  if (peerClient) mountInternal(router, { secrets: secrets!, runner, peers: peerClient });
   const claimWorker =
     clusterStore && peerClient
       ? new ClaimWorker({ store, cluster: clusterStore, runner, peers: peerClient, logger, onEvent: webhookEventWritten, busy: () => queueSize() > 0 })
@@ -215,7 +219,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (clusterStore && claimWorker) {
     const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
     const internalUrl = options.cluster!.internalUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${listener.port}`;
-    await clusterStore.announce(internalUrl);
+    try {
+      // Refused (ClusterSecretMismatch) where a live node accepts none of this node's secrets.
+      await clusterStore.announce(internalUrl, publishedDigests(secrets!));
+    } catch (err) {
+      listener.stopAccepting();
+      listener.closeAll();
+      await runner.close();
+      throw err;
+    }
     claimWorker.start();
   }
   deliverer.start();

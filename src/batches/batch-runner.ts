@@ -59,15 +59,21 @@ export interface BatchRunnerOptions {
   metrics?: Metrics | undefined;
   /** Called after an event was written (the delivery worker polls at once). */
   onEvent?: (() => void) | undefined;
+  /**
+   * Several nodes: where an image this node holds stands in the store, read while a peer's claim
+   * on it is being handed off (absent: one node, nobody claims).
+   */
+  imageState?: ((imageId: string) => Promise<'queued' | 'claimed' | 'ended'>) | undefined;
 }
 
 /** How often expired results are dropped from memory. */
 const SWEEP_INTERVAL_MS = 30_000;
 /**
- * How long the bytes of an image this node could not start stay for the peer that claimed it
- * (cluster/claim-worker.ts) to take: the claim and this node's own start can meet on one image.
+ * How often this node looks in the store at an image of its own that a peer claimed before it could
+ * start it (cluster/claim-worker.ts): its bytes stay here until the peer says it has them, and go
+ * back into this node's queue if the peer undoes its claim.
  */
-const HANDOFF_GRACE_MS = 30_000;
+const HANDOFF_CHECK_MS = 500;
 
 export function resultPath(batchId: string, imageId: string): string {
   return `/api/v1/batches/${encodeURIComponent(batchId)}/images/${encodeURIComponent(imageId)}`;
@@ -125,13 +131,18 @@ export class BatchRunner {
     this.enqueue([{ ...image, claimed: true }]);
   }
 
+  /** The bytes of an image queued here, for the peer that claimed it (a copy: they stay here). */
+  input(imageId: string): QueuedImage | undefined {
+    return this.#inputs.get(imageId);
+  }
+
   /**
-   * Hands the bytes of a queued image to the peer that claimed it in the store: they leave this
-   * node's queue and its budget. undefined when this node does not hold them (any more).
+   * The peer that claimed a queued image has its bytes: they leave this node's queue and its
+   * budget. False when this node does not hold them (any more).
    */
-  takeInput(imageId: string): QueuedImage | undefined {
+  dropHandedOff(imageId: string): boolean {
     const image = this.#inputs.get(imageId);
-    if (!image) return undefined;
+    if (!image) return false;
     this.#inputs.delete(imageId);
     const queue = this.#queues.get(image.accountId);
     if (queue) {
@@ -140,7 +151,7 @@ export class BatchRunner {
       else this.#queues.set(image.accountId, kept);
     }
     this.#options.budget.give(image.accountId, image.data.length);
-    return image;
+    return true;
   }
 
   /** A result held on this node, if it is there and not expired. */
@@ -183,13 +194,54 @@ export class BatchRunner {
     this.#closed = true;
     clearInterval(this.#sweeper);
     await this.#working;
-    for (const queue of this.#queues.values()) for (const image of queue) await this.#finish(image, { status: 'failed', error: ORPHAN_ERROR }, undefined);
+    for (const queue of this.#queues.values())
+      for (const image of queue) {
+        // One a peer claimed and is taking over is its to run (or, if the hand-off fails now, the
+        // sweep's to fail once this node's row is gone).
+        if (await this.#claimedElsewhere(image.imageId)) continue;
+        await this.#finish(image, { status: 'failed', error: ORPHAN_ERROR }, undefined);
+      }
     this.#queues.clear();
     for (const imageId of [...this.#inputs.keys()]) this.#dropInput(imageId);
     for (const imageId of [...this.#results.keys()]) this.#drop(imageId);
   }
 
-  /** Drops the bytes of an image that no longer waits here (handed-off image never taken, cancelled). */
+  /**
+   * An image of this node that a peer claimed: looked up in the store until its bytes are gone from
+   * here (the peer took them, its batch was deleted), then dropped once it ended elsewhere, or put
+   * back in this node's queue once the claim was undone (the peer could not get the bytes).
+   */
+  #watchHandOff(image: QueuedImage): void {
+    const imageState = this.#options.imageState;
+    if (!imageState) {
+      this.#dropInput(image.imageId); // one node: nobody claims, so it was cancelled or failed
+      return;
+    }
+    const check = async () => {
+      if (this.#closed || !this.#inputs.has(image.imageId)) return;
+      let state: 'queued' | 'claimed' | 'ended';
+      try {
+        state = await imageState(image.imageId);
+      } catch {
+        state = 'claimed'; // the store did not answer: look again later
+      }
+      if (this.#closed || !this.#inputs.has(image.imageId)) return;
+      if (state === 'ended') this.#dropInput(image.imageId);
+      else if (state === 'queued') this.enqueue([image]);
+      else setTimeout(() => void check(), HANDOFF_CHECK_MS).unref();
+    };
+    setTimeout(() => void check(), HANDOFF_CHECK_MS).unref();
+  }
+
+  async #claimedElsewhere(imageId: string): Promise<boolean> {
+    try {
+      return (await this.#options.imageState?.(imageId)) === 'claimed';
+    } catch {
+      return false;
+    }
+  }
+
+  /** Drops the bytes of an image that no longer waits here (taken by a peer, cancelled). */
   #dropInput(imageId: string): void {
     const image = this.#inputs.get(imageId);
     if (!image) return;
@@ -239,9 +291,9 @@ export class BatchRunner {
       return;
     }
     if (!started) {
-      // Cancelled (DELETE), already failed, or claimed by a peer that will take its bytes: they
-      // stay a short while for that peer, then go.
-      if (this.#inputs.has(image.imageId)) setTimeout(() => this.#dropInput(image.imageId), HANDOFF_GRACE_MS).unref();
+      // Cancelled (DELETE), already failed, or claimed by a peer: its bytes stay until the peer has
+      // them, and come back into the queue if the peer's claim is undone.
+      if (this.#inputs.has(image.imageId)) this.#watchHandOff(image);
       return;
     }
     this.#inputs.delete(image.imageId);

@@ -5,12 +5,13 @@
  */
 import { basename } from 'node:path';
 import { type RunningServer, startServer } from '../api/server.js';
+import { publishedDigests } from '../cluster/secret.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
 import { addonFileInUse, BgoneError, configure, preloadModel } from '../lib/index.js';
-import { type Account, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
+import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
@@ -86,6 +87,13 @@ export async function serveCommand(): Promise<number> {
     // batches to itself, and a balancer sending a batch's requests elsewhere would get 410s.
     if (config.postgres && !config.postgres.clusterSecret && store.cluster && (await store.cluster.peers()).length > 0)
       throw new Error('other nodes on this database share batch work with BGONE_CLUSTER_SECRET: set the same secret on this node');
+    // With another secret, its claims of their images and theirs of its images would be refused:
+    // checked before the model loads, and again, under a lock, when the node announces itself.
+    if (config.postgres?.clusterSecret && store.cluster) {
+      const digests = publishedDigests({ current: config.postgres.clusterSecret, previous: config.postgres.clusterSecretPrevious });
+      const refused = await store.cluster.secretMismatches(digests);
+      if (refused.length > 0) throw new ClusterSecretMismatch(refused);
+    }
     const modelStart = performance.now();
     await preloadModel(config.model);
     // Which addon build runs (the AVX2 one where the CPU has it): what an operator comparing nodes needs.
@@ -120,7 +128,9 @@ export async function serveCommand(): Promise<number> {
       store,
       logger,
       batches: config.batches,
-      cluster: config.postgres?.clusterSecret ? { secret: config.postgres.clusterSecret, internalUrl: config.postgres.internalUrl } : undefined,
+      cluster: config.postgres?.clusterSecret
+        ? { secret: config.postgres.clusterSecret, previousSecret: config.postgres.clusterSecretPrevious, internalUrl: config.postgres.internalUrl }
+        : undefined,
       mount: (context) =>
         mountDashboard(context, {
           store,
@@ -135,7 +145,7 @@ export async function serveCommand(): Promise<number> {
     });
   } catch (err) {
     // e.g. BGONE_HTTP=uws where no uWebSockets.js binary loads, or the port is taken.
-    console.error(`bgone: cannot start the HTTP server: ${(err as Error).message}`);
+    console.error(`bgone: cannot start${err instanceof ClusterSecretMismatch ? '' : ' the HTTP server'}: ${(err as Error).message}`);
     await store.close();
     return 1;
   }

@@ -1,9 +1,11 @@
 /**
  * The routes nodes call on each other (peer-client.ts), under /internal/v1, mounted only where a
- * cluster secret is configured. Each answers 401 without the secret and never looks at an API key:
- * an account's key opens no internal route, and the secret opens no public one.
+ * cluster secret is configured. Each answers 401 without the secret (the current one, or the
+ * previous one during a rotation) and never looks at an API key: an account's key opens no
+ * internal route, and the secret opens no public one.
  *
- *   DELETE /internal/v1/images/:image/input    hands a queued image's bytes to the node that claimed it
+ *   GET    /internal/v1/images/:image/input    a copy of a queued image's bytes, for the node that claimed it
+ *   DELETE /internal/v1/images/:image/input    that node has them: this one drops its copy
  *   GET    /internal/v1/images/:image/result   a result this node holds
  *   DELETE /internal/v1/batches/:batch          drops what this node holds of a deleted batch
  */
@@ -12,10 +14,10 @@ import type { Exchange } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
 import { HttpError } from '../service/errors.js';
 import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
-import { CLUSTER_SECRET_HEADER, isClusterSecret } from './secret.js';
+import { CLUSTER_SECRET_HEADER, type ClusterSecrets, isClusterSecret } from './secret.js';
 
 export interface InternalDeps {
-  secret: string;
+  secrets: ClusterSecrets;
   runner: BatchRunner;
   peers: PeerClient;
 }
@@ -23,7 +25,7 @@ export interface InternalDeps {
 export function mountInternal(router: Router, deps: InternalDeps): void {
   const { runner, peers } = deps;
   const guarded = (handler: (ex: Exchange) => void) => (ex: Exchange) => {
-    if (!isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secret))
+    if (!isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secrets))
       return ex.error(new HttpError('authentication_error', 'Internal route: the cluster secret is missing or wrong.'));
     handler(ex);
   };
@@ -40,13 +42,23 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
       ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(held.meta), 'Cache-Control': 'no-store' }, held.data);
     });
 
-  router.delete(
+  // A copy: the bytes stay here until the claimer says it has them (DELETE below), or until this
+  // node sees in the store that the image is no longer queued or claimed (batch-runner.ts).
+  router.get(
     `${INTERNAL_PREFIX}/images/:image/input`,
     handsHeld('image', (imageId) => {
-      const image = runner.takeInput(imageId);
+      const image = runner.input(imageId);
       if (!image) return undefined;
       const meta: InputMeta = { options: image.options };
       return { data: image.data, meta };
+    }),
+  );
+
+  router.delete(
+    `${INTERNAL_PREFIX}/images/:image/input`,
+    guarded((ex) => {
+      if (!runner.dropHandedOff(ex.params.image!)) return ex.error(new HttpError('not_found', 'This node does not hold that image.'));
+      ex.send(204, { 'Cache-Control': 'no-store' }, '');
     }),
   );
 

@@ -1,19 +1,24 @@
 /**
  * The calls a node makes to its peers' internal routes (internal-routes.ts), with the cluster
- * secret: take the bytes of a queued image it claimed, fetch a result another node holds, and tell
- * every peer to forget a deleted batch. Bytes travel only in memory, from one process to another.
+ * secret: copy the bytes of a queued image it claimed and then tell its holder to drop them, fetch a
+ * result another node holds, and tell every peer to forget a deleted batch. Bytes travel only in
+ * memory, from one process to another. A call refused (401) with the current secret is sent again
+ * with the previous one, if any: during a rotation, a peer not yet restarted knows only that one.
  */
 import type { HeldResult } from '../batches/batch-runner.js';
 import type { OutputFormat, RemoveBackgroundOptions } from '../lib/index.js';
 import type { PeerNode } from '../store/index.js';
-import { CLUSTER_SECRET_HEADER } from './secret.js';
+import { CLUSTER_SECRET_HEADER, type ClusterSecrets } from './secret.js';
 
 export const INTERNAL_PREFIX = '/internal/v1';
-/** A peer that does not answer within this is taken as unable to (the image fails, the result is gone). */
+/**
+ * A peer that does not answer within this is taken as unable to (a claimed image goes back to the
+ * queue, a result is taken as gone).
+ */
 const PEER_TIMEOUT_MS = 30_000;
 /**
  * A DELETE waits this long at most for each peer to drop its bytes: once the store has the batch
- * deleted no API answers them anyway, and the peer's expiry sweep drops them later.
+ * deleted (or the image claimed) nothing asks for them anyway, and the peer drops them later itself.
  */
 const FORGET_TIMEOUT_MS = 2000;
 
@@ -51,25 +56,43 @@ export interface PeerTraffic {
 export class PeerClient {
   readonly traffic: PeerTraffic = { bytesIn: 0, bytesOut: 0 };
 
-  constructor(private readonly secret: string) {}
+  constructor(private readonly secrets: ClusterSecrets) {}
 
   async #call(peer: PeerNode, method: string, path: string, timeoutMs = PEER_TIMEOUT_MS): Promise<Response> {
-    return fetch(`${peer.url}${path}`, {
-      method,
-      headers: { [CLUSTER_SECRET_HEADER]: this.secret },
-      signal: AbortSignal.timeout(timeoutMs),
-    });
+    const signal = AbortSignal.timeout(timeoutMs);
+    const send = (secret: string) => fetch(`${peer.url}${path}`, { method, headers: { [CLUSTER_SECRET_HEADER]: secret }, signal });
+    const res = await send(this.secrets.current);
+    if (res.status !== 401 || this.secrets.previous === undefined) return res;
+    await res.body?.cancel();
+    return send(this.secrets.previous);
   }
 
-  /** The bytes and options of a queued image this node claimed; undefined when the holder no longer has them. */
-  async takeInput(peer: PeerNode, imageId: string): Promise<{ data: Buffer; options: RemoveBackgroundOptions } | undefined> {
-    const res = await this.#call(peer, 'DELETE', inputPath(imageId));
+  /**
+   * A copy of the bytes and options of a queued image this node claimed: the holder keeps them
+   * until dropInput(), so a hand-off that fails midway loses nothing. undefined when the holder no
+   * longer has them (404); throws on any other failure (refused, 5xx, timeout, unreachable).
+   */
+  async copyInput(peer: PeerNode, imageId: string): Promise<{ data: Buffer; options: RemoveBackgroundOptions } | undefined> {
+    const res = await this.#call(peer, 'GET', inputPath(imageId));
     if (!res.ok) await res.body?.cancel();
     if (res.status === 404) return undefined;
-    if (!res.ok) throw new Error(`peer answered ${res.status} to taking an input`);
+    if (!res.ok) throw new Error(`peer answered ${res.status} to copying an input`);
     const data = Buffer.from(await res.arrayBuffer());
     this.traffic.bytesIn += data.length;
     return { data, options: decodeMeta<InputMeta>(res.headers.get(META_HEADER)).options };
+  }
+
+  /**
+   * Tells the holder of a claimed image that this node has its bytes: it drops its copy. A holder
+   * that cannot be told drops it by itself once it sees the image is no longer queued.
+   */
+  async dropInput(peer: PeerNode, imageId: string): Promise<void> {
+    try {
+      const res = await this.#call(peer, 'DELETE', inputPath(imageId), FORGET_TIMEOUT_MS);
+      await res.body?.cancel();
+    } catch {
+      // Unreachable: see above.
+    }
   }
 
   /** A result another node holds; undefined when it does not (expired, dropped, or the node is gone). */

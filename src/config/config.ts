@@ -44,6 +44,11 @@ export interface PostgresConfig {
    * beside nodes that have it: serve.ts).
    */
   clusterSecret: string | undefined;
+  /**
+   * BGONE_CLUSTER_SECRET_PREVIOUS: during a rotation, the secret being replaced, still accepted on
+   * the internal routes and presented to a peer that refuses the current one.
+   */
+  clusterSecretPrevious: string | undefined;
   /** BGONE_INTERNAL_URL: where the other nodes reach this one (default: its listen address). */
   internalUrl: string | undefined;
 }
@@ -164,8 +169,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const host = env.BGONE_HOST ?? env.HOST ?? '127.0.0.1';
   if (!/^[\w.:-]+$/.test(host)) throw new ConfigError(`BGONE_HOST must be a host name or IP address (got "${host}")`);
   // One node on SQLite has no peers: a secret there would suggest a cluster that is not running.
-  if (!env.BGONE_DATABASE_URL && (env.BGONE_CLUSTER_SECRET || env.BGONE_INTERNAL_URL))
-    throw new ConfigError('BGONE_CLUSTER_SECRET and BGONE_INTERNAL_URL are for several nodes on PostgreSQL: set BGONE_DATABASE_URL, or leave them out');
+  if (!env.BGONE_DATABASE_URL && (env.BGONE_CLUSTER_SECRET || env.BGONE_CLUSTER_SECRET_PREVIOUS || env.BGONE_INTERNAL_URL))
+    throw new ConfigError(
+      'BGONE_CLUSTER_SECRET, BGONE_CLUSTER_SECRET_PREVIOUS and BGONE_INTERNAL_URL are for several nodes on PostgreSQL: set BGONE_DATABASE_URL, or leave them out',
+    );
   return {
     host,
     port: int(env, env.BGONE_PORT !== undefined ? 'BGONE_PORT' : 'PORT', 8080, 0, 65535),
@@ -270,9 +277,18 @@ export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = e
   if (url === undefined || url === '') return undefined;
   if (!/^postgres(ql)?:\/\/\S+$/.test(url)) throw new ConfigError('BGONE_DATABASE_URL must be a postgres:// or postgresql:// URL');
   const clusterSecret = env.BGONE_CLUSTER_SECRET || undefined;
+  const clusterSecretPrevious = env.BGONE_CLUSTER_SECRET_PREVIOUS || undefined;
   // Never the secret itself in the message: it would reach logs.
-  if (clusterSecret !== undefined && (clusterSecret.length < MIN_CLUSTER_SECRET_LENGTH || /\s/.test(clusterSecret)))
-    throw new ConfigError(`BGONE_CLUSTER_SECRET must be at least ${MIN_CLUSTER_SECRET_LENGTH} characters without spaces (e.g. openssl rand -hex 32)`);
+  for (const [name, secret] of [
+    ['BGONE_CLUSTER_SECRET', clusterSecret],
+    ['BGONE_CLUSTER_SECRET_PREVIOUS', clusterSecretPrevious],
+  ] as const)
+    if (secret !== undefined && (secret.length < MIN_CLUSTER_SECRET_LENGTH || /\s/.test(secret)))
+      throw new ConfigError(`${name} must be at least ${MIN_CLUSTER_SECRET_LENGTH} characters without spaces (e.g. openssl rand -hex 32)`);
+  if (clusterSecretPrevious !== undefined && clusterSecret === undefined)
+    throw new ConfigError('BGONE_CLUSTER_SECRET_PREVIOUS needs BGONE_CLUSTER_SECRET: it is the secret being replaced by that one');
+  if (clusterSecretPrevious !== undefined && clusterSecretPrevious === clusterSecret)
+    throw new ConfigError('BGONE_CLUSTER_SECRET_PREVIOUS must differ from BGONE_CLUSTER_SECRET');
   const internalUrl = baseUrl(env, 'BGONE_INTERNAL_URL', 'refused');
   if (internalUrl !== undefined && clusterSecret === undefined)
     throw new ConfigError('BGONE_INTERNAL_URL needs BGONE_CLUSTER_SECRET: peers are reached only with the cluster secret');
@@ -282,6 +298,7 @@ export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = e
     statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
     heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
     clusterSecret,
+    clusterSecretPrevious,
     internalUrl,
   };
 }

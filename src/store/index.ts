@@ -30,6 +30,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
 
 export { BATCH_CANCELLED_ERROR, ORPHAN_ERROR } from './batch-rules.js';
 export { type Clock, systemClock } from './clock.js';
+export { ClusterSecretMismatch } from './cluster-store.js';
 export { type Cycle, cycleAt, cycleByIndex, cycleStart } from './cycles.js';
 export { StoreError, type StoreErrorCode } from './errors.js';
 export { DEFAULT_LOGIN_LIMITS, type LimitDecision, type LimitRule, type LoginAttempt, type LoginLimits } from './login-throttle.js';

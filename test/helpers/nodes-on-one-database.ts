@@ -59,6 +59,21 @@ export class NodesOnOneDatabase {
     this.urls = await Promise.all(this.nodes.map(async (node) => `http://127.0.0.1:${await node.port()}`));
   }
 
+  /**
+   * Stops node `index` (SIGTERM: it drains and deletes its heartbeat row) and starts it again with
+   * `settings` (see nodeEnv), as an operator restarts one node of several; waits until it listens.
+   */
+  async restart(index: number, settings: Record<string, string>): Promise<void> {
+    const old = this.nodes[index]!;
+    if (old.alive) {
+      old.child.kill('SIGTERM');
+      await old.exited;
+    }
+    const node = new ServeProcess(this.dir, this.nodeEnv(settings));
+    this.nodes[index] = node;
+    this.urls[index] = `http://127.0.0.1:${await node.port()}`;
+  }
+
   /** A new account on `plan` with one API key, written through the test's store. */
   async account(email: string, plan: PlanName = 'free'): Promise<{ id: number; key: string }> {
     const created = await this.store.accounts.create({ email, plan });

@@ -1,9 +1,12 @@
 /**
- * Batches on any node (issue 18): three `bgone serve` processes on one PostgreSQL database with a
- * cluster secret, reached with no sticky routing. A batch submitted to one node is read, fetched
- * and deleted through the other two; its images are spread over the nodes; and when the node
- * holding the queued images is killed (SIGKILL) mid-batch, the rest complete, the lost ones end
- * failed and uncharged, results it held answer 410, and the webhook events say exactly that.
+ * Batches on any node: three `bgone serve` processes on one PostgreSQL database with a cluster
+ * secret, reached with no sticky routing. A batch submitted to one node is read, fetched and
+ * deleted through the other two; its images are spread over the nodes. A node with another secret
+ * refuses to start. Node 0's peers reach it through a TCP proxy: while it is cut, their claims of
+ * node 0's images cannot be handed off, and those images go back to the queue and complete, each
+ * charged once. When the node holding the queued images is killed (SIGKILL) mid-batch, the rest
+ * complete, the lost ones end failed and uncharged, results it held answer 410, and the webhook
+ * events say exactly that. Last, the two nodes left rotate their secret one restart at a time.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,14 +15,21 @@ import { PHOTOS } from '../helpers/constants.js';
 import { NodesOnOneDatabase } from '../helpers/nodes-on-one-database.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, get, type HttpResult, toResult, waitFor } from '../helpers/server.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const BATCHES = '/api/v1/batches';
 const SECRET = 'test-cluster-secret-0123456789abcdef0123456789';
+/** The secret of the rotation, and another cluster's. */
+const NEW_SECRET = 'test-cluster-secret-rotated-9876543210fedcba98';
+const OTHER_SECRET = 'test-cluster-secret-another-cluster-0123456789';
 const photos = [PHOTOS.teddy, PHOTOS.llama, PHOTOS.book, PHOTOS.swan].map((name) => ({ name, data: readPhoto(name) }));
 
 let cluster: NodesOnOneDatabase;
 let receiver: WebhookReceiver;
+/** Between node 0's peers and node 0 (its BGONE_INTERNAL_URL). */
+let proxy: TcpProxy;
+const internalUrl = (node: number) => (node === 0 ? `http://127.0.0.1:${proxy.port}` : cluster.urls[node]!);
 /** What every node here is started with, beside what nodes-on-one-database.ts sets. */
 let settings: Record<string, string>;
 
@@ -69,7 +79,8 @@ async function holders(batchId: string): Promise<Map<string, number | undefined>
        LEFT JOIN nodes n ON n.id = coalesce(i.holder, b.owner) WHERE i.batch_id = $1`,
       [batchId],
     );
-    return new Map(rows.map((r) => [r.id, r.url === null ? undefined : cluster.urls.indexOf(r.url)]));
+    const urls = cluster.urls.map((_, node) => internalUrl(node));
+    return new Map(rows.map((r) => [r.id, r.url === null ? undefined : urls.indexOf(r.url)]));
   } finally {
     await client.end();
   }
@@ -87,13 +98,45 @@ beforeAll(async () => {
     BGONE_RATE_LIMIT_PRO: '100000',
     BGONE_ACCOUNT_IN_FLIGHT: '1000',
   };
-  await cluster.start([settings, settings, settings]);
+  // Node 0's port is known once it listens: the proxy forwards there from then on.
+  proxy = await TcpProxy.start('127.0.0.1', 1);
+  await cluster.start([{ ...settings, BGONE_INTERNAL_URL: `http://127.0.0.1:${proxy.port}` }, settings, settings]);
+  proxy.forwardTo(Number(new URL(cluster.urls[0]!).port));
 }, 300_000);
 
 afterAll(async () => {
   await cluster?.close();
   await receiver?.stop();
+  await proxy?.close();
 });
+
+/** Starts a node with `env` that is expected to refuse to start: its exit, or 'listening' if it did not refuse. */
+async function refusedStart(env: Record<string, string>): Promise<{ outcome: 'exited' | 'listening'; code: number | null; stderr: string }> {
+  const node = new ServeProcess(cluster.dir, cluster.nodeEnv(env));
+  const outcome = await node.port().then(
+    () => 'listening' as const,
+    () => 'exited' as const,
+  );
+  if (outcome === 'listening') node.child.kill('SIGKILL');
+  const exit = await node.exited;
+  return { outcome, code: exit.code, stderr: node.stderr };
+}
+
+/** The batch ended with every image succeeded, each charged once, and its events say so. */
+async function expectAllSucceeded(url: string, key: string, accountId: number, batchId: string, count: number, usedBefore = 0): Promise<any> {
+  const done = await waitCompleted(url, key, batchId);
+  expect(
+    done.images.map((i: any) => [i.status, i.credits_charged, i.error?.code]),
+    JSON.stringify(done.images),
+  ).toEqual(Array(count).fill(['succeeded', 1, undefined]));
+  await waitFor(async () => (await cluster.store.credits.balance(accountId)).reserved === 0, 'reservations settled', 30_000);
+  expect((await cluster.store.credits.balance(accountId)).used).toBe(usedBefore + count);
+  await waitFor(() => receiver.delivered('batch.completed').some((e) => e.event.data.batch_id === batchId), 'batch.completed', 30_000);
+  const processed = receiver.delivered('image.processed').filter((e) => e.event.data.batch_id === batchId);
+  expect(new Set(processed.map((e) => e.event.data.image_id)).size).toBe(count);
+  expect(processed.every((e) => e.event.data.status === 'succeeded' && e.event.data.credits_charged === 1)).toBe(true);
+  return done;
+}
 
 describe('a batch on three nodes without sticky routing', () => {
   it('submitted to one node: its status, every result and its deletion through the other two, credits exact, work spread', async () => {
@@ -171,6 +214,52 @@ describe('a batch on three nodes without sticky routing', () => {
     expect(lone.stderr).not.toContain(SECRET);
   }, 300_000);
 
+  it('a node with another cluster secret refuses to start, with a message, and the batch running meanwhile loses no image', async () => {
+    const { id: accountId, key } = await cluster.account('other-secret@example.com', 'pro');
+    await createEndpoint(cluster.urls[1]!, key);
+    const submitted = await submit(cluster.urls[1]!, key, 4);
+    expect(submitted.status).toBe(202);
+    const odd = await refusedStart({ ...settings, BGONE_CLUSTER_SECRET: OTHER_SECRET });
+    expect(odd.outcome, odd.stderr).toBe('exited');
+    expect(odd.code).toBe(1);
+    expect(odd.stderr).toMatch(/shares batch work with another BGONE_CLUSTER_SECRET/);
+    expect(odd.stderr).not.toContain(SECRET);
+    expect(odd.stderr).not.toContain(OTHER_SECRET);
+    await expectAllSucceeded(cluster.urls[1]!, key, accountId, submitted.json.id, 4);
+  }, 300_000);
+
+  it('hand-offs that fail (the holder cannot be reached) put the images back in the queue: all complete, each charged once', async () => {
+    const { id: accountId, key } = await cluster.account('handoff@example.com', 'pro');
+    await createEndpoint(cluster.urls[0]!, key);
+    const failedHandOffs = () =>
+      [1, 2].reduce(
+        (n, node) => n + cluster.nodes[node]!.logs().filter((l) => String(l.msg).startsWith('batch: handing off a claimed image failed')).length,
+        0,
+      );
+    const before = failedHandOffs();
+    proxy.cut();
+    try {
+      const submitted = await submit(cluster.urls[0]!, key, 4);
+      expect(submitted.status).toBe(202);
+      // Node 0 runs its own images meanwhile; the idle nodes claim the others and cannot take them.
+      let view: any;
+      await waitFor(
+        async () => {
+          view = (await get(cluster.urls[1]!, `${BATCHES}/${submitted.json.id}`, { headers: auth(key) })).json;
+          return view.images.filter((i: any) => i.status !== 'queued' && i.status !== 'processing').length >= 2;
+        },
+        'two images to end',
+        120_000,
+      );
+      expect(view.images.filter((i: any) => i.status === 'failed')).toEqual([]);
+      expect(failedHandOffs()).toBeGreaterThan(before);
+      proxy.restore();
+      await expectAllSucceeded(cluster.urls[2]!, key, accountId, submitted.json.id, 4);
+    } finally {
+      proxy.restore();
+    }
+  }, 300_000);
+
   it('kill -9 of the node holding the queued images mid-batch: the rest complete, the lost ones fail uncharged, events match', async () => {
     const { id: accountId, key } = await cluster.account('killed@example.com', 'pro');
     await createEndpoint(cluster.urls[1]!, key);
@@ -231,5 +320,34 @@ describe('a batch on three nodes without sticky routing', () => {
     const completed = receiver.delivered('batch.completed').filter((e) => e.event.data.batch_id === batchId);
     expect(new Set(completed.map((e) => e.id)).size).toBe(1);
     expect(completed[0]!.event.data).toMatchObject({ succeeded: succeeded.length, failed: failed.length, credits_charged: succeeded.length });
+  }, 300_000);
+
+  it('the secret rotated one restart at a time: every step starts, shares the work and charges once; the old secret is then refused', async () => {
+    const { id: accountId, key } = await cluster.account('rotation@example.com', 'pro');
+    await createEndpoint(cluster.urls[1]!, key);
+    // Nodes 1 and 2 are left (node 0 was killed above), both on SECRET. Node 2 first takes the new
+    // secret and keeps the old one beside it.
+    await cluster.restart(2, { ...settings, BGONE_CLUSTER_SECRET: NEW_SECRET, BGONE_CLUSTER_SECRET_PREVIOUS: SECRET });
+    const first = await submit(cluster.urls[1]!, key, 4);
+    expect(first.status).toBe(202);
+    await expectAllSucceeded(cluster.urls[2]!, key, accountId, first.json.id, 4);
+    const held = await holders(first.json.id);
+    expect(new Set(held.values()), `holders: ${JSON.stringify([...held])}`).toEqual(new Set([1, 2]));
+    for (const imageId of held.keys()) {
+      const res = await fetch(`${cluster.urls[2]}${BATCHES}/${first.json.id}/images/${imageId}`, { headers: auth(key) });
+      await res.arrayBuffer();
+      expect(res.status, `${imageId} through node 2`).toBe(200);
+    }
+    // Then node 1 takes the new secret alone (node 2 still accepts it), and node 2 drops the old one.
+    await cluster.restart(1, { ...settings, BGONE_CLUSTER_SECRET: NEW_SECRET });
+    await cluster.restart(2, { ...settings, BGONE_CLUSTER_SECRET: NEW_SECRET });
+    const second = await submit(cluster.urls[2]!, key, 4);
+    expect(second.status).toBe(202);
+    await expectAllSucceeded(cluster.urls[1]!, key, accountId, second.json.id, 4, 4);
+    expect(new Set((await holders(second.json.id)).values())).toEqual(new Set([1, 2]));
+    // The old secret is retired: a node still on it refuses to start.
+    const stale = await refusedStart(settings);
+    expect(stale.outcome, stale.stderr).toBe('exited');
+    expect(stale.stderr).toMatch(/another BGONE_CLUSTER_SECRET/);
   }, 300_000);
 });

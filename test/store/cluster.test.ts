@@ -6,10 +6,12 @@
  * dead holder, the image a dead runner was processing) and nothing else. SQLite has no cluster.
  */
 import { describe, expect, it } from 'vitest';
-import { type Batch, type ImageOutcome, ORPHAN_ERROR, type Store } from '../../src/store/index.js';
+import { type Batch, ClusterSecretMismatch, type ImageOutcome, ORPHAN_ERROR, type Store } from '../../src/store/index.js';
 import { useTempStores } from '../helpers/store.js';
 
 const HOUR = 60 * 60 * 1000;
+/** What every node here publishes of its cluster secret (any strings: the store only compares them). */
+const DIGESTS = ['digest-of-the-secret'];
 
 async function batchOf(store: Store, accountId: number, count: number): Promise<Batch> {
   const images = Array.from({ length: count }, (_, i) => ({ filename: `p${i}.jpg`, requestId: `req_img${i}` }));
@@ -22,8 +24,8 @@ async function batchOf(store: Store, accountId: number, count: number): Promise<
 async function claimedBatch(t: ReturnType<typeof useTempStores>) {
   const owner = await t.open();
   const b = await t.open();
-  await owner.cluster!.announce('http://owner.test');
-  await b.cluster!.announce('http://b.test');
+  await owner.cluster!.announce('http://owner.test', DIGESTS);
+  await b.cluster!.announce('http://b.test', DIGESTS);
   const a = await owner.accounts.create({ email: 'a@example.com' });
   const batch = await batchOf(owner, a.id, 3);
   const claim = (await b.cluster!.claimQueued())!;
@@ -48,9 +50,9 @@ describe('postgres store: batch work shared by several nodes', () => {
     const owner = await t.open();
     const b = await t.open();
     const c = await t.open();
-    await owner.cluster!.announce('http://owner.test');
-    await b.cluster!.announce('http://b.test');
-    await c.cluster!.announce('http://c.test');
+    await owner.cluster!.announce('http://owner.test', DIGESTS);
+    await b.cluster!.announce('http://b.test', DIGESTS);
+    await c.cluster!.announce('http://c.test', DIGESTS);
     const a = await owner.accounts.create({ email: 'a@example.com' });
     const batch = await batchOf(owner, a.id, 6);
 
@@ -77,7 +79,7 @@ describe('postgres store: batch work shared by several nodes', () => {
   it('a node that published no address shares nothing: its images are not claimed and no holder is named', async () => {
     const owner = await t.open();
     const b = await t.open();
-    await b.cluster!.announce('http://b.test');
+    await b.cluster!.announce('http://b.test', DIGESTS);
     const a = await owner.accounts.create({ email: 'a@example.com' });
     const batch = await batchOf(owner, a.id, 2);
     expect(await b.cluster!.claimQueued()).toBeNull();
@@ -114,5 +116,34 @@ describe('postgres store: batch work shared by several nodes', () => {
     // Its late finish (a node back from the dead) changes nothing and charges nothing.
     expect(await owner.batches.finish(claim.imageId, success(claim.imageId, batch.id))).toBeNull();
     expect(await owner.credits.balance(a.id)).toMatchObject({ used: 0, reserved: 2 });
+  });
+
+  it('a claim undone is queued again: its holder may start it, and only the claimer can undo it', async () => {
+    const { owner, b, a, batch, claim } = await claimedBatch(t);
+    expect(await owner.cluster!.imageState(claim.imageId)).toBe('claimed');
+    expect(await owner.cluster!.unclaim(claim.imageId)).toBe(false); // not the owner's claim
+    expect(await b.cluster!.unclaim(claim.imageId)).toBe(true);
+    expect(await b.cluster!.unclaim(claim.imageId)).toBe(false);
+    expect(await owner.cluster!.imageState(claim.imageId)).toBe('queued');
+    expect(await owner.batches.start(claim.imageId)).toBe(true);
+    expect(await owner.batches.finish(claim.imageId, success(claim.imageId, batch.id))).not.toBeNull();
+    expect(await owner.cluster!.imageState(claim.imageId)).toBe('ended');
+    expect(await b.cluster!.unclaim(claim.imageId)).toBe(false);
+    expect(await owner.credits.balance(a.id)).toMatchObject({ used: 1, reserved: 2 });
+  });
+
+  it('a node accepting none of the secrets a live node published is refused and publishes nothing; one sharing a secret is announced', async () => {
+    const owner = await t.open();
+    await owner.cluster!.announce('http://owner.test', ['old', 'new']);
+    const other = await t.open();
+    const refused = await other.cluster!.announce('http://other.test', ['another']).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(ClusterSecretMismatch);
+    expect((refused as Error).message).toContain('http://owner.test');
+    expect(await other.cluster!.secretMismatches(['another'])).toEqual([{ nodeId: owner.cluster!.nodeId, url: 'http://owner.test' }]);
+    expect((await owner.cluster!.peers()).map((p) => p.url)).toEqual([]);
+    const rotated = await t.open();
+    await rotated.cluster!.announce('http://rotated.test', ['new']);
+    expect((await owner.cluster!.peers()).map((p) => p.url)).toEqual(['http://rotated.test']);
+    expect(await rotated.cluster!.secretMismatches(['new'])).toEqual([]);
   });
 });

@@ -185,6 +185,25 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ BGONE_CLUSTER_SECRET: secret })).toThrow(/set BGONE_DATABASE_URL/);
     expect(() => loadConfig({ BGONE_INTERNAL_URL: 'http://h:1' })).toThrow(/set BGONE_DATABASE_URL/);
   });
+
+  it('takes the previous cluster secret of a rotation beside the current one only, as strong, and different', () => {
+    const secret = `${'a'.repeat(31)}b`;
+    const previous = `${'c'.repeat(31)}d`;
+    const url = 'postgres://h/db';
+    expect(loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret }).postgres).toMatchObject({ clusterSecretPrevious: undefined });
+    expect(loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_CLUSTER_SECRET_PREVIOUS: previous }).postgres).toMatchObject({
+      clusterSecret: secret,
+      clusterSecretPrevious: previous,
+    });
+    const short = 'x'.repeat(31);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_CLUSTER_SECRET_PREVIOUS: short })).toThrow(
+      /BGONE_CLUSTER_SECRET_PREVIOUS must be at least 32/,
+    );
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_CLUSTER_SECRET_PREVIOUS: short })).not.toThrow(new RegExp(short));
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET_PREVIOUS: previous })).toThrow(/needs BGONE_CLUSTER_SECRET/);
+    expect(() => loadConfig({ BGONE_DATABASE_URL: url, BGONE_CLUSTER_SECRET: secret, BGONE_CLUSTER_SECRET_PREVIOUS: secret })).toThrow(/must differ/);
+    expect(() => loadConfig({ BGONE_CLUSTER_SECRET_PREVIOUS: previous })).toThrow(/set BGONE_DATABASE_URL/);
+  });
 });
 
 describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT_MB, BGONE_ORT_LIBRARY)', () => {

@@ -5,6 +5,7 @@
  * another live node here; the claim and the holder's own start (batches.ts) both require the
  * image still 'queued', so exactly one of them runs it.
  */
+import { ClusterSecretMismatch } from '../cluster-store.js';
 import type { ClaimedImage, ClusterStore, PeerNode } from '../store.js';
 import { DB_NOW_MS, type PostgresContext } from './context.js';
 import type { NodeHeartbeat } from './node.js';
@@ -22,8 +23,13 @@ export class PostgresCluster implements ClusterStore {
     return this.ctx.nodeId;
   }
 
-  announce(internalUrl: string): Promise<void> {
-    return this.heartbeat.announce(internalUrl);
+  async announce(internalUrl: string, secretDigests: readonly string[]): Promise<void> {
+    const refused = await this.heartbeat.announce(internalUrl, secretDigests);
+    if (refused.length > 0) throw new ClusterSecretMismatch(refused);
+  }
+
+  secretMismatches(secretDigests: readonly string[]): Promise<PeerNode[]> {
+    return this.heartbeat.secretMismatches(this.ctx.pool, secretDigests);
   }
 
   async holderOf(imageId: string): Promise<PeerNode | null> {
@@ -38,6 +44,23 @@ export class PostgresCluster implements ClusterStore {
   async peers(): Promise<PeerNode[]> {
     const { rows } = await this.ctx.pool.query<{ id: string; internal_url: string }>(`${LIVE_PEERS} AND id <> $1 ORDER BY id`, [this.ctx.nodeId]);
     return rows.map((r) => ({ nodeId: r.id, url: r.internal_url }));
+  }
+
+  async unclaim(imageId: string): Promise<boolean> {
+    const { rowCount } = await this.ctx.pool.query(
+      `UPDATE batch_images SET status = 'queued', runner = NULL WHERE id = $1 AND status = 'processing' AND runner = $2`,
+      [imageId, this.ctx.nodeId],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  async imageState(imageId: string): Promise<'queued' | 'claimed' | 'ended'> {
+    const { rows } = await this.ctx.pool.query<{ status: string }>(
+      `SELECT i.status FROM batch_images i JOIN batches b ON b.id = i.batch_id WHERE i.id = $1 AND b.deleted_at IS NULL`,
+      [imageId],
+    );
+    const status = rows[0]?.status;
+    return status === 'queued' ? 'queued' : status === 'processing' ? 'claimed' : 'ended';
   }
 
   /**

@@ -235,6 +235,11 @@ export const MIGRATIONS: readonly string[] = [
     created_at BIGINT   NOT NULL
   );
   `,
+  // 6: the digests of the cluster secrets each node accepts (src/cluster/secret.ts; never a
+  // secret): a node that shares none with a live node refuses to start.
+  `
+  ALTER TABLE nodes ADD COLUMN secret_digests TEXT[];
+  `,
 ];
 
 /** The schema version this build writes and understands. */

@@ -6,10 +6,13 @@
  * runs the store's periodic work (the recovery of dead nodes' holdings, purges).
  */
 import type pg from 'pg';
-import { DB_NOW_MS } from './context.js';
+import type { PeerNode } from '../store.js';
+import { DB_NOW_MS, type Queryable } from './context.js';
 
 /** A node beats this often at most, and at least three times per lapse, so one late beat never kills it. */
 const MAX_HEARTBEAT_INTERVAL_MS = 5000;
+/** The transaction-level advisory lock under which a node checks its peers' secrets and publishes its own. */
+const ANNOUNCE_LOCK_KEY = 0x6267_6f6f; // 'bgoo'
 
 export class NodeHeartbeat {
   #timer: NodeJS.Timeout | undefined;
@@ -18,6 +21,8 @@ export class NodeHeartbeat {
   #lastBeatAt = Number.NEGATIVE_INFINITY;
   /** Where peers reach this node, published with every beat; null until announced. */
   #internalUrl: string | null = null;
+  /** The digests of the cluster secrets it accepts (cluster/secret.ts), published with every beat; null until announced. */
+  #secretDigests: readonly string[] | null = null;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -59,20 +64,61 @@ export class NodeHeartbeat {
     if (performance.now() - this.#lastBeatAt > this.#intervalMs * 1.5) await this.#beat();
   }
 
-  /** Publishes where peers reach this node, now and with every beat that follows. */
-  async announce(internalUrl: string): Promise<void> {
-    this.#internalUrl = internalUrl;
-    await this.#beat();
+  /**
+   * Publishes where peers reach this node and the digests of the secrets it accepts, now and with
+   * every beat that follows; unless a live peer sharing batch work accepts none of them: then
+   * publishes nothing and returns those peers. The check and the publication hold one lock, so of
+   * two nodes announcing at once the second sees the first.
+   */
+  async announce(internalUrl: string, secretDigests: readonly string[]): Promise<PeerNode[]> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock($1)', [ANNOUNCE_LOCK_KEY]);
+      const refused = await this.secretMismatches(client, secretDigests);
+      if (refused.length === 0) await this.#upsert(client, internalUrl, secretDigests);
+      await client.query('COMMIT');
+      if (refused.length > 0) return refused;
+      this.#internalUrl = internalUrl;
+      this.#secretDigests = secretDigests;
+      this.#lastBeatAt = performance.now();
+      return [];
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * The live nodes sharing batch work (an address published) whose published secret digests
+   * include none of `secretDigests`. A node that published none (a build before the digests) is
+   * not judged.
+   */
+  async secretMismatches(q: Queryable, secretDigests: readonly string[]): Promise<PeerNode[]> {
+    const { rows } = await q.query<{ id: string; internal_url: string }>(
+      `SELECT id, internal_url FROM nodes WHERE heartbeat_at > ${DB_NOW_MS} - lapse_ms AND internal_url IS NOT NULL AND id <> $1
+       AND secret_digests IS NOT NULL AND NOT (secret_digests && $2::text[]) ORDER BY id`,
+      [this.nodeId, [...secretDigests]],
+    );
+    return rows.map((r) => ({ nodeId: r.id, url: r.internal_url }));
   }
 
   async #beat(): Promise<void> {
-    // An upsert: a node that was paused past its lapse (and reaped) comes back as a live node.
-    await this.pool.query(
-      `INSERT INTO nodes (id, started_at, heartbeat_at, lapse_ms, internal_url) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS}, $2, $3)
-       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, internal_url = excluded.internal_url`,
-      [this.nodeId, this.lapseMs, this.#internalUrl],
-    );
+    await this.#upsert(this.pool, this.#internalUrl, this.#secretDigests);
     this.#lastBeatAt = performance.now();
+  }
+
+  async #upsert(q: Queryable, internalUrl: string | null, secretDigests: readonly string[] | null): Promise<void> {
+    // An upsert: a node that was paused past its lapse (and reaped) comes back as a live node. A
+    // beat sent before announce() but landing after it keeps what announce() published.
+    await q.query(
+      `INSERT INTO nodes (id, started_at, heartbeat_at, lapse_ms, internal_url, secret_digests) VALUES ($1, ${DB_NOW_MS}, ${DB_NOW_MS}, $2, $3, $4)
+       ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,
+         internal_url = coalesce(excluded.internal_url, nodes.internal_url), secret_digests = coalesce(excluded.secret_digests, nodes.secret_digests)`,
+      [this.nodeId, this.lapseMs, internalUrl, secretDigests === null ? null : [...secretDigests]],
+    );
   }
 
   async #tick(): Promise<void> {
