@@ -3,10 +3,12 @@
 // JobOptions / ModelSpec (fields.h: a missing or mistyped field is a TypeError, never a default),
 // runs the job on a libuv worker thread and turns the result or a PipelineError back into
 // JavaScript values.
+#include <fcntl.h>
 #include <napi.h>
 #include <vips/vips.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -375,6 +377,63 @@ Napi::Value ResampleForModel(const Napi::CallbackInfo& info) {
   return Napi::Buffer<uint8_t>::Copy(env, out.data.data(), out.data.size());
 }
 
+// An advisory write lock on bytes of an open file (the SQLite owner lock, src/store/sqlite/owner-lock.ts).
+// Linux's open file description locks (F_OFD_*): held by the descriptor rather than the process, so
+// SQLite closing its own descriptors of the same file never drops one, and a second descriptor in the
+// same process is refused like another process. Elsewhere, POSIX record locks (F_SETLK), which lack
+// both properties.
+#ifdef F_OFD_SETLK
+constexpr int kSetLock = F_OFD_SETLK, kGetLock = F_OFD_GETLK;
+#else
+constexpr int kSetLock = F_SETLK, kGetLock = F_GETLK;
+#endif
+
+bool read_lock_range(const Napi::CallbackInfo& info, int& fd, struct flock& range) {
+  if (!info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) return false;
+  fd = info[0].As<Napi::Number>().Int32Value();
+  std::memset(&range, 0, sizeof range);
+  range.l_whence = SEEK_SET;
+  range.l_start = static_cast<off_t>(info[1].As<Napi::Number>().Int64Value());
+  range.l_len = static_cast<off_t>(info[2].As<Napi::Number>().Int64Value());
+  return fd >= 0 && range.l_start >= 0 && range.l_len >= 1;
+}
+
+// lockBytes(fd, start, length, take) -> boolean: takes (take true) or gives back a write lock on the
+// bytes; false when another descriptor holds one of them. Throws on any other failure.
+Napi::Value LockBytes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd;
+  struct flock range;
+  if (!read_lock_range(info, fd, range) || !info[3].IsBoolean()) {
+    Napi::TypeError::New(env, "lockBytes(fd, start, length, take)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  range.l_type = info[3].As<Napi::Boolean>().Value() ? F_WRLCK : F_UNLCK;
+  if (fcntl(fd, kSetLock, &range) == 0) return Napi::Boolean::New(env, true);
+  if (errno == EAGAIN || errno == EACCES) return Napi::Boolean::New(env, false);
+  Napi::Error::New(env, std::string("fcntl lock: ") + std::strerror(errno)).ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
+// lockedByte(fd, start, length) -> number | null: the first byte of a lock another descriptor holds
+// on the bytes, null when none.
+Napi::Value LockedByte(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int fd;
+  struct flock range;
+  if (!read_lock_range(info, fd, range)) {
+    Napi::TypeError::New(env, "lockedByte(fd, start, length)").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  range.l_type = F_WRLCK;
+  if (fcntl(fd, kGetLock, &range) != 0) {
+    Napi::Error::New(env, std::string("fcntl lock: ") + std::strerror(errno)).ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
+  if (range.l_type == F_UNLCK) return env.Null();
+  return Napi::Number::New(env, static_cast<double>(range.l_start));
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
   exports.Set("loadModel", Napi::Function::New(env, LoadModel));
@@ -384,6 +443,8 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("memoryStats", Napi::Function::New(env, MemoryStats));
   exports.Set("encodePng", Napi::Function::New(env, EncodePng));
   exports.Set("resampleForModel", Napi::Function::New(env, ResampleForModel));
+  exports.Set("lockBytes", Napi::Function::New(env, LockBytes));
+  exports.Set("lockedByte", Napi::Function::New(env, LockedByte));
   return exports;
 }
 

@@ -95,6 +95,14 @@ interface Addon {
   encodePng(pixels: Buffer, width: number, height: number, bands: number, level: number): Buffer;
   /** The model input's resampler alone (native/model_resample.h): 3 or 4 bands in, RGB out, for its tests. */
   resampleForModel(pixels: Buffer, width: number, height: number, bands: number, outWidth: number, outHeight: number): Buffer;
+  /**
+   * Takes (take true) or gives back a write lock on `length` bytes of an open file from `start`;
+   * false when another descriptor holds one of them (Linux's open file description locks, for the
+   * SQLite owner lock, src/store/sqlite/owner-lock.ts).
+   */
+  lockBytes(fd: number, start: number, length: number, take: boolean): boolean;
+  /** The first byte of a lock another descriptor holds on those bytes, null when none. */
+  lockedByte(fd: number, start: number, length: number): number | null;
 }
 
 /**

@@ -4,12 +4,11 @@
  * in-flight request on SIGTERM and exits 0, refuses a bad environment; the account, key, plan,
  * credit and usage commands; `remove` over a folder. Every process is a real child process.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cpuRunsAvx2 } from '../../src/lib/native.js';
 import { openStore } from '../../src/store/index.js';
-import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
 import { runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { imageInfo } from '../helpers/http-images.js';
@@ -158,6 +157,39 @@ describe('bgone serve', () => {
       expect((await get(url, '/readyz')).status).toBe(200);
     });
 
+    it('a service through a hard link to the same file refuses to start too, and leaves a credit reservation in place', async () => {
+      const hard = join(dir, 'elsewhere', 'hard-link.sqlite');
+      mkdirSync(join(dir, 'elsewhere'), { recursive: true });
+      linkSync(db, hard);
+      // A reservation held in the file: a second service that started would release it at once.
+      const operator = await openStore({ path: db });
+      try {
+        const [account] = await operator.accounts.list();
+        const held = await operator.credits.reserve(account!.id, { requestId: 'req_held_by_first' });
+        expect(held.ok).toBe(true);
+        const before = await ledger(db);
+        const second = new Serve({ BGONE_DB: hard, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
+        const outcome = await Promise.race([
+          second.exited,
+          second.port().then(
+            () => 'listening',
+            () => 'exited',
+          ),
+        ]);
+        if (second.alive) second.child.kill('SIGKILL');
+        expect(outcome).toEqual({ code: 1, signal: null });
+        expect(second.stderr).toContain(`${hard} is in use by another bgone service (pid ${serve.child.pid})`);
+        expect(second.stdout).not.toMatch(/released credit reservations|failed the batch images/);
+        expect(await ledger(db)).toEqual(before);
+        expect(before).toEqual([expect.objectContaining({ reserved: 1 })]);
+        if (held.ok && held.reservationId !== null) expect(await operator.credits.release(held.reservationId)).toBe(true);
+      } finally {
+        await operator.close();
+      }
+      expect(serve.alive).toBe(true);
+      expect((await get(url, '/readyz')).status).toBe(200);
+    });
+
     it('survives a multipart body that ends inside the image part (answers 400, keeps serving)', async () => {
       const full = multipartBody('CutBoundary', [{ name: 'image_file', filename: 'photo.jpg', type: 'image/jpeg', data: teddy }]);
       const cut = full.subarray(0, full.length - 40); // no closing boundary
@@ -177,7 +209,6 @@ describe('bgone serve', () => {
     const lockDb = join(dir, 'killed', 'db.sqlite');
     const first = new Serve({ BGONE_DB: lockDb, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
     await first.port();
-    expect(existsSync(`${lockDb}${OWNER_LOCK_SUFFIX}`)).toBe(true);
     first.child.kill('SIGKILL');
     await first.exited;
     const next = new Serve({ BGONE_DB: lockDb, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });

@@ -1,21 +1,20 @@
 /**
  * One service process per SQLite file (src/store/sqlite/owner-lock.ts through openStore's
  * serviceOwner): a second owner is refused while the first lives, in this process or another, and
- * through a symlink to the same file; operator stores are not; a clean close gives the lock back;
- * and a lock whose process died (kill -9) is free again, even when the new owner has the dead one's
- * pid (a container's PID 1 restarted). Owners in other processes are real child processes loading
+ * through any other name of the same file (a symlink, a hard link, another relative path); operator
+ * stores are not; a clean close gives the lock back; and a lock whose process died (kill -9) is
+ * free again. Owners in other processes are real child processes loading
  * the compiled store from dist/ (rebuilt by test/global-setup.ts).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, StoreError } from '../../src/store/index.js';
 import { sqliteDriver } from '../../src/store/sqlite/driver.js';
-import { OWNER_LOCK_SUFFIX } from '../../src/store/sqlite/owner-lock.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 const DIST_STORE_URL = pathToFileURL(join(REPO_ROOT, 'dist', 'src', 'store', 'index.js')).href;
@@ -97,8 +96,6 @@ describe('the SQLite owner lock', () => {
     } finally {
       await first.close();
     }
-    // The lock file stays (deleting it could split the lock); the lock itself is free again.
-    expect(existsSync(`${db}${OWNER_LOCK_SUFFIX}`)).toBe(true);
     expect(await refusal(db)).toBeNull();
     expect(tryInChild(db)).toBe('owner');
   });
@@ -121,23 +118,60 @@ describe('the SQLite owner lock', () => {
     expect(await refusal(link)).toBeNull();
   });
 
-  it('is free once its owner is killed (kill -9), even for a new owner with the dead one’s pid', async () => {
+  it('refuses a second service through a hard link or another relative path to the file, with the same message; the first’s reservations stay', async () => {
+    mkdirSync(join(dir, 'data'));
+    const first = await openStore({ path: db, serviceOwner: true });
+    const operator = await openStore({ path: db });
+    try {
+      const account = await operator.accounts.create({ email: 'held@example.com', plan: 'free' });
+      const held = await operator.credits.reserve(account.id, { requestId: 'req_held' });
+      expect(held.ok).toBe(true);
+      const hard = join(dir, 'elsewhere', 'hard.db');
+      mkdirSync(join(dir, 'elsewhere'));
+      linkSync(db, hard); // the same file under another name, in another folder
+      const fromCwd = relative(process.cwd(), db);
+      for (const path of [hard, fromCwd, join(dir, 'data', '..', 'data', 'bgone.db')]) {
+        const refused = await refusal(path);
+        expect(refused, path).toBeInstanceOf(StoreError);
+        expect((refused as StoreError).code, path).toBe('locked');
+        expect((refused as StoreError).message, path).toContain(`is in use by another bgone service (pid ${process.pid}`);
+        expect(tryInChild(path), path).toBe('locked');
+      }
+      expect(((await refusal(hard)) as StoreError).message).toContain(`${hard} is in use by another bgone service (pid ${process.pid})`);
+      expect(await operator.credits.balance(account.id)).toMatchObject({ reserved: 1 });
+    } finally {
+      await operator.close();
+      await first.close();
+    }
+  });
+
+  it('refuses a service on a hard link while an owner in another process holds the file through its own name', async () => {
+    mkdirSync(join(dir, 'data'));
+    const hard = join(dir, 'hard.db');
+    const owner = await ownerProcess(db);
+    linkSync(db, hard);
+    const refused = await refusal(hard);
+    expect(refused).toBeInstanceOf(StoreError);
+    expect((refused as StoreError).message).toContain(`${hard} is in use by another bgone service (pid ${owner.pid})`);
+    await kill9(owner);
+    expect(await refusal(hard)).toBeNull();
+  });
+
+  it('is free once its owner is killed (kill -9)', async () => {
     const owner = await ownerProcess(db);
     expect(await refusal(db)).toBeInstanceOf(StoreError);
     await kill9(owner);
-    expect(existsSync(`${db}${OWNER_LOCK_SUFFIX}`), 'a kill -9 leaves the lock file behind').toBe(true);
-    // A container restarted: the dead owner's pid is the new starter's own (PID 1 both times).
-    const Database = sqliteDriver();
-    const lockDb = new Database(`${db}${OWNER_LOCK_SUFFIX}`);
-    lockDb.prepare('UPDATE owner SET pid = ?, host = ?').run(process.pid, hostname());
-    lockDb.close();
     const store = await openStore({ path: db, serviceOwner: true });
     await store.close();
   });
 
-  it('ignores the pid file an older build left (`<db>.lock`)', async () => {
+  it('ignores the lock files older builds left (`<db>.lock`, `<db>.owner-lock`)', async () => {
     mkdirSync(join(dir, 'data'));
     writeFileSync(`${db}.lock`, JSON.stringify({ pid: process.pid, host: hostname(), startedAt: '2026-01-01T00:00:00.000Z' }));
+    const Database = sqliteDriver();
+    const old = new Database(`${db}.owner-lock`);
+    old.exec('CREATE TABLE owner (id INTEGER PRIMARY KEY)');
+    old.close();
     const store = await openStore({ path: db, serviceOwner: true });
     await store.close();
   });

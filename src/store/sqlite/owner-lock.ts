@@ -5,107 +5,87 @@
  * to start instead of corrupting the first one's state. Operator commands (the CLI) do not take it:
  * they may run beside the service.
  *
- * The lock is a lock the kernel holds for the process: a small SQLite database beside the file's
- * real path (`<real path>.owner-lock`), on which the owner keeps a write transaction open (a
- * RESERVED lock, an fcntl lock of SQLite's unix VFS) for as long as it runs. The kernel drops it when
- * the process ends in any way (kill -9 included), so there is no stale lock to judge: no pid is
- * compared, and a restarted container whose service is PID 1 again starts. Another writer cannot
- * take it while it is held, so the second service is refused at once; readers still can, which is
- * how the refusal names the owner (a row written just before the lock is kept).
- *
- * The real path (symlinks resolved) names the lock, so a second service through a symlink to the
- * same file finds the same lock. The lock file is never deleted: deleting it while a starter has it
- * open would let two processes lock two different files of the same name.
+ * The lock is a write lock on one byte of the database file itself (OWNER_BYTE), far past the bytes
+ * SQLite locks (its lock page at 1 GiB): the kernel keys it by the file's identity, so every name of
+ * the file (a symlink, a hard link, another relative path, another mount of the same volume) finds
+ * it, and drops it when the process ends in any way (kill -9 included): no stale lock to judge, no
+ * pid compared, and a restarted container whose service is PID 1 again starts. The owner also locks
+ * the byte OWNER_BYTE + 1 + its pid, which is how a refused starter names it. These are Linux's open
+ * file description locks (the addon's lockBytes), held by the descriptor: SQLite closing its own
+ * descriptors of the file never drops them, and a second owner in the same process is refused too.
+ * A descriptor is never closed either (closing one drops every POSIX lock this process's SQLite
+ * connections hold on the file): given back, it waits for the next lock of the same file.
  */
-import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
-import { hostname } from 'node:os';
+import { closeSync, existsSync, mkdirSync, openSync, realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { native } from '../../lib/native.js';
 import { StoreError } from '../errors.js';
-import { isBusy } from './busy.js';
-import { type Db, sqliteDriver } from './driver.js';
 
-export const OWNER_LOCK_SUFFIX = '.owner-lock';
+/** The byte the owner locks: at 1 TiB, far from SQLite's lock page (1 GiB to 1 GiB + 512); advisory, it stops no read or write. */
+export const OWNER_BYTE = 2 ** 40;
+/** Pids are below 2^22 on Linux (pid_max): the owner's pid byte lies in OWNER_BYTE + 1 + [0, 2^22]. */
+const PID_BYTES = 2 ** 22 + 1;
 
 export interface OwnerLock {
-  /** The lock file: the database's real path + OWNER_LOCK_SUFFIX. */
+  /** The database's real path (symlinks resolved) when the lock was taken. */
   readonly path: string;
   /** Gives the lock back (idempotent). */
   release(): void;
 }
 
-interface Owner {
-  pid: number;
-  host: string;
-  started_at: string;
-}
-
-/** Who holds the lock, as its row says; null when it cannot be read right now. */
-function describeOwner(db: Db): string | null {
-  try {
-    const owner = db.prepare<[], Owner>('SELECT pid, host, started_at FROM owner WHERE id = 1').get();
-    if (!owner) return null;
-    return owner.host === hostname() ? `pid ${owner.pid}, since ${owner.started_at}` : `pid ${owner.pid} on ${owner.host}, since ${owner.started_at}`;
-  } catch {
-    return null; // the owner is writing its row, or it has none yet
-  }
-}
+/** Descriptors given back, by file identity (`dev:ino`), for the next lock of the same file. */
+const spare = new Map<string, number[]>();
 
 /**
  * The real path of the database at `databasePath`: the file is created first when missing (an
  * empty file is an empty SQLite database), so that a symlink to a file not yet created resolves
- * to it as well.
+ * to it as well. An existing file is not opened here (see acquireOwnerLock on closing descriptors).
  */
 export function realDatabasePath(databasePath: string): string {
   mkdirSync(dirname(resolve(databasePath)), { recursive: true }); // the database's folder may not exist yet
-  closeSync(openSync(databasePath, 'a'));
+  if (!existsSync(databasePath)) closeSync(openSync(databasePath, 'a'));
   return realpathSync(databasePath);
+}
+
+/** Who holds the lock: its pid, from the pid byte it locked; null while it has not locked that byte yet. */
+function describeOwner(fd: number): string | null {
+  const byte = native().lockedByte(fd, OWNER_BYTE + 1, PID_BYTES);
+  return byte === null ? null : `pid ${byte - OWNER_BYTE - 1}`;
 }
 
 /** Takes the owner lock of the database at `databasePath`, or throws StoreError 'locked'. */
 export function acquireOwnerLock(databasePath: string): OwnerLock {
   const real = realDatabasePath(databasePath);
-  const path = `${real}${OWNER_LOCK_SUFFIX}`;
-  const Database = sqliteDriver();
-  // No busy wait: a held lock is held by a running service, and waiting would not change that.
-  const db = new Database(path, { timeout: 0 });
-  const same = real === resolve(databasePath) ? '' : ` (the file ${real})`;
-  const refuse = (detail: string | null): never => {
-    db.close();
+  const addon = native();
+  const { dev, ino } = statSync(real, { bigint: true });
+  const identity = `${dev}:${ino}`;
+  const fd = spare.get(identity)?.pop() ?? openSync(real, 'r+'); // a write lock needs a descriptor open for writing
+  const park = (): void => {
+    const list = spare.get(identity) ?? [];
+    list.push(fd);
+    spare.set(identity, list);
+  };
+  if (!addon.lockBytes(fd, OWNER_BYTE, 1, true)) {
+    const owner = describeOwner(fd);
+    park();
+    const same = real === resolve(databasePath) ? '' : ` (the file ${real})`;
     throw new StoreError(
       'locked',
-      `${databasePath}${same} is in use by another bgone service${detail ? ` (${detail})` : ''}. ` +
+      `${databasePath}${same} is in use by another bgone service${owner ? ` (${owner})` : ''}. ` +
         'One service process per SQLite file: stop it first, or use another BGONE_DB.',
     );
-  };
-  const take = (): boolean => {
-    try {
-      db.exec('BEGIN IMMEDIATE');
-      return true;
-    } catch (err) {
-      if (isBusy(err)) return false;
-      db.close();
-      throw new StoreError('locked', `cannot take the lock ${path} (${(err as Error).message}); if no bgone service runs on ${databasePath}, delete it`);
-    }
-  };
-  if (!take()) refuse(describeOwner(db));
-  try {
-    // The row says who owns the lock; it is committed so that a refused starter can read it, and
-    // the lock is taken again at once. A starter that slips in between wins, and this one is refused.
-    db.exec('CREATE TABLE IF NOT EXISTS owner (id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, started_at TEXT NOT NULL)');
-    db.prepare('INSERT OR REPLACE INTO owner (id, pid, host, started_at) VALUES (1, ?, ?, ?)').run(process.pid, hostname(), new Date().toISOString());
-    db.exec('COMMIT');
-  } catch (err) {
-    db.close();
-    throw err;
   }
-  if (!take()) refuse(describeOwner(db));
+  const pidByte = OWNER_BYTE + 1 + process.pid;
+  addon.lockBytes(fd, pidByte, 1, true); // only the owner of OWNER_BYTE locks in this range
   let held = true;
   return {
-    path,
+    path: real,
     release: () => {
       if (!held) return;
       held = false;
-      db.close(); // rolls the empty transaction back: the kernel lock goes with it
+      addon.lockBytes(fd, pidByte, 1, false);
+      addon.lockBytes(fd, OWNER_BYTE, 1, false);
+      park();
     },
   };
 }
