@@ -11,7 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { HEAD_TOO_LARGE_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
+import { ambiguousFraming, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
 
 export interface NodeBackendOptions {
   /** Time for a request's head to arrive, in ms (default 10 s, uWS's idle timeout). */
@@ -38,6 +38,10 @@ interface ListenerState {
   draining: boolean;
   /** Sockets with an answer not yet finished: a parse error there cannot be answered in between. */
   busy: WeakMap<Duplex, number>;
+  /** Sockets whose parser failed behind answers not yet finished: closed once those are written. */
+  closeWhenAnswered: WeakSet<Duplex>;
+  /** The last request parsed on each socket. */
+  lastRequest: WeakMap<Duplex, IncomingMessage>;
 }
 
 class NodeResponse implements HttpResponse {
@@ -136,7 +140,7 @@ function clientErrorAnswer(code: string | undefined): string {
       ? [431, HEAD_TOO_LARGE_BODY]
       : code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, JSON.stringify({ code: 'validation_error', message: 'The request did not arrive in time.' })]
-        : [400, JSON.stringify({ code: 'validation_error', message: 'The request is not valid HTTP/1.1.' })];
+        : [400, INVALID_REQUEST_BODY];
   return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
@@ -174,7 +178,7 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
   return {
     name: 'node',
     listen(host: string, port: number, handler: RequestHandler): Promise<Listener> {
-      const state: ListenerState = { draining: false, busy: new WeakMap() };
+      const state: ListenerState = { draining: false, busy: new WeakMap(), closeWhenAnswered: new WeakSet(), lastRequest: new WeakMap() };
       const server = http.createServer(
         {
           headersTimeout,
@@ -186,10 +190,26 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
         },
         (req, res) => {
           const socket = req.socket;
+          // A request parsed behind a refused one on the same connection is never served.
+          if (state.closeWhenAnswered.has(socket)) return;
           state.busy.set(socket, (state.busy.get(socket) ?? 0) + 1);
-          res.once('close', () => state.busy.set(socket, (state.busy.get(socket) ?? 1) - 1));
+          state.lastRequest.set(socket, req);
+          res.once('close', () => {
+            const left = (state.busy.get(socket) ?? 1) - 1;
+            state.busy.set(socket, left);
+            if (left === 0 && state.closeWhenAnswered.has(socket)) socket.end();
+          });
           const response = new NodeResponse(req, res, req.method === 'HEAD', state);
-          handler(new NodeRequest(req, response), response);
+          const request = new NodeRequest(req, response);
+          // node's parser reads `Transfer-Encoding: gzip, chunked` as chunked, and hands on a request
+          // whose only coding is not chunked before failing on its body: both are refused as the
+          // uWS backend refuses them (request-headers.ts).
+          if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
+            state.closeWhenAnswered.add(socket);
+            response.send(400, { 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+            return;
+          }
+          handler(request, response);
         },
       );
       const answered = new WeakSet<Duplex>();
@@ -197,8 +217,16 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
         // The parser may report the same broken connection more than once; answer it once.
         if (answered.has(socket)) return;
         answered.add(socket);
-        if (err.code === 'ECONNRESET' || !socket.writable || (state.busy.get(socket) ?? 0) > 0) {
+        if (err.code === 'ECONNRESET' || !socket.writable) {
           socket.destroy();
+          return;
+        }
+        if ((state.busy.get(socket) ?? 0) > 0) {
+          // The bytes refused come after complete requests (behind a Connection: close request, or
+          // a refused head): their answers are written first, in order, then the connection closes,
+          // and what the parser refused is never served. A body cut short is the client leaving.
+          if (state.closeWhenAnswered.has(socket) || state.lastRequest.get(socket)?.complete) state.closeWhenAnswered.add(socket);
+          else socket.destroy();
           return;
         }
         // end(), not destroy(): a client still sending its oversized head would get a reset and

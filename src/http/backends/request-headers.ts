@@ -13,6 +13,26 @@ export const MAX_HEAD_BYTES = 16 * 1024;
 /** The JSON body of the 431 answer to a head over MAX_HEAD_BYTES, the same on both backends. */
 export const HEAD_TOO_LARGE_BODY = JSON.stringify({ code: 'validation_error', message: 'The request headers are larger than the server accepts.' });
 
+/** The JSON body of the 400 answer to a request that is not valid HTTP/1.1, the same on both backends. */
+export const INVALID_REQUEST_BODY = JSON.stringify({ code: 'validation_error', message: 'The request is not valid HTTP/1.1.' });
+
+/**
+ * Whether a request's body framing is ambiguous (RFC 9112 §6.3), given its Content-Length and
+ * Transfer-Encoding headers as RequestHeaders joins them ('' when absent). Refused: more than one
+ * Content-Length (even with equal values, as node:http refuses them) or one that is not a number;
+ * both headers at once; any transfer coding but exactly `chunked` (case aside). A server and a proxy
+ * in front of it that read such a request differently would see a different next request.
+ */
+export function ambiguousFraming(contentLength: string, transferEncoding: string): boolean {
+  if (transferEncoding !== '') return contentLength !== '' || transferEncoding.trim().toLowerCase() !== 'chunked';
+  return contentLength !== '' && !/^[0-9]+$/.test(contentLength.trim());
+}
+
+/** Whether a Connection header's value holds the `close` option (RFC 9112 §9.6). */
+export function asksToClose(connection: string): boolean {
+  return connection.split(',').some((token) => token.trim().toLowerCase() === 'close');
+}
+
 export class RequestHeaders {
   private readonly values = new Map<string, string>();
   /** Bytes of the header lines as they were on the wire ("name: value\r\n"), about. */

@@ -15,14 +15,19 @@
  *   its 512 KB receive buffer, or with more than 48 header lines and over 4 KB, is closed at once;
  *   one with more than 48 header lines in under 4 KB is ignored until its 10 s idle timeout
  *   closes the connection.
+ * - uWS 20.30 frames a body by the first Content-Length and ignores transfer codings other than
+ *   chunked; heads that are ambiguous get node:http's 400 before their body is read. It closes a
+ *   connection that brings a request while an answer is pending (no pipelining behind pending
+ *   answers): an answer that closes the connection is written once uWS has parsed all it read, so
+ *   that nothing pipelined behind it is ever served.
  * The module is passed in (backend-select.ts loads the right native build), so nothing here
  * imports a uWS package.
  */
 import type * as Uws from 'uWebSockets.js';
 import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
-import { prepareAnswer } from './answer.js';
+import { type PreparedAnswer, prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { HEAD_TOO_LARGE_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
+import { ambiguousFraming, asksToClose, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
 
 /** The native module's API (the same in the npm build 20.30 and upstream's 20.x releases, for what we use). */
 export type UwsModule = typeof Uws;
@@ -55,6 +60,8 @@ interface ListenerState {
 class UwsResponse implements HttpResponse {
   aborted = false;
   sent = false;
+  /** The request asked for the connection to close after its answer (Connection: close). */
+  closeAfter = false;
   /** The answer is fully handed to uWS: the native response must not be touched any more. */
   private complete = false;
   private readonly abortListeners: Array<() => void> = [];
@@ -104,10 +111,23 @@ class UwsResponse implements HttpResponse {
 
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
     if (this.sent || this.aborted) return;
-    const answer = prepareAnswer(status, headers, body, this.isHead, this.listener.draining);
+    const answer = prepareAnswer(status, headers, body, this.isHead, this.listener.draining || this.closeAfter);
     this.sent = true;
     this.stopRearming();
     this.queued = [];
+    if (answer.close) {
+      // Written once uWS has parsed all it read: while it parses, the socket is corked and uWS
+      // closes nothing, so a request pipelined behind this one would be served after it. Left
+      // pending, this answer makes uWS close the connection when such a request arrives instead
+      // (it refuses pipelining behind a pending answer): what follows a closing answer is never served.
+      setImmediate(() => this.write(answer));
+      return;
+    }
+    this.write(answer);
+  }
+
+  private write(answer: PreparedAnswer): void {
+    if (this.aborted) return;
     const res = this.res;
     res.cork(() => {
       if (this.paused) {
@@ -282,6 +302,18 @@ export function uwsBackend(uws: UwsModule): Backend {
           response.send(431, { 'Content-Type': 'application/json', Connection: 'close' }, HEAD_TOO_LARGE_BODY);
           return;
         }
+        // uWS frames a body by the first Content-Length, and reads a body with any transfer coding
+        // but chunked as having none: what follows would be parsed as the next request. node:http
+        // refuses such heads with 400; so does this backend, before the body is read, and the
+        // connection closes (a closing answer: see UwsResponse.send).
+        if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
+          response.send(400, { 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+          return;
+        }
+        // uWS 20.30 closes after an answer only where the request's Connection value is exactly
+        // five bytes long, and never while it parses: the client's Connection: close is honoured
+        // here, so that nothing pipelined behind such a request is served.
+        response.closeAfter = asksToClose(request.header('connection'));
         handler(request, response);
       });
       return new Promise((resolve, reject) => {
