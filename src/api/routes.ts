@@ -3,6 +3,7 @@
  * document. The remove route only authenticates (by API key), admits (service/admission.ts) and
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
@@ -31,6 +32,24 @@ export interface ApiDeps {
   overloadRetryAfter?: number | undefined;
   /** Several nodes: the bytes this node moved to and from its peers (shown by /readyz). */
   peerTraffic?: (() => { bytesIn: number; bytesOut: number }) | undefined;
+  /** GET /metrics is served on this router to `Authorization: Bearer <metricsToken>` only; without it, not at all. */
+  metricsToken?: string | undefined;
+}
+
+/**
+ * GET /metrics (Prometheus). With `token`, only to `Authorization: Bearer <token>`: any other
+ * request gets the answer of an unknown path, so the public port tells nothing of it.
+ */
+export function mountMetrics(router: Router, metrics: Metrics, token?: string): void {
+  const expected = token === undefined ? undefined : createHash('sha256').update(`Bearer ${token}`).digest();
+  router.get('/metrics', async (ex) => {
+    if (expected && !timingSafeEqual(createHash('sha256').update(ex.req.header('authorization')).digest(), expected)) {
+      ex.error(new HttpError('not_found'));
+      return;
+    }
+    const body = await metrics.render();
+    ex.send(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store' }, body);
+  });
 }
 
 /** Idempotency-Key: 1 to 255 visible ASCII characters. */
@@ -91,9 +110,6 @@ export function mountApi(router: Router, deps: ApiDeps): void {
         : null,
     });
   });
-  router.get('/metrics', async (ex) => {
-    const body = await metrics.render();
-    ex.send(200, { 'Content-Type': metrics.contentType, 'Cache-Control': 'no-store' }, body);
-  });
+  if (deps.metricsToken !== undefined) mountMetrics(router, metrics, deps.metricsToken);
   router.get('/api/v1/openapi.json', (ex) => ex.json(200, openApiDocument(), { 'Cache-Control': 'public, max-age=300' }));
 }

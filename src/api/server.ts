@@ -19,7 +19,7 @@ import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from '../config/defaults.js';
 import type { Logger } from '../config/logger.js';
 import type { BodyMinRate } from '../http/exchange.js';
 import { Router } from '../http/router.js';
-import type { Backend, BackendName } from '../http/types.js';
+import type { Backend, BackendName, Listener } from '../http/types.js';
 import { queueSize } from '../lib/index.js';
 import { Admission } from '../service/admission.js';
 import { JobMemoryGate } from '../service/job-memory-gate.js';
@@ -28,7 +28,7 @@ import type { Store } from '../store/index.js';
 import { WebhookDeliverer } from '../webhooks/deliverer.js';
 import { mountBatches } from './batch-routes.js';
 import { MAX_BODY_BYTES, tooLarge } from './metered-removal.js';
-import { mountApi } from './routes.js';
+import { mountApi, mountMetrics } from './routes.js';
 import { mountWebhooks } from './webhook-routes.js';
 
 /** What a mounted route group (the dashboard) gets from the service. */
@@ -103,10 +103,19 @@ export interface ServerOptions {
    * this node on (default: its listen address).
    */
   cluster?: { secret: string; previousSecret?: string | undefined; internalUrl?: string | undefined } | undefined;
+  /**
+   * Where GET /metrics is served (docs/operations.md, "Metrics"): `listen`, a listener of its own
+   * that serves only it, on backend `http` (default: the server's); `token`, the public port serves
+   * it to `Authorization: Bearer <token>`. Without either, the public port answers /metrics as an
+   * unknown path.
+   */
+  metrics?: { listen?: { host: string; port: number } | undefined; http?: Backend | undefined; token?: string | undefined } | undefined;
 }
 
 export interface RunningServer {
   port: number;
+  /** The port of the metrics listener (options.metrics.listen), when it listens. */
+  metricsPort: number | undefined;
   backend: BackendName;
   metrics: Metrics;
   /** Stops accepting connections, waits for admitted requests (up to drainTimeout), closes the rest. */
@@ -194,6 +203,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     peerTraffic: peerClient ? () => peerClient.traffic : undefined,
     memory,
     overloadRetryAfter: options.overloadRetryAfter,
+    metricsToken: options.metrics?.token,
   });
   mountBatches(router, {
     peers: peerResults,
@@ -212,6 +222,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten, memory });
 
   const listener = await backend.listen(options.host, options.port, router.handle);
+  const metricsListener = await listenForMetrics(options, metrics);
   if (!publicUrl) {
     const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
     publicUrl = `http://${host.includes(':') ? `[${host}]` : host}:${listener.port}`;
@@ -234,6 +245,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing: Promise<void> | undefined;
   return {
     port: listener.port,
+    metricsPort: metricsListener?.port,
     backend: backend.name,
     metrics,
     peerTraffic: () => ({ ...(peerClient?.traffic ?? { bytesIn: 0, bytesOut: 0 }) }),
@@ -247,6 +259,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         // drops a socket's unsent bytes, so they get a moment to leave before every connection ends.
         await new Promise((resolve) => setTimeout(resolve, CLOSE_FLUSH_GRACE_MS));
         listener.closeAll();
+        metricsListener?.closeAll();
         await claimWorker?.stop();
         // Batch images still queued are failed (not charged, their events written); then the
         // worker sends what it has in hand. The outbox keeps the rest for the next start.
@@ -257,4 +270,21 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return closing;
     },
   };
+}
+
+/**
+ * The metrics listener: GET /metrics only. A scrape port that cannot be bound (a second node on the
+ * same host with the same setting) is logged and left out: the service runs on without it.
+ */
+async function listenForMetrics(options: ServerOptions, metrics: Metrics): Promise<Listener | undefined> {
+  const at = options.metrics?.listen;
+  if (!at) return undefined;
+  const router = new Router(() => {}, options.logger);
+  mountMetrics(router, metrics);
+  try {
+    return await (options.metrics?.http ?? options.http).listen(at.host, at.port, router.handle);
+  } catch (err) {
+    options.logger.warn({ err }, `metrics: cannot listen on ${at.host}:${at.port}; GET /metrics is not served on this node`);
+    return undefined;
+  }
 }

@@ -131,6 +131,9 @@ export async function serveCommand(): Promise<number> {
       cluster: config.postgres?.clusterSecret
         ? { secret: config.postgres.clusterSecret, previousSecret: config.postgres.clusterSecretPrevious, internalUrl: config.postgres.internalUrl }
         : undefined,
+      // node:http refuses a port another node holds; uWS would share it (SO_REUSEPORT) and a
+      // scrape would reach either node.
+      metrics: { ...config.metrics, http: loadBackend('node').backend },
       mount: (context) =>
         mountDashboard(context, {
           store,
@@ -155,6 +158,7 @@ export async function serveCommand(): Promise<number> {
     `bgone listening on http://${config.host}:${server.port}`,
   );
   logger.info(`dashboard: http://${shownHost}:${server.port}/dashboard`);
+  if (server.metricsPort !== undefined) logger.info(`metrics: http://${config.metrics.listen!.host}:${server.metricsPort}/metrics`);
 
   await new Promise<void>((resolve) => {
     let stopping = false;

@@ -120,6 +120,33 @@ export interface Config {
   signup: SignupConfig;
   batches: BatchConfig;
   library: LibraryConfig;
+  metrics: MetricsConfig;
+}
+
+/** Where GET /metrics is served (docs/operations.md, "Metrics"). */
+export interface MetricsConfig {
+  /** BGONE_METRICS_LISTEN: host:port of a listener serving only /metrics (default 127.0.0.1:9464); `off`: none. */
+  listen: { host: string; port: number } | undefined;
+  /** BGONE_METRICS_TOKEN: the public port also serves /metrics to `Authorization: Bearer <token>` (at least 16 characters). */
+  token: string | undefined;
+}
+
+export const DEFAULT_METRICS_LISTEN = '127.0.0.1:9464';
+const METRICS_TOKEN_MIN_LENGTH = 16;
+
+function loadMetricsConfig(env: NodeJS.ProcessEnv): MetricsConfig {
+  const raw = env.BGONE_METRICS_LISTEN || DEFAULT_METRICS_LISTEN;
+  let listen: MetricsConfig['listen'];
+  if (raw !== 'off') {
+    const m = /^(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):(\d{1,5})$/.exec(raw);
+    const port = Number(m?.[3]);
+    if (!m || port > 65535) throw new ConfigError(`BGONE_METRICS_LISTEN must be host:port, [ipv6]:port or off (got "${raw}")`);
+    listen = { host: (m[1] ?? m[2])!, port };
+  }
+  const token = env.BGONE_METRICS_TOKEN || undefined;
+  if (token !== undefined && (token.length < METRICS_TOKEN_MIN_LENGTH || /[^\x21-\x7e]/.test(token)))
+    throw new ConfigError(`BGONE_METRICS_TOKEN must be at least ${METRICS_TOKEN_MIN_LENGTH} visible ASCII characters`);
+  return { listen, token };
 }
 
 export class ConfigError extends Error {}
@@ -205,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     batches: loadBatchConfig(env),
     library: loadLibraryConfig(env),
+    metrics: loadMetricsConfig(env),
   };
 }
 

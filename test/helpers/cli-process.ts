@@ -76,7 +76,9 @@ export class ServeProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
   constructor(cwd: string, extraEnv: Record<string, string>) {
-    this.child = spawn(process.execPath, [CLI, 'serve'], { cwd, env: childEnv(extraEnv), stdio: ['ignore', 'pipe', 'pipe'] });
+    // An ephemeral metrics port unless a test names one: nodes side by side never meet on the default.
+    const env = childEnv({ BGONE_METRICS_LISTEN: '127.0.0.1:0', ...extraEnv });
+    this.child = spawn(process.execPath, [CLI, 'serve'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     children.add(this.child);
     this.child.stdout!.on('data', (d: Buffer) => (this.stdout += d.toString()));
     this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));

@@ -118,7 +118,12 @@ export function testServerOptions(store: Store): ServerOptions {
  * it stops the server, then closes the store, then removes the test's temp folder `dir`.
  */
 export async function serveStore(store: Store, dir: string, options: Partial<ServerOptions> = {}): Promise<{ server: RunningServer; close(): Promise<void> }> {
-  const server = await startServer({ ...testServerOptions(store), accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT, ...options });
+  const server = await startServer({
+    ...testServerOptions(store),
+    accountInFlight: UNCAPPED_ACCOUNT_IN_FLIGHT,
+    metrics: { listen: { host: '127.0.0.1', port: 0 } },
+    ...options,
+  });
   let closed = false;
   return {
     server,
@@ -130,6 +135,12 @@ export async function serveStore(store: Store, dir: string, options: Partial<Ser
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The base URL of a test server's metrics listener (serveStore gives every one). */
+export function metricsUrl(server: RunningServer): string {
+  if (server.metricsPort === undefined) throw new Error('this server has no metrics listener');
+  return `http://127.0.0.1:${server.metricsPort}`;
 }
 
 export interface ImagePart {

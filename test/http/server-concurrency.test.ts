@@ -15,14 +15,14 @@ import { expectError, trackUncaught } from '../helpers/http-assert.js';
 import { multipartBody, type RawResponse, rawConnection, rawExchange, requestHead } from '../helpers/http-raw.js';
 import { readFixture, readPhoto } from '../helpers/paths.js';
 import { randomBytes } from '../helpers/prng.js';
-import { credits, get, postImage, startTestServer, type TestServer, waitFor } from '../helpers/server.js';
+import { credits, get, metricsUrl, postImage, startTestServer, type TestServer, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy);
 const uncaught = trackUncaught();
 
 /** The counter of POST /api/v1/remove answers with this status and code in GET /metrics (0 when absent). */
 async function metricCount(ts: TestServer, status: number, code: string): Promise<number> {
-  const text = (await get(ts.url, '/metrics')).body.toString('utf8');
+  const text = (await get(metricsUrl(ts.server), '/metrics')).body.toString('utf8');
   const m = new RegExp(`^bgone_requests_total\\{route="/api/v1/remove",status="${status}",code="${code}"\\} (\\d+)$`, 'm').exec(text);
   return m ? Number(m[1]) : 0;
 }

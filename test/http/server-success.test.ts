@@ -13,7 +13,7 @@ import { expectConforms, expectError, openApi, REQUEST_ID, trackUncaught } from 
 import { type ImageInfo, imageInfo } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { readPhoto } from '../helpers/paths.js';
-import { credits, get, type HttpResult, postImage, startTestServer, type TestServer } from '../helpers/server.js';
+import { credits, get, type HttpResult, metricsUrl, postImage, startTestServer, type TestServer } from '../helpers/server.js';
 
 const REMOVE = '/api/v1/remove';
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
@@ -265,7 +265,7 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
   });
 
   it('GET /metrics: Prometheus text counting exactly the requests of this file by status and code', async () => {
-    const res = await get(ts.url, '/metrics');
+    const res = await get(metricsUrl(ts.server), '/metrics');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     expectConforms(doc, 'GET', '/metrics', res);

@@ -132,6 +132,18 @@ describe('loadConfig', () => {
       expect(() => loadConfig({ BGONE_WEBHOOK_RETENTION: value }), value).toThrow(/BGONE_WEBHOOK_RETENTION/);
   });
 
+  it('serves /metrics on loopback by default (BGONE_METRICS_LISTEN), on the public port only with BGONE_METRICS_TOKEN', () => {
+    expect(loadConfig({}).metrics).toEqual({ listen: { host: '127.0.0.1', port: 9464 }, token: undefined });
+    expect(loadConfig({ BGONE_METRICS_LISTEN: '[::1]:9100', BGONE_METRICS_TOKEN: 'scrape-token-0123456789' }).metrics).toEqual({
+      listen: { host: '::1', port: 9100 },
+      token: 'scrape-token-0123456789',
+    });
+    expect(loadConfig({ BGONE_METRICS_LISTEN: 'off' }).metrics.listen).toBeUndefined();
+    for (const value of ['9464', 'localhost', 'host:99999', 'a b:1', '::1:9100'])
+      expect(() => loadConfig({ BGONE_METRICS_LISTEN: value }), value).toThrow(/BGONE_METRICS_LISTEN/);
+    for (const value of ['short', 'sixteen chars ok']) expect(() => loadConfig({ BGONE_METRICS_TOKEN: value }), value).toThrow(/BGONE_METRICS_TOKEN/);
+  });
+
   it('has a library-only part for commands that run no service', () => {
     expect(loadLibraryConfig({ BGONE_NATIVE_CONCURRENCY: '3' })).toEqual({
       modelsDir: undefined,

@@ -1,0 +1,69 @@
+/**
+ * What the public port tells a stranger: internal routes answer as unknown paths without the
+ * cluster secret (on a node of a cluster and on a node alone), /metrics is not served there
+ * without its token but on its own listener, every 401 names the Bearer scheme, and the answers
+ * name no server software beyond what uWebSockets.js writes itself. Real servers on 127.0.0.1 on
+ * the vitest project's backend; the cluster node runs on a fresh PostgreSQL database.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
+import { trackUncaught } from '../helpers/http-assert.js';
+import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
+import { get, type HttpResult, metricsUrl, serveStore, startTestServer, type TestServer } from '../helpers/server.js';
+
+const SECRET = 'a-cluster-secret-of-at-least-32-characters';
+const METRICS_TOKEN = 'a-metrics-token-0123456789';
+const uncaught = trackUncaught();
+
+/** What a stranger can compare between two answers: status, body without its request id, and the headers that are not per request. */
+function seen(r: HttpResult): { status: number; body: unknown; headers: string[] } {
+  const { request_id: _, ...body } = r.json ?? { text: r.body.toString('latin1') };
+  const headers = [...r.headers.entries()].filter(([name]) => !['x-request-id', 'date', 'content-length'].includes(name)).map(([n, v]) => `${n}: ${v}`);
+  return { status: r.status, body, headers };
+}
+
+describe('the public port', () => {
+  let alone: TestServer;
+  let cluster: { url: string; close(): Promise<void> };
+  let dropDatabase: () => Promise<void>;
+
+  beforeAll(async () => {
+    alone = await startTestServer();
+    const database = await freshDatabase(await testDatabaseUrl());
+    dropDatabase = database.drop;
+    const store = await openStore({ url: database.url, autoRecover: false });
+    const running = await serveStore(store, mkdtempSync(join(tmpdir(), 'bgone-surface-')), {
+      cluster: { secret: SECRET },
+      metrics: { listen: { host: '127.0.0.1', port: 0 }, token: METRICS_TOKEN },
+    });
+    cluster = { url: `http://127.0.0.1:${running.server.port}`, close: running.close };
+  });
+
+  afterAll(async () => {
+    await alone?.close();
+    await cluster?.close();
+    await dropDatabase?.();
+    await uncaught.check();
+  });
+
+  it('serves /metrics on its own listener, and on the public port only to its token', async () => {
+    const unknown = seen(await get(alone.url, '/no/such/path'));
+    expect(seen(await get(alone.url, '/metrics'))).toEqual(unknown);
+    for (const authorization of [undefined, 'Bearer wrong-token-0123456789', `Basic ${METRICS_TOKEN}`, `Bearer ${METRICS_TOKEN}x`]) {
+      const res = await get(cluster.url, '/metrics', { headers: authorization ? { authorization } : {} });
+      expect(seen(res), String(authorization)).toEqual(unknown);
+    }
+    const withToken = await get(cluster.url, '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(withToken.status).toBe(200);
+    expect(withToken.body.toString()).toMatch(/^# TYPE bgone_requests_total counter$/m);
+    const own = await get(metricsUrl(alone.server), '/metrics');
+    expect(own.status).toBe(200);
+    expect(own.body.toString()).toMatch(/^bgone_http_backend_info\{backend="(uws|node)"\} 1$/m);
+    // That listener serves nothing else.
+    expect((await get(metricsUrl(alone.server), '/healthz')).status).toBe(404);
+    expect((await get(metricsUrl(alone.server), '/api/v1/openapi.json')).status).toBe(404);
+  });
+});
