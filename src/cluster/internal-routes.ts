@@ -1,8 +1,9 @@
 /**
  * The routes nodes call on each other (peer-client.ts), under /internal/v1, mounted only where a
- * cluster secret is configured. Each answers 401 without the secret (the current one, or the
- * previous one during a rotation) and never looks at an API key: an account's key opens no
- * internal route, and the secret opens no public one.
+ * cluster secret is configured. Without the secret, every method on them gets the answer of an
+ * unknown path (404), as on a node of its own: the public port does not tell that a node is in a
+ * cluster. They never look at an API key: an account's key opens no internal route, and the secret
+ * opens no public one.
  *
  *   GET    /internal/v1/images/:image/input    a copy of a queued image's bytes, for the node that claimed it
  *   DELETE /internal/v1/images/:image/input    that node has them: this one drops its copy
@@ -11,9 +12,9 @@
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Exchange } from '../http/exchange.js';
-import type { Router } from '../http/router.js';
+import type { FallbackAnswers, Router } from '../http/router.js';
 import { HttpError } from '../service/errors.js';
-import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
+import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, PEER_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
 import { CLUSTER_SECRET_HEADER, type ClusterSecrets, isClusterSecret } from './secret.js';
 
 export interface InternalDeps {
@@ -24,10 +25,16 @@ export interface InternalDeps {
 
 export function mountInternal(router: Router, deps: InternalDeps): void {
   const { runner, peers } = deps;
-  const guarded = (handler: (ex: Exchange) => void) => (ex: Exchange) => {
-    if (!isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secrets))
-      return ex.error(new HttpError('authentication_error', 'Internal route: the cluster secret is missing or wrong.'));
-    handler(ex);
+  const hasSecret = (ex: Exchange) => isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secrets);
+  const unknownPath = (ex: Exchange) => ex.error(new HttpError('not_found'));
+  const guarded = (handler: (ex: Exchange) => void) => (ex: Exchange) => (hasSecret(ex) ? handler(ex) : unknownPath(ex));
+  // On every answer to a caller with the secret: tells it apart from an unknown path (peer-client.ts).
+  const peer = { [PEER_HEADER]: '1' };
+  // A wrong method is 405 only for a peer that holds the secret.
+  const fallback: FallbackAnswers = {
+    notFound: unknownPath,
+    methodNotAllowed: (ex, allowed) =>
+      hasSecret(ex) ? ex.error(new HttpError('method_not_allowed'), { Allow: allowed.join(', '), ...peer }) : unknownPath(ex),
   };
 
   /**
@@ -37,9 +44,9 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
   const handsHeld = (what: string, find: (imageId: string) => { data: Buffer; meta: InputMeta | ResultMeta } | undefined) =>
     guarded((ex) => {
       const held = find(ex.params.image!);
-      if (!held) return ex.error(new HttpError('not_found', `This node does not hold that ${what}.`));
+      if (!held) return ex.error(new HttpError('not_found', `This node does not hold that ${what}.`), peer);
       peers.served(held.data.length);
-      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(held.meta), 'Cache-Control': 'no-store' }, held.data);
+      ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(held.meta), 'Cache-Control': 'no-store', ...peer }, held.data);
     });
 
   // A copy: the bytes stay here until the claimer says it has them (DELETE below), or until this
@@ -52,14 +59,16 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
       const meta: InputMeta = { options: image.options };
       return { data: image.data, meta };
     }),
+    fallback,
   );
 
   router.delete(
     `${INTERNAL_PREFIX}/images/:image/input`,
     guarded((ex) => {
-      if (!runner.dropHandedOff(ex.params.image!)) return ex.error(new HttpError('not_found', 'This node does not hold that image.'));
-      ex.send(204, { 'Cache-Control': 'no-store' }, '');
+      if (!runner.dropHandedOff(ex.params.image!)) return ex.error(new HttpError('not_found', 'This node does not hold that image.'), peer);
+      ex.send(204, { 'Cache-Control': 'no-store', ...peer }, '');
     }),
+    fallback,
   );
 
   router.get(
@@ -70,13 +79,15 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
       const meta: ResultMeta = { format: held.format, width: held.width, height: held.height, requestId: held.requestId, expiresAt: held.expiresAt };
       return { data: held.data, meta };
     }),
+    fallback,
   );
 
   router.delete(
     `${INTERNAL_PREFIX}/batches/:batch`,
     guarded((ex) => {
       runner.forget(ex.params.batch!);
-      ex.send(204, { 'Cache-Control': 'no-store' }, '');
+      ex.send(204, { 'Cache-Control': 'no-store', ...peer }, '');
     }),
+    fallback,
   );
 }

@@ -2,8 +2,10 @@
  * The calls a node makes to its peers' internal routes (internal-routes.ts), with the cluster
  * secret: copy the bytes of a queued image it claimed and then tell its holder to drop them, fetch a
  * result another node holds, and tell every peer to forget a deleted batch. Bytes travel only in
- * memory, from one process to another. A call refused (401) with the current secret is sent again
- * with the previous one, if any: during a rotation, a peer not yet restarted knows only that one.
+ * memory, from one process to another. A peer that takes the secret marks its answer with
+ * PEER_HEADER; one that does not answers as for an unknown path (404, unmarked), and the call is
+ * sent again with the previous secret, if any: during a rotation, a peer not yet restarted knows
+ * only that one. An unmarked 404 is a refusal, never "the image is gone".
  */
 import type { HeldResult } from '../batches/batch-runner.js';
 import type { OutputFormat, RemoveBackgroundOptions } from '../lib/index.js';
@@ -21,6 +23,14 @@ const PEER_TIMEOUT_MS = 30_000;
  * deleted (or the image claimed) nothing asks for them anyway, and the peer drops them later itself.
  */
 const FORGET_TIMEOUT_MS = 2000;
+
+/** Set on every answer of an internal route to a caller whose secret it took. */
+export const PEER_HEADER = 'x-bgone-peer';
+
+/** Whether the peer took the secret (a refusal looks like an unknown path, without this mark). */
+function accepted(res: Response): boolean {
+  return res.headers.get(PEER_HEADER) === '1';
+}
 
 /** The headers that carry what a result or an input is, beside its bytes. */
 export const META_HEADER = 'x-bgone-meta';
@@ -62,7 +72,7 @@ export class PeerClient {
     const signal = AbortSignal.timeout(timeoutMs);
     const send = (secret: string) => fetch(`${peer.url}${path}`, { method, headers: { [CLUSTER_SECRET_HEADER]: secret }, signal });
     const res = await send(this.secrets.current);
-    if (res.status !== 401 || this.secrets.previous === undefined) return res;
+    if (accepted(res) || this.secrets.previous === undefined) return res;
     await res.body?.cancel();
     return send(this.secrets.previous);
   }
@@ -75,6 +85,7 @@ export class PeerClient {
   async copyInput(peer: PeerNode, imageId: string): Promise<{ data: Buffer; options: RemoveBackgroundOptions } | undefined> {
     const res = await this.#call(peer, 'GET', inputPath(imageId));
     if (!res.ok) await res.body?.cancel();
+    if (!accepted(res)) throw new Error(`peer refused the cluster secret (${res.status}) when copying an input`);
     if (res.status === 404) return undefined;
     if (!res.ok) throw new Error(`peer answered ${res.status} to copying an input`);
     const data = Buffer.from(await res.arrayBuffer());

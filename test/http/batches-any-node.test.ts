@@ -178,12 +178,12 @@ describe('a batch on three nodes without sticky routing', () => {
     expect(balance.used).toBe(6);
     expect(balance.reserved).toBe(0);
 
-    // The internal route: refused with the account's API key, or a wrong secret.
+    // The internal route: an unknown path with the account's API key, or a wrong secret.
     const someImage = done.images[0].id;
     const withKey = await get(cluster.urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: auth(key) });
-    expect(withKey.status).toBe(401);
+    expect(withKey.status).toBe(404);
     const wrong = await get(cluster.urls[1]!, `/internal/v1/images/${someImage}/result`, { headers: { 'x-bgone-cluster-secret': `${SECRET}x` } });
-    expect(wrong.status).toBe(401);
+    expect(wrong.status).toBe(404);
 
     // Deleted through node 2: gone on every node, results included.
     const deleted = await fetch(`${cluster.urls[2]}${BATCHES}/${batchId}`, { method: 'DELETE', headers: auth(key) });

@@ -12,11 +12,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import { trackUncaught } from '../helpers/http-assert.js';
 import { freshDatabase, testDatabaseUrl } from '../helpers/postgres.js';
-import { get, type HttpResult, metricsUrl, serveStore, startTestServer, type TestServer } from '../helpers/server.js';
+import { get, type HttpResult, metricsUrl, serveStore, startTestServer, type TestServer, toResult } from '../helpers/server.js';
 
 const SECRET = 'a-cluster-secret-of-at-least-32-characters';
 const METRICS_TOKEN = 'a-metrics-token-0123456789';
+const INTERNAL_PATHS = [
+  '/internal/v1/images/img_1/input',
+  '/internal/v1/images/img_1/result',
+  '/internal/v1/batches/bat_1',
+  '/internal/v1/other',
+  '/internal/v1',
+];
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'];
 const uncaught = trackUncaught();
+
+async function call(url: string, path: string, method: string, headers: Record<string, string> = {}): Promise<HttpResult> {
+  const res = await fetch(`${url}${path}`, { method, headers });
+  // A HEAD answer has a JSON Content-Type and no body.
+  return method === 'HEAD' ? { status: res.status, headers: res.headers, body: Buffer.from(await res.arrayBuffer()) } : toResult(res);
+}
 
 /** What a stranger can compare between two answers: status, body without its request id, and the headers that are not per request. */
 function seen(r: HttpResult): { status: number; body: unknown; headers: string[] } {
@@ -47,6 +61,27 @@ describe('the public port', () => {
     await cluster?.close();
     await dropDatabase?.();
     await uncaught.check();
+  });
+
+  it('answers every internal path and method without the cluster secret as an unknown path, in a cluster or alone', async () => {
+    for (const url of [alone.url, cluster.url]) {
+      for (const method of METHODS) {
+        const unknown = seen(await call(url, '/no/such/path', method));
+        expect(unknown.status).toBe(404);
+        for (const path of INTERNAL_PATHS) {
+          const strangers: Array<Record<string, string>> = [{}, { 'X-Bgone-Cluster-Secret': `${SECRET}x` }, { Authorization: 'Bearer rb-sk_0000' }];
+          for (const headers of strangers) {
+            expect(seen(await call(url, path, method, headers)), `${method} ${path} on ${url === alone.url ? 'a node alone' : 'a cluster node'}`).toEqual(
+              unknown,
+            );
+          }
+        }
+      }
+    }
+    // A peer with the secret still learns the route's methods.
+    const wrongMethod = await call(cluster.url, '/internal/v1/images/img_1/result', 'POST', { 'X-Bgone-Cluster-Secret': SECRET });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET');
   });
 
   it('serves /metrics on its own listener, and on the public port only to its token', async () => {
