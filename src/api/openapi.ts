@@ -20,6 +20,7 @@ export function openApiDocument(): Record<string, unknown> {
     'X-RateLimit-Reset': { schema: { type: 'integer' }, description: 'Epoch seconds when the window resets.' },
   };
   const retryAfter = { 'Retry-After': { schema: { type: 'integer' }, description: 'Seconds to wait before retrying.' } };
+  const bearerChallenge = { 'WWW-Authenticate': { schema: { type: 'string', enum: ['Bearer realm="bgone"'] }, description: 'The scheme the API takes.' } };
   const json = (description: string, schema: string, headers: Record<string, unknown>) => ({
     description,
     headers: { 'X-Request-ID': { $ref: '#/components/headers/RequestId' }, ...headers },
@@ -27,7 +28,7 @@ export function openApiDocument(): Record<string, unknown> {
   });
   // The answers every keyed route of the batch and webhook API may give besides its own.
   const keyedErrors = {
-    '401': errorResponse('Missing or invalid API key.', ['authentication_error']),
+    '401': errorResponse('Missing or invalid API key.', ['authentication_error'], bearerChallenge),
     '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
     '404': errorResponse("No such batch, image or endpoint (or another account's).", ['not_found'], rateHeaders),
     '429': errorResponse(
@@ -247,7 +248,7 @@ export function openApiDocument(): Record<string, unknown> {
               },
             },
             '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large'], rateHeaders),
-            '401': errorResponse('Missing or invalid API key.', ['authentication_error']),
+            '401': errorResponse('Missing or invalid API key.', ['authentication_error'], bearerChallenge),
             '402': errorResponse('No credits left in the billing cycle.', ['payment_required'], rateHeaders),
             '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
             '405': errorResponse('Wrong method.', ['method_not_allowed']),

@@ -19,6 +19,9 @@ export type { ImageLimits, OptionField, ParsedForm, UploadedImage } from './mult
 /** The form of X-Request-ID; a route gives one to work that outlives its request too (each batch image). */
 export { newRequestId } from './request-id.js';
 
+/** The challenge of every 401: API keys are Bearer tokens (`Authorization: Bearer rb-sk_...`). */
+const BEARER_CHALLENGE: OutgoingHeaders = { 'WWW-Authenticate': 'Bearer realm="bgone"' };
+
 /** What the exchange reports when it is answered or abandoned (metrics). */
 export type AnswerRecorder = (route: string, status: number, code: string, seconds: number) => void;
 
@@ -209,13 +212,17 @@ export class Exchange {
     this.send(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers }, JSON.stringify(body));
   }
 
-  /** The contract's error answer: its status from the one table, the JSON body { code, message, details?, request_id }. */
+  /**
+   * The contract's error answer: its status from the one table, the JSON body { code, message,
+   * details?, request_id }. A 401 names the scheme the API takes (RFC 9110 §11.6.1).
+   */
   error(err: HttpError, headers: OutgoingHeaders = {}): void {
     const body: Record<string, unknown> = { code: err.code, message: err.message, request_id: this.requestId };
     if (err.details !== undefined) body.details = err.details;
+    const status = HTTP_STATUS[err.code];
     this.send(
-      HTTP_STATUS[err.code],
-      { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers, ...err.headers },
+      status,
+      { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...(status === 401 ? BEARER_CHALLENGE : {}), ...headers, ...err.headers },
       JSON.stringify(body),
       err.code,
     );

@@ -101,4 +101,18 @@ describe('the public port', () => {
     expect((await get(metricsUrl(alone.server), '/healthz')).status).toBe(404);
     expect((await get(metricsUrl(alone.server), '/api/v1/openapi.json')).status).toBe(404);
   });
+
+  it('names the Bearer scheme on every 401', async () => {
+    const answers = [
+      await call(alone.url, '/api/v1/remove', 'POST'),
+      await call(alone.url, '/api/v1/remove', 'POST', { Authorization: 'Bearer rb-sk_unknown' }),
+      await call(alone.url, '/api/v1/batches', 'GET', { Authorization: 'Basic dXNlcjpwYXNz' }),
+      await call(alone.url, '/api/v1/webhooks', 'GET'),
+    ];
+    for (const res of answers) {
+      expect(res.status).toBe(401);
+      expect(res.json).toMatchObject({ code: 'authentication_error' });
+      expect(res.headers.get('www-authenticate')).toBe('Bearer realm="bgone"');
+    }
+  });
 });
