@@ -115,4 +115,13 @@ describe('the public port', () => {
       expect(res.headers.get('www-authenticate')).toBe('Bearer realm="bgone"');
     }
   });
+
+  it('names no server software, but for the header uWebSockets.js 20.30 always writes', async () => {
+    for (const res of [await get(alone.url, '/healthz'), await get(alone.url, '/no/such/path'), await call(alone.url, '/api/v1/remove', 'POST')]) {
+      expect(res.headers.get('server')).toBeNull();
+      expect(res.headers.get('x-powered-by')).toBeNull();
+      // Compiled into the binary (UWS_HTTPRESPONSE_NO_WRITEMARK unset); docs/operations.md hides it at the proxy.
+      expect(res.headers.get('uwebsockets')).toBe(alone.server.backend === 'uws' ? '20' : null);
+    }
+  });
 });
