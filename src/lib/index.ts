@@ -132,9 +132,12 @@ export async function preloadModel(name?: string): Promise<void> {
   await getModel(name, true);
 }
 
+type RunPriority = 'normal' | 'background';
+const PRIORITIES: readonly RunPriority[] = ['normal', 'background'];
+
 /** How a job queues for the native core: 'background' jobs go in only when no normal job waits. */
 export interface RunOptions {
-  priority?: 'normal' | 'background';
+  priority?: RunPriority;
   /**
    * Drops the job while it still waits for a place in the native core (e.g. its HTTP client went
    * away): its promise then rejects with the signal's reason (an `AbortError` DOMException unless
@@ -142,6 +145,24 @@ export interface RunOptions {
    * to its end: a native call cannot be stopped halfway.
    */
   signal?: AbortSignal;
+}
+
+/** Validates run options as normaliseOptions does options: a BgoneError('validation_error') naming the field. */
+function checkRunOptions(run: unknown): { priority: RunPriority; signal: AbortSignal | undefined } {
+  if (run === undefined) return { priority: 'normal', signal: undefined };
+  if (run === null || typeof run !== 'object') throw new BgoneError('validation_error', 'run must be an object.', { field: 'run' });
+  const { priority, signal, ...unknown } = run as Record<string, unknown>;
+  const extra = Object.keys(unknown)[0];
+  if (extra !== undefined) {
+    throw new BgoneError('validation_error', `${extra} is not a run option (priority, signal).`, { field: extra, allowed: ['priority', 'signal'] });
+  }
+  if (priority !== undefined && !PRIORITIES.includes(priority as RunPriority)) {
+    throw new BgoneError('validation_error', `priority must be one of ${PRIORITIES.join(', ')}.`, { field: 'priority', allowed: PRIORITIES });
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new BgoneError('validation_error', 'signal must be an AbortSignal.', { field: 'signal' });
+  }
+  return { priority: (priority as RunPriority | undefined) ?? 'normal', signal };
 }
 
 /**
@@ -156,17 +177,17 @@ export async function removeBackground(
   third?: RunOptions,
 ): Promise<RemoveBackgroundResult> {
   let job: PreparedJob;
-  let run: RunOptions;
+  let run: ReturnType<typeof checkRunOptions>;
   if (isPreparedJob(input)) {
     job = input;
-    run = (second as RunOptions | undefined) ?? {};
+    run = checkRunOptions(second);
   } else {
     job = prepareJob(input as Buffer | Uint8Array, second as RemoveBackgroundOptions | undefined); // null stays null: a validation_error
-    run = third ?? {};
+    run = checkRunOptions(third);
   }
   const handle = await getModel(job.model);
   try {
-    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle), run.priority ?? 'normal', run.signal);
+    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle), run.priority, run.signal);
     return { ...result, format: job.options.format };
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason

@@ -5,7 +5,7 @@
  * look normalised.
  */
 import { describe, expect, it } from 'vitest';
-import { expectThrowsBgone } from '../helpers/assert.js';
+import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
 import { normaliseOptions, prepareJob, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { readPhoto } from '../helpers/paths.js';
@@ -54,5 +54,31 @@ describe('prepareJob', () => {
     const lookAlike = { ...normaliseOptions({ size: 'preview' }) };
     expect(prepareJob(teddy, lookAlike as never).options.maxPixels).toBe(16_000_000); // its fields are no options: the defaults
     expect(Object.isFrozen(job) && Object.isFrozen(job.options)).toBe(true);
+  });
+});
+
+describe('run options (the last argument of removeBackground)', () => {
+  const bad: Array<[string, unknown, string]> = [
+    ['a signal that is not an AbortSignal', { signal: 'abort' }, 'signal'],
+    ['a signal that only looks like one', { signal: { aborted: false } }, 'signal'],
+    ['an unknown priority', { priority: 'urgent' }, 'priority'],
+    ['a priority of another type', { priority: 1 }, 'priority'],
+    ['an unknown key', { priorty: 'background' }, 'priorty'],
+    ['not an object', 'background', 'run'],
+    ['null', null, 'run'],
+  ];
+
+  it.each(bad)('%s: validation_error naming the field, from bytes and from a prepared job', async (_, run, field) => {
+    for (const call of [() => removeBackground(teddy, {}, run as never), () => removeBackground(prepareJob(teddy), run as never)]) {
+      const error = await expectBgoneError(call(), 'validation_error');
+      expect(error.details).toMatchObject({ field });
+      expect(error.message).toContain(field);
+    }
+  });
+
+  it('each allowed value still runs', async () => {
+    const normal = await removeBackground(teddy, { size: 'preview' }, { priority: 'normal', signal: new AbortController().signal });
+    const background = await removeBackground(prepareJob(teddy, { size: 'preview' }), { priority: 'background', signal: undefined });
+    expect(background.data.equals(normal.data)).toBe(true);
   });
 });
