@@ -164,7 +164,9 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   Napi::Promise promise() { return deferred_.Promise(); }
 
   // Runs on a libuv worker thread: no JavaScript values may be touched here. The input bytes are
-  // read in place (the Buffer is kept alive by input_ref_), never copied.
+  // read in place, never copied: input_ref_ keeps the Buffer alive, but not its memory if its
+  // ArrayBuffer is transferred, so JavaScript hands over only bytes that nothing can transfer
+  // (src/lib/prepare-job.ts copies a caller's).
   void Execute() override {
     // Memory freed by the job stays warm for the next one, and goes back once the core is idle.
     const JobInProgress in_progress;

@@ -23,7 +23,8 @@ import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import { type Exchange, newRequestId, type ParsedForm } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
-import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputFormat, type PreparedJob, prepareJob } from '../lib/index.js';
+import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputFormat, type PreparedJob } from '../lib/index.js';
+import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { HttpError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -72,7 +73,7 @@ const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
 function prepareImage(data: Buffer, options: NormalisedOptions): { job: PreparedJob } | { error: BatchImageError } {
   if (data.length === 0) return { error: { code: 'missing_image', message: 'The image_file part is empty.' } };
   try {
-    return { job: prepareJob(data, options, jobMemoryEstimate) };
+    return { job: prepareOwnedJob(data, options, jobMemoryEstimate) };
   } catch (err) {
     const httpError = fromLibraryError(err);
     return { error: { code: httpError.code, message: httpError.message } };

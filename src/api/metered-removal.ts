@@ -10,8 +10,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
-import { MEDIA_TYPES, type PreparedJob, prepareJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { MAX_FILE_BYTES } from '../lib/options.js';
+import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Ticket } from '../service/admission.js';
 import { HttpError, storeFailure } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -143,7 +144,7 @@ export class MeteredRemoval {
     // never holds a credit.
     let job: PreparedJob;
     try {
-      job = prepareJob(form.image, optionsFromForm(form.fields, this.deps.model), jobMemoryEstimate);
+      job = prepareOwnedJob(form.image, optionsFromForm(form.fields, this.deps.model), jobMemoryEstimate);
     } catch (err) {
       return this.fail(fromLibraryError(err));
     }

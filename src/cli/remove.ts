@@ -5,7 +5,8 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
-import { BgoneError, normaliseOptions, prepareJob, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { prepareOwnedJob } from '../lib/prepare-job.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
@@ -59,7 +60,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
     while (next < files.length) {
       const file = files[next++]!;
       try {
-        const result = await removeBackground(prepareJob(readFileSync(file), normalised));
+        const result = await removeBackground(prepareOwnedJob(readFileSync(file), normalised));
         const target = join(out, basename(file, extname(file)) + OUTPUT_EXTENSIONS[native.format]);
         writeFileSync(target, result.data);
       } catch (err) {

@@ -12,7 +12,8 @@
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Logger } from '../config/logger.js';
-import { type PreparedJob, prepareJob } from '../lib/index.js';
+import type { PreparedJob } from '../lib/index.js';
+import { prepareOwnedJob } from '../lib/prepare-job.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import type { ClaimedImage, ClusterStore, Store } from '../store/index.js';
@@ -87,7 +88,7 @@ export class ClaimWorker {
     // now means an installation that differs from that node's (a model missing here): its holder runs it.
     let job: PreparedJob;
     try {
-      job = prepareJob(input.data, input.options, jobMemoryEstimate);
+      job = prepareOwnedJob(input.data, input.options, jobMemoryEstimate);
     } catch (err) {
       logger?.warn({ err, image: claimed.imageId }, 'batch: a claimed image cannot be prepared on this node; it is queued again');
       return this.#undo(claimed);

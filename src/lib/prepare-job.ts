@@ -6,6 +6,7 @@
  * itself is not loaded), the header, the crop caps; then the inference size for the image, and the
  * memory estimate when the caller gives an estimator (the service's lives beside its memory gate).
  */
+import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
 import { BgoneError } from './errors.js';
 import { withInferenceSize } from './inference-size.js';
@@ -40,12 +41,44 @@ export function isPreparedJob(value: unknown): value is PreparedJob {
 /**
  * Checks a job and returns it ready to run, or throws the BgoneError removeBackground would.
  * `options` are public options, or the result of normaliseOptions (taken as they are: a batch
- * validates its options once for all its images).
+ * validates its options once for all its images). The job holds a copy of `input`: the native core
+ * reads it on other threads until the job ends, whatever the caller does with its own memory
+ * meanwhile (transfers its ArrayBuffer to a worker, say, which frees it here).
  */
 export function prepareJob(
   input: Buffer | Uint8Array,
   options: RemoveBackgroundOptions | NormalisedOptions = {},
   estimateMemory?: MemoryEstimator,
+): PreparedJob {
+  return prepare(input, options, estimateMemory, true);
+}
+
+/**
+ * prepareJob for bytes the service already owns (an upload it read, a file): taken as they are,
+ * without a copy. Only for memory that nothing transfers or frees while the job runs; not exported
+ * from the package.
+ */
+export function prepareOwnedJob(
+  input: Buffer | Uint8Array,
+  options: RemoveBackgroundOptions | NormalisedOptions = {},
+  estimateMemory?: MemoryEstimator,
+): PreparedJob {
+  return prepare(input, options, estimateMemory, false);
+}
+
+/** A copy of `input` in memory of its own, which no transfer can take away (the job's `input` is public). */
+function ownCopy(input: Uint8Array): Buffer {
+  const copy = Buffer.allocUnsafeSlow(input.length);
+  copy.set(input);
+  markAsUntransferable(copy.buffer);
+  return copy;
+}
+
+function prepare(
+  input: Buffer | Uint8Array,
+  options: RemoveBackgroundOptions | NormalisedOptions,
+  estimateMemory: MemoryEstimator | undefined,
+  copy: boolean,
 ): PreparedJob {
   if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
   if (input.length === 0) throw new BgoneError('missing_image');
@@ -56,7 +89,7 @@ export function prepareJob(
   const probe = probeImage(input);
   checkCropBox(probe, normalised);
   const job: PreparedJob = Object.freeze({
-    input: asBuffer(input),
+    input: copy ? ownCopy(input) : asBuffer(input),
     options: Object.freeze({ ...withInferenceSize(normalised, probe.width, probe.height) }),
     model,
     probe: Object.freeze(probe),

@@ -82,3 +82,21 @@ describe('run options (the last argument of removeBackground)', () => {
     expect(background.data.equals(normal.data)).toBe(true);
   });
 });
+
+describe('the input belongs to the job', () => {
+  it("changing or transferring the caller's bytes after prepareJob changes nothing, and the job's own cannot be transferred", async () => {
+    const expected = await removeBackground(teddy, { size: 'preview' });
+    const input = new Uint8Array(teddy);
+    const job = prepareJob(input, { size: 'preview' });
+    input.fill(0);
+    structuredClone(input.buffer, { transfer: [input.buffer] });
+    expect(input.length).toBe(0);
+    try {
+      structuredClone(job.input.buffer, { transfer: [job.input.buffer] });
+    } catch {
+      // Node 21 and later refuse to transfer it; Node 20 clones it instead.
+    }
+    expect(job.input.equals(teddy)).toBe(true);
+    expect((await removeBackground(job)).data.equals(expected.data)).toBe(true);
+  });
+});
