@@ -54,8 +54,8 @@ std::string take_vips_error() {
 // corrupt IHDR or IDAT decoded as if nothing were wrong. ERROR checks them; for JPEG it is the same
 // as TRUNCATED. WARNING is not used: libjpeg warns about harmless oddities that real camera files
 // carry (e.g. extraneous bytes before a marker), and those must still decode. What libjpeg only
-// warns about but the contract calls broken (a scan with no data) is refused earlier, in
-// src/lib/header-size.ts.
+// warns about but the contract calls broken is refused before: a scan with no data in
+// src/lib/header-size.ts, scan data that end early in native/jpeg_scan.cc.
 constexpr VipsFailOn kFailOn = VIPS_FAIL_ON_ERROR;
 
 // Opens the bytes with the loader chosen by sniffing, never a generic one. Sequential access and

@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "foreground.h"
 #include "guided_filter.h"
+#include "jpeg_scan.h"
 #include "model_resample.h"
 #include "png_writer.h"
 
@@ -184,6 +185,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     double full_ms = 0;
     DecodeProgress progress;
     std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms, &progress);
+    // Scan data that end early are refused (jpeg_scan.h), walked here while the decode runs; the
+    // resampling then catches up with the rows already decoded.
+    check_jpeg_scans(data, length);
     const bool resampled = resample_for_model_behind(progress, in_w, in_h, small);
     decoded = full.get();  // the decode's own error first, if it failed
     if (!resampled) throw PipelineError(ErrorCode::Internal, "the decode ended before the model's input was read");
@@ -193,6 +197,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     // decode once, before the inference, and derive the model's input from it on the free cores (a
     // PNG's decode has them all: libvips' workers).
     step = Clock::now();
+    if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
     decoded = decode_full(data, length, format);
     t.decode += ms_since(step);
     step = Clock::now();
@@ -207,6 +212,8 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     double full_ms = 0;
     std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms);
     small = decode_for_model(data, length, format, header, in_w, in_h);
+    // The shrunk decode ends first: the scans are walked (jpeg_scan.h) while the full one ends.
+    if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
     decoded = full.get();
     t.decode += full_ms;
   }

@@ -124,6 +124,83 @@ export function jpegWithoutScanData(jpeg: Buffer): Buffer {
   return Buffer.concat([jpeg.subarray(0, jpegScanStart(jpeg).data), Buffer.from([0xff, 0xd9])]);
 }
 
+/** A JPEG marker: where it starts, its byte and, for SOS, where its scan data begin and end (at the next marker). */
+export interface JpegMarker {
+  at: number;
+  marker: number;
+  scan?: { data: number; end: number };
+}
+
+/** The markers of a JPEG in order, up to its EOI; a scan's data end at the first marker that is not RSTn. */
+export function jpegMarkers(jpeg: Buffer): JpegMarker[] {
+  const markers: JpegMarker[] = [];
+  let i = 2;
+  while (i + 2 <= jpeg.length) {
+    if (jpeg[i] !== 0xff) throw new Error(`JPEG: no marker at ${i}`);
+    if (jpeg[i + 1] === 0xff) {
+      i++;
+      continue;
+    }
+    const marker = jpeg[i + 1]!;
+    if (marker === 0xd9) {
+      markers.push({ at: i, marker });
+      return markers;
+    }
+    const length = jpeg.readUInt16BE(i + 2);
+    if (marker !== 0xda) {
+      markers.push({ at: i, marker });
+      i += 2 + length;
+      continue;
+    }
+    const data = i + 2 + length;
+    let end = data;
+    while (end + 1 < jpeg.length && !(jpeg[end] === 0xff && jpeg[end + 1] !== 0x00 && (jpeg[end + 1]! & 0xf8) !== 0xd0)) end++;
+    markers.push({ at: i, marker, scan: { data, end } });
+    i = end;
+  }
+  throw new Error('JPEG without EOI');
+}
+
+const EOI = Buffer.from([0xff, 0xd9]);
+
+/** The JPEG cut inside the data of its scan number `scan` (from 0), at `share` of them, and closed with EOI. */
+export function jpegCutInScan(jpeg: Buffer, share: number, scan = 0): Buffer {
+  const { data, end } = jpegMarkers(jpeg).filter((m) => m.scan)[scan]!.scan!;
+  return Buffer.concat([jpeg.subarray(0, data + Math.floor((end - data) * share)), EOI]);
+}
+
+/** The JPEG cut right after the data of its scan number `scan` (from 0), and closed with EOI: whole scans, but not all of them. */
+export function jpegCutAfterScan(jpeg: Buffer, scan: number): Buffer {
+  const { end } = jpegMarkers(jpeg).filter((m) => m.scan)[scan]!.scan!;
+  return Buffer.concat([jpeg.subarray(0, end), EOI]);
+}
+
+/** The JPEG with its frame header (SOF0, SOF1 or SOF2) claiming `rows` more rows than its scans hold. */
+export function jpegWithMoreRows(jpeg: Buffer, rows: number): Buffer {
+  const sof = jpegMarkers(jpeg).find((m) => m.marker >= 0xc0 && m.marker <= 0xc2);
+  if (!sof) throw new Error('JPEG without SOF0, SOF1 or SOF2');
+  const out = Buffer.from(jpeg);
+  out.writeUInt16BE(out.readUInt16BE(sof.at + 5) + rows, sof.at + 5);
+  return out;
+}
+
+/**
+ * The JPEG with three zero bytes before its second marker (between two header segments) and after
+ * each scan's data: bytes libjpeg skips with a warning ("extraneous bytes before marker"), as in
+ * some camera files.
+ */
+export function jpegWithBytesBeforeMarkers(jpeg: Buffer): Buffer {
+  const cuts = [jpegMarkers(jpeg)[1]!.at, ...jpegMarkers(jpeg).flatMap((m) => (m.scan ? [m.scan.end] : []))];
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (const at of cuts) {
+    parts.push(jpeg.subarray(from, at), Buffer.alloc(3));
+    from = at;
+  }
+  parts.push(jpeg.subarray(from));
+  return Buffer.concat(parts);
+}
+
 /**
  * SOI, a baseline SOF0 claiming width x height (3 components), then `tail` (default: garbage). The
  * frame header's fields are 16-bit, so 65535 is the largest claim.

@@ -13,6 +13,7 @@ import { expectConforms, expectError, openApi, trackUncaught } from '../helpers/
 import {
   imageInfo,
   jpegClaiming,
+  jpegCutInScan,
   jpegWithoutScanData,
   padPng,
   pngClaiming,
@@ -131,6 +132,10 @@ describe('a broken structure: 422 invalid_image, never a 200 or foreground_not_f
 
   it('a JPEG photo with no scan data (its headers, SOS, then EOI)', async () => {
     await expectRefused(422, 'invalid_image', () => postImage(ts.url, ts.key, {}, jpegWithoutScanData(teddy)));
+  });
+
+  it('a JPEG photo cut inside its scan data and closed with EOI (found by the native core: reserved, then released)', async () => {
+    await expectRefused(422, 'invalid_image', () => postImage(ts.url, ts.key, {}, { data: jpegCutInScan(teddy, 0.5) }), true);
   });
 });
 

@@ -22,6 +22,7 @@ import {
   removeBackground,
 } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
+import { jpegCutAfterScan, jpegCutInScan, jpegMarkers, jpegWithBytesBeforeMarkers, jpegWithMoreRows } from '../helpers/http-images.js';
 import { REPO_ROOT, readFixture, readPhoto } from '../helpers/paths.js';
 
 const REPEAT = 3;
@@ -92,6 +93,39 @@ describe('a JPEG, PNG or WebP that cannot be decoded: invalid_image', () => {
       }
     },
   );
+});
+
+describe('a JPEG whose scan data end before its last block: invalid_image, never a result', () => {
+  // libjpeg only warns when a scan's data run out (then fills the rest with grey): a JPEG cut short
+  // and closed with an end marker, or whose frame header claims more rows than its data hold.
+  const baseline = { teddy, llama: readPhoto(PHOTOS.llama) };
+  const progressive = readFixture('progressive.jpg'); // the llama, progressive: 10 scans
+
+  it.each([0.1, 0.5, 0.9, 0.995])('the teddy and the llama (baseline) cut at %s of their scan data, closed with EOI', async (share) => {
+    for (const photo of Object.values(baseline)) await repeatedly(jpegCutInScan(photo, share), 'invalid_image');
+  });
+
+  it('the progressive llama cut inside its first, a middle and its last scan, closed with EOI', async () => {
+    const scans = jpegMarkers(progressive).filter((m) => m.scan).length;
+    for (const scan of [0, scans >> 1, scans - 1]) await repeatedly(jpegCutInScan(progressive, 0.5, scan), 'invalid_image');
+  });
+
+  it('the progressive llama cut between two scans, closed with EOI (every scan whole, but some coefficients never coded)', async () => {
+    await repeatedly(jpegCutAfterScan(progressive, 1), 'invalid_image');
+  });
+
+  it.each([16, 200])('a frame header claiming %s more rows than the scans hold, a whole MCU row or more (baseline and progressive)', async (rows) => {
+    for (const photo of [teddy, progressive]) await repeatedly(jpegWithMoreRows(photo, rows), 'invalid_image');
+  });
+
+  it('(control) bytes before markers, which libjpeg skips with a warning, still decode: the same bytes as the file without them', async () => {
+    for (const photo of [teddy, progressive]) {
+      const odd = jpegWithBytesBeforeMarkers(photo);
+      expect(odd.length).toBeGreaterThan(photo.length);
+      const [clean, skipped] = [await removeBackground(photo, { size: 'preview' }), await removeBackground(odd, { size: 'preview' })];
+      expect(skipped.data.equals(clean.data)).toBe(true);
+    }
+  });
 });
 
 describe('missing input: missing_image', () => {
