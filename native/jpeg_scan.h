@@ -13,7 +13,8 @@ namespace bgone {
 // Throws invalid_image when a scan's data end before its last block, a Huffman code is invalid, or
 // a progressive image ends before every coefficient is complete. Returns quietly for a complete
 // image, and for forms it does not follow (arithmetic coding, lossless, hierarchical, malformed
-// tables or scan parameters): libjpeg gives its own verdict on those.
+// tables or scan parameters, a table neither defined nor standard): libjpeg gives its own verdict
+// on those.
 void check_jpeg_scans(const uint8_t* data, size_t length);
 
 }  // namespace bgone

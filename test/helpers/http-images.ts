@@ -184,6 +184,16 @@ export function jpegWithMoreRows(jpeg: Buffer, rows: number): Buffer {
   return out;
 }
 
+/** The JPEG without its DHT segments: a decoder then takes the standard tables (as Motion JPEG frames expect). */
+export function jpegWithoutHuffmanTables(jpeg: Buffer): Buffer {
+  const markers = jpegMarkers(jpeg);
+  const parts: Buffer[] = [jpeg.subarray(0, markers[0]!.at)];
+  markers.forEach((m, i) => {
+    if (m.marker !== 0xc4) parts.push(jpeg.subarray(m.at, markers[i + 1]?.at ?? jpeg.length));
+  });
+  return Buffer.concat(parts);
+}
+
 /**
  * The JPEG with three zero bytes before its second marker (between two header segments) and after
  * each scan's data: bytes libjpeg skips with a warning ("extraneous bytes before marker"), as in

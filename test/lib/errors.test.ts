@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectBgoneError } from '../helpers/assert.js';
 import {
@@ -22,8 +23,15 @@ import {
   removeBackground,
 } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
-import { jpegCutAfterScan, jpegCutInScan, jpegMarkers, jpegWithBytesBeforeMarkers, jpegWithMoreRows } from '../helpers/http-images.js';
-import { REPO_ROOT, readFixture, readPhoto } from '../helpers/paths.js';
+import {
+  jpegCutAfterScan,
+  jpegCutInScan,
+  jpegMarkers,
+  jpegWithBytesBeforeMarkers,
+  jpegWithMoreRows,
+  jpegWithoutHuffmanTables,
+} from '../helpers/http-images.js';
+import { photoPath, REPO_ROOT, readFixture, readPhoto } from '../helpers/paths.js';
 
 const REPEAT = 3;
 const teddy = readPhoto(PHOTOS.teddy);
@@ -116,6 +124,14 @@ describe('a JPEG whose scan data end before its last block: invalid_image, never
 
   it.each([16, 200])('a frame header claiming %s more rows than the scans hold, a whole MCU row or more (baseline and progressive)', async (rows) => {
     for (const photo of [teddy, progressive]) await repeatedly(jpegWithMoreRows(photo, rows), 'invalid_image');
+  });
+
+  it('a JPEG without Huffman tables (the standard ones apply) cut inside its scan data: invalid_image; whole, it decodes', async () => {
+    const standard = await sharp(photoPath(PHOTOS.teddy)).jpeg({ quality: 90, optimiseCoding: false }).toBuffer();
+    const withoutTables = jpegWithoutHuffmanTables(standard);
+    expect(jpegMarkers(withoutTables).some((m) => m.marker === 0xc4)).toBe(false);
+    await repeatedly(jpegCutInScan(withoutTables, 0.5), 'invalid_image');
+    expect((await removeBackground(withoutTables, { size: 'preview' })).width).toBe(284);
   });
 
   it('(control) bytes before markers, which libjpeg skips with a warning, still decode: the same bytes as the file without them', async () => {
