@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "buffers.h"
-#include "image_io.h"
 #include "options.h"
+#include "pixels.h"
 #include "plane.h"
 
 namespace bgone {

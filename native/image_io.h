@@ -11,6 +11,7 @@
 
 #include "buffers.h"
 #include "options.h"
+#include "pixels.h"
 
 namespace bgone {
 
@@ -26,12 +27,6 @@ struct HeaderInfo {
 };
 // Reads only the header; throws image_too_large for a side over max_side, invalid_image if unreadable.
 HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, int max_side);
-
-// 8-bit interleaved pixels owned by us.
-struct Pixels {
-  int width = 0, height = 0, bands = 0;
-  Buffer<uint8_t> data;
-};
 
 // Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).
 struct DecodedImage;
@@ -64,11 +59,6 @@ void crop_and_resize(DecodedImage& image, int x, int y, int w, int h, int out_w,
 
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
 // with free_encoded (it is handed to JavaScript without a copy).
-struct Encoded {
-  void* data = nullptr;
-  size_t length = 0;
-  bool own = false;  // from alloc_output (buffers.h), else libvips' g_malloc
-};
 Encoded encode(const Pixels& pixels, const JobOptions& options);
 void free_encoded(void* data, bool own);
 

@@ -11,9 +11,11 @@
 #pragma once
 #include <cstdint>
 
-#include "image_io.h"
+#include "pixels.h"
 
 namespace bgone {
+
+class DecodeProgress;
 
 // Resamples interleaved 8-bit pixels (3 bands, or 4 with the alpha flattened on white) to exactly
 // width x height, RGB. Edges repeat. Deterministic: the same bytes in every build of the addon.

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "image_io.h"
+#include "pixels.h"
 
 namespace bgone {
 
