@@ -109,6 +109,54 @@ Napi::Value throw_type_error(Napi::Env env, const ContractError& e) {
   return env.Undefined();
 }
 
+// A test hook (failNextCall below): the next guarded call throws this kind of C++ exception from
+// inside the guard, so a test can prove that every export turns one into a JavaScript error.
+enum class InjectedFailure { None, Contract, Pipeline, BadAlloc, Std, Unknown };
+InjectedFailure g_fail_next = InjectedFailure::None;
+
+void throw_injected() {
+  const InjectedFailure kind = g_fail_next;
+  g_fail_next = InjectedFailure::None;
+  switch (kind) {
+    case InjectedFailure::None:
+      return;
+    case InjectedFailure::Contract:
+      throw ContractError("injected");
+    case InjectedFailure::Pipeline:
+      throw PipelineError(ErrorCode::InvalidImage, "injected");
+    case InjectedFailure::BadAlloc:
+      throw std::bad_alloc();
+    case InjectedFailure::Std:
+      throw std::runtime_error("injected");
+    case InjectedFailure::Unknown:
+      throw 42;
+  }
+}
+
+// Every export runs inside this guard. node-addon-api is built without C++ exceptions
+// (CMakeLists.txt), so a C++ exception reaching N-API would abort the process: here a
+// ContractError becomes a TypeError, a PipelineError an Error with its code, anything else an
+// internal_error, and the export returns undefined with the JavaScript exception pending.
+template <Napi::Value (*Export)(const Napi::CallbackInfo&)>
+Napi::Value guarded(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  try {
+    throw_injected();
+    return Export(info);
+  } catch (const ContractError& e) {
+    return throw_type_error(env, e);
+  } catch (const PipelineError& e) {
+    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
+  } catch (const std::bad_alloc&) {
+    make_error(env, ErrorCode::Internal, "out of memory").ThrowAsJavaScriptException();
+  } catch (const std::exception& e) {
+    make_error(env, ErrorCode::Internal, e.what()).ThrowAsJavaScriptException();
+  } catch (...) {
+    make_error(env, ErrorCode::Internal, "unknown native exception").ThrowAsJavaScriptException();
+  }
+  return env.Undefined();
+}
+
 class LoadModelWorker : public Napi::AsyncWorker {
  public:
   LoadModelWorker(Napi::Env env, ModelSpec spec)
@@ -127,6 +175,8 @@ class LoadModelWorker : public Napi::AsyncWorker {
       SetError(e.what());
     } catch (const std::exception& e) {
       SetError(e.what());
+    } catch (...) {
+      SetError("unknown native exception");
     }
   }
   void OnOK() override {
@@ -181,6 +231,9 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     } catch (const std::exception& e) {
       code_ = ErrorCode::Internal;
       SetError(e.what());
+    } catch (...) {
+      code_ = ErrorCode::Internal;
+      SetError("unknown native exception");
     }
   }
 
@@ -221,18 +274,11 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
 // init({ onnxruntime: path }) -> { vips: version }
 Napi::Value Init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  try {
-    FieldReader o(info[0], "init options");
-    const std::string onnxruntime = o.string("onnxruntime");
-    o.finish();
-    init_vips();
-    load_onnxruntime(onnxruntime);
-  } catch (const ContractError& e) {
-    return throw_type_error(env, e);
-  } catch (const PipelineError& e) {
-    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
-    return env.Undefined();
-  }
+  FieldReader o(info[0], "init options");
+  const std::string onnxruntime = o.string("onnxruntime");
+  o.finish();
+  init_vips();
+  load_onnxruntime(onnxruntime);
   Napi::Object versions = Napi::Object::New(env);
   versions.Set("vips", vips_version_string());
   return versions;
@@ -242,26 +288,16 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
 // Synchronous: a list read from the runtime, after init.
 Napi::Value AvailableProviders(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  try {
-    const std::vector<std::string> names = available_providers();
-    Napi::Array out = Napi::Array::New(env, names.size());
-    for (size_t i = 0; i < names.size(); ++i) out.Set(static_cast<uint32_t>(i), names[i]);
-    return out;
-  } catch (const PipelineError& e) {
-    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
-  }
-  return env.Undefined();
+  const std::vector<std::string> names = available_providers();
+  Napi::Array out = Napi::Array::New(env, names.size());
+  for (size_t i = 0; i < names.size(); ++i) out.Set(static_cast<uint32_t>(i), names[i]);
+  return out;
 }
 
 // loadModel({ path, inputName, outputName, width, height, mean, std, threads, provider, deviceId,
 // gpuMemLimitMb }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
-  ModelSpec spec;
-  try {
-    spec = read_model_spec(info[0]);
-  } catch (const ContractError& e) {
-    return throw_type_error(info.Env(), e);
-  }
+  const ModelSpec spec = read_model_spec(info[0]);
   auto* worker = new LoadModelWorker(info.Env(), spec);
   Napi::Promise promise = worker->promise();
   worker->Queue();
@@ -275,12 +311,7 @@ Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "removeBackground(buffer, options, model)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  JobOptions options;
-  try {
-    options = read_options(info[1]);
-  } catch (const ContractError& e) {
-    return throw_type_error(env, e);
-  }
+  const JobOptions options = read_options(info[1]);
   ModelRef model = *info[2].As<Napi::External<ModelRef>>().Data();
   auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model);
   Napi::Promise promise = worker->promise();
@@ -299,20 +330,13 @@ Napi::Value Probe(const Napi::CallbackInfo& info) {
   }
   Napi::Buffer<uint8_t> input = info[0].As<Napi::Buffer<uint8_t>>();
   const int max_side = info[1].As<Napi::Number>().Int32Value();
-  try {
-    const InputFormat format = sniff_format(input.Data(), input.Length());
-    const HeaderInfo header = read_header(input.Data(), input.Length(), format, max_side);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("format", format == InputFormat::Jpeg ? "jpg" : format == InputFormat::Png ? "png" : "webp");
-    out.Set("width", header.width);
-    out.Set("height", header.height);
-    return out;
-  } catch (const PipelineError& e) {
-    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
-  } catch (const std::exception& e) {
-    make_error(env, ErrorCode::Internal, e.what()).ThrowAsJavaScriptException();
-  }
-  return env.Undefined();
+  const InputFormat format = sniff_format(input.Data(), input.Length());
+  const HeaderInfo header = read_header(input.Data(), input.Length(), format, max_side);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("format", format == InputFormat::Jpeg ? "jpg" : format == InputFormat::Png ? "png" : "webp");
+  out.Set("width", header.width);
+  out.Set("height", header.height);
+  return out;
 }
 
 // memoryStats() -> { inUse, cached, peak }: bytes of the large blocks of buffers.h (in use by jobs,
@@ -347,15 +371,9 @@ Napi::Value EncodePng(const Napi::CallbackInfo& info) {
     Napi::RangeError::New(env, "encodePng: pixels, sizes or level do not fit").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  try {
-    const uint8_t* data = pixels.Data();
-    Encoded encoded =
-        encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
-    return take_encoded(env, encoded);
-  } catch (const PipelineError& e) {
-    make_error(env, e.code(), e.what()).ThrowAsJavaScriptException();
-  }
-  return env.Undefined();
+  const uint8_t* data = pixels.Data();
+  Encoded encoded = encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
+  return take_encoded(env, encoded);
 }
 
 Napi::Value ResampleForModel(const Napi::CallbackInfo& info) {
@@ -436,17 +454,39 @@ Napi::Value LockedByte(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(range.l_start));
 }
 
+// failNextCall(kind): the next call of any export throws a C++ exception of that kind inside its
+// guard ('contract', 'pipeline', 'bad_alloc', 'std', 'unknown'). For tests; not part of the
+// library's API.
+Napi::Value FailNextCall(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string kind = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  const std::pair<const char*, InjectedFailure> kinds[] = {{"contract", InjectedFailure::Contract},
+                                                           {"pipeline", InjectedFailure::Pipeline},
+                                                           {"bad_alloc", InjectedFailure::BadAlloc},
+                                                           {"std", InjectedFailure::Std},
+                                                           {"unknown", InjectedFailure::Unknown}};
+  for (const auto& [name, failure] : kinds) {
+    if (kind == name) {
+      g_fail_next = failure;
+      return env.Undefined();
+    }
+  }
+  Napi::TypeError::New(env, "failNextCall(kind): contract, pipeline, bad_alloc, std or unknown").ThrowAsJavaScriptException();
+  return env.Undefined();
+}
+
 Napi::Object Register(Napi::Env env, Napi::Object exports) {
-  exports.Set("init", Napi::Function::New(env, Init));
-  exports.Set("loadModel", Napi::Function::New(env, LoadModel));
-  exports.Set("removeBackground", Napi::Function::New(env, RemoveBackground));
-  exports.Set("availableProviders", Napi::Function::New(env, AvailableProviders));
-  exports.Set("probe", Napi::Function::New(env, Probe));
-  exports.Set("memoryStats", Napi::Function::New(env, MemoryStats));
-  exports.Set("encodePng", Napi::Function::New(env, EncodePng));
-  exports.Set("resampleForModel", Napi::Function::New(env, ResampleForModel));
-  exports.Set("lockBytes", Napi::Function::New(env, LockBytes));
-  exports.Set("lockedByte", Napi::Function::New(env, LockedByte));
+  exports.Set("init", Napi::Function::New(env, guarded<Init>));
+  exports.Set("loadModel", Napi::Function::New(env, guarded<LoadModel>));
+  exports.Set("removeBackground", Napi::Function::New(env, guarded<RemoveBackground>));
+  exports.Set("availableProviders", Napi::Function::New(env, guarded<AvailableProviders>));
+  exports.Set("probe", Napi::Function::New(env, guarded<Probe>));
+  exports.Set("memoryStats", Napi::Function::New(env, guarded<MemoryStats>));
+  exports.Set("encodePng", Napi::Function::New(env, guarded<EncodePng>));
+  exports.Set("resampleForModel", Napi::Function::New(env, guarded<ResampleForModel>));
+  exports.Set("lockBytes", Napi::Function::New(env, guarded<LockBytes>));
+  exports.Set("lockedByte", Napi::Function::New(env, guarded<LockedByte>));
+  exports.Set("failNextCall", Napi::Function::New(env, FailNextCall));
   return exports;
 }
 

@@ -103,6 +103,11 @@ interface Addon {
   lockBytes(fd: number, start: number, length: number, take: boolean): boolean;
   /** The first byte of a lock another descriptor holds on those bytes, null when none. */
   lockedByte(fd: number, start: number, length: number): number | null;
+  /**
+   * The next call of any export throws a C++ exception of this kind inside the guard every export
+   * runs in (native/addon.cc): for the test that proves none reaches N-API.
+   */
+  failNextCall(kind: 'contract' | 'pipeline' | 'bad_alloc' | 'std' | 'unknown'): void;
 }
 
 /**
