@@ -151,79 +151,70 @@ Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, P
   return cost;
 }
 
-}  // namespace
+// The stages of one job, in order: decode_stage, tensor_stage, inference_stage, crop_stage,
+// matting_stage, encode_stage. run_job (below) strings them together and times them.
 
-JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
-  const auto start = Clock::now();
-  JobResult result;
-  Timings& t = result.timings;
-
-  auto step = Clock::now();
-  const InputFormat format = sniff_format(data, length);
-  const HeaderInfo header = read_header(data, length, format, o.max_side);
-  t.decode += ms_since(step);
-
-  const ModelSpec& spec = model.spec();
-  // The inference size is chosen per job in TypeScript (smaller for small outputs) when the model
-  // takes any size; a model with a fixed input always gets its own.
-  const int in_w = spec.dynamic_size ? o.inference_size : spec.width;
-  const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
-  const size_t plane = static_cast<size_t>(in_w) * in_h;
+// What the decode hands on: the model's input (in_w x in_h, RGB) and the full-resolution image.
+struct DecodedInputs {
   Pixels small;
-  DecodedPtr decoded;
+  DecodedPtr full;
+  // From here on the time counts as preprocessing (the model's input), not as the full decode.
+  Clock::time_point preprocess_from;
+};
+
+// The model's input and the full image, each made the cheapest way the format and the free cores
+// allow. A JPEG's scan data are walked for an early end (jpeg_scan.h) while a decode runs.
+DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int in_w, int in_h,
+                           Timings& t) {
+  DecodedInputs in;
   const bool shrinks = shrinks_on_load(format, header, in_w, in_h);
   // Beside another job's inference (no core free) the decode and the resampling take turns on this
   // thread, as below: two threads beside the model's would oversubscribe the cores (parallel.h).
-  // The 4-in-flight bench could not tell the two apart (4 jobs in 1412-1547 ms either way).
   if (format == InputFormat::Jpeg && !shrinks && free_cores() >= 2) {
     // A JPEG under twice the model's side (2 MP and less): a small decode would decode every pixel
-    // too, so decode once and derive the model's input from it, resampled behind the decode on this
-    // thread while the decode, on a thread of its own, writes strip after strip. The resampling
-    // used to wait for the whole image: at 2 MP the model's input was ready after a median 15.2 ms
-    // against 12.2 now (5 alternating processes of 10 jobs; the same bytes).
-    step = Clock::now();
+    // too, so it is decoded once, on a thread of its own that publishes strip after strip, and the
+    // model's input is resampled from each strip on this thread as soon as it is in memory.
+    in.preprocess_from = Clock::now();
     double full_ms = 0;
     DecodeProgress progress;
     std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms, &progress);
-    // Scan data that end early are refused (jpeg_scan.h), walked here while the decode runs; the
-    // resampling then catches up with the rows already decoded.
     check_jpeg_scans(data, length);
-    const bool resampled = resample_for_model_behind(progress, in_w, in_h, small);
-    decoded = full.get();  // the decode's own error first, if it failed
+    const bool resampled = resample_for_model_behind(progress, in_w, in_h, in.small);
+    in.full = full.get();  // the decode's own error first, if it failed
     if (!resampled) throw PipelineError(ErrorCode::Internal, "the decode ended before the model's input was read");
     t.decode += full_ms;
   } else if (!shrinks) {
     // PNG, a WebP no larger than the model's input, or a small JPEG beside another job's inference:
-    // decode once, before the inference, and derive the model's input from it on the free cores (a
-    // PNG's decode has them all: libvips' workers).
-    step = Clock::now();
+    // decoded once, and the model's input derived from it on the free cores (a PNG's decode has
+    // them all: libvips' workers).
+    const auto step = Clock::now();
     if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
-    decoded = decode_full(data, length, format);
+    in.full = decode_full(data, length, format);
     t.decode += ms_since(step);
-    step = Clock::now();
-    small = model_input_from_decoded(*decoded, in_w, in_h);
+    in.preprocess_from = Clock::now();
+    in.small = model_input_from_decoded(*in.full, in_w, in_h);
   } else {
     // Two decodes of the same bytes at once, one per core: the full resolution on a thread of its
     // own, the model's input (shrunk on load) on this one. Both end before the inference, which
-    // then has the cores to itself: the full decode used to run beside it, where it slowed the
-    // model's threads by more than its own time (12 MP, 10 interleaved rounds: p50 median 496
-    // against 508 ms, the same CPU).
-    step = Clock::now();
+    // then has the cores to itself: beside it, the full decode slowed the model's threads by more
+    // than its own time.
+    in.preprocess_from = Clock::now();
     double full_ms = 0;
     std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms);
-    small = decode_for_model(data, length, format, header, in_w, in_h);
-    // The shrunk decode ends first: the scans are walked (jpeg_scan.h) while the full one ends.
+    in.small = decode_for_model(data, length, format, header, in_w, in_h);
     if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
-    decoded = full.get();
+    in.full = full.get();
     t.decode += full_ms;
   }
-  // Normalised per channel as the model expects, from interleaved bytes to planes. The arithmetic
-  // is that of a table of the 256 values per channel (the same float operations, so the same
-  // bits), but as a loop per channel the compiler vectorises: the table's lookups cost 1 ms of CPU
-  // per job.
+  return in;
+}
+
+// The model's input as the model reads it: planes, normalised per channel. The arithmetic is that
+// of a table of the 256 values per channel (the same float operations, so the same bits), as a
+// loop per channel the compiler vectorises, on the free cores (before the inference, all of them).
+Buffer<float> tensor_stage(const Pixels& small, const ModelSpec& spec, int in_w, int in_h) {
+  const size_t plane = static_cast<size_t>(in_w) * in_h;
   Buffer<float> tensor(plane * 3);
-  // On the free cores (before the inference, all of them): single-threaded this loop was 3 ms of
-  // the 2 MP job's critical path.
   parallel_rows(in_h, [&](int first, int end) {
     const size_t from = static_cast<size_t>(first) * in_w, to = static_cast<size_t>(end) * in_w;
     const uint8_t* src = small.data.data();
@@ -233,43 +224,56 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
       for (size_t i = from; i < to; ++i) dst[i] = (static_cast<float>(src[i * 3 + c]) - mean) / sd;
     }
   });
-  t.preprocess = ms_since(step);
+  return tensor;
+}
 
+// The model's mask at its input's size (with the mirrored run folded in when asked); the tensor is
+// released as soon as the model is done with it.
+Plane inference_stage(Model& model, Buffer<float>& tensor, int in_w, int in_h, bool flip, Timings& t) {
   Plane mask(in_w, in_h, Unfilled{});
-  step = Clock::now();
+  const auto step = Clock::now();
   Model::RunCost cost = model.run(tensor, in_w, in_h, mask.v);
-  if (o.flip_average) {
+  if (flip) {
     const Model::RunCost mirrored = flip_average(model, tensor, in_w, in_h, mask);
     cost.waited += mirrored.waited;
     cost.cpu += mirrored.cpu;
   }
   t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
-  Buffer<float>().swap(tensor);
-
   t.inference_cpu = cost.cpu;
-  const int image_w = decoded_width(*decoded), image_h = decoded_height(*decoded);
-  if (image_w != header.width || image_h != header.height)
-    throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
+  Buffer<float>().swap(tensor);
+  return mask;
+}
 
-  const MaskStats stats = clamp_and_analyse(mask);
-  if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * plane)) {
-    throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
-  }
-
-  // Crop first, then the size preset (never upscaling).
-  step = Clock::now();
-  const Box box = crop_box(o, stats, image_w, image_h, in_w, in_h);
-  const double box_pixels = static_cast<double>(box.w) * box.h;
-  const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
-  const int out_w = std::max(1, static_cast<int>(std::floor(box.w * scale + 1e-9)));
-  const int out_h = std::max(1, static_cast<int>(std::floor(box.h * scale + 1e-9)));
+// The part of the image the output shows (the crop, then the size preset, never upscaling), cut
+// out of the full image and resized to the output's size. The full image is released.
+struct Cut {
+  Box box;
+  int out_w = 0, out_h = 0;
   Pixels rgb, input_alpha;
-  crop_and_resize(*decoded, box.x, box.y, box.w, box.h, out_w, out_h, rgb, input_alpha);
-  decoded.reset();
+};
+Cut crop_stage(const JobOptions& o, const MaskStats& stats, DecodedPtr& full, int image_w, int image_h, int in_w, int in_h, Timings& t) {
+  const auto step = Clock::now();
+  Cut cut;
+  cut.box = crop_box(o, stats, image_w, image_h, in_w, in_h);
+  const double box_pixels = static_cast<double>(cut.box.w) * cut.box.h;
+  const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
+  cut.out_w = std::max(1, static_cast<int>(std::floor(cut.box.w * scale + 1e-9)));
+  cut.out_h = std::max(1, static_cast<int>(std::floor(cut.box.h * scale + 1e-9)));
+  crop_and_resize(*full, cut.box.x, cut.box.y, cut.box.w, cut.box.h, cut.out_w, cut.out_h, cut.rgb, cut.input_alpha);
+  full.reset();
   t.resize = ms_since(step);
+  return cut;
+}
 
-  step = Clock::now();
+// The alpha at the output's resolution from the model's mask (the guided filter with the model's
+// input as its guide, or a plain resampling without refine), with levels, the share of each pixel
+// inside the image and the upload's own alpha applied; and, for a colour output, the foreground
+// colours estimated in place in cut.rgb.
+Plane matting_stage(const JobOptions& o, const Plane& mask, const Pixels& small, Cut& cut, int image_w, int image_h, Timings& t) {
+  const auto step = Clock::now();
+  const Box& box = cut.box;
+  const int out_w = cut.out_w, out_h = cut.out_h, in_w = mask.width, in_h = mask.height;
   // Output pixel centre -> mask pixel centre, per axis.
   const double kx = static_cast<double>(in_w) / image_w, ky = static_cast<double>(in_h) / image_h;
   const AxisMap mx{static_cast<double>(box.w) / out_w * kx, (box.x + 0.5 * box.w / out_w) * kx - 0.5};
@@ -280,10 +284,11 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const float level_scale = levels ? 1.f / (o.levels_high - o.levels_low) : 1.f;
   // Levels, then the share of each pixel inside the image, then the upload's own alpha: each a
   // loop of its own, without branches, which the compiler vectorises (one loop with them ran
-  // scalar: 16 ms of CPU at 12 MP). A share of exactly 1 everywhere (no crop past the image)
-  // would multiply by 1, and is skipped.
+  // scalar). A share of exactly 1 everywhere (no crop past the image) would multiply by 1, and is
+  // skipped.
   const bool whole_columns = std::all_of(cov_x.begin(), cov_x.end(), [](float c) { return c == 1.f; });
   const float low = o.levels_low;
+  const Pixels& input_alpha = cut.input_alpha;
   auto finish = [&](int y, float* row) {
     if (levels) {
       for (int x = 0; x < out_w; ++x) {
@@ -305,8 +310,8 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   Plane alpha;
   if (o.refine) {
     // Fitted on a grid of about kFitSide (256² for a 1024² inference; the radius, in the model's
-    // pixels, scaled with it): 16x less work than at the model's resolution, 4x less than at half
-    // of it, which scored IoU 0.0005 lower and boundary F 0.002 higher (docs/quality.md).
+    // pixels, scaled with it): 16x less work than at the model's resolution, for the same scores
+    // (docs/quality.md).
     const int factor = std::max(1, static_cast<int>(std::lround(std::max(in_w, in_h) / kFitSide)));
     const int radius = std::max(1, static_cast<int>(std::lround(static_cast<double>(o.guided_radius) / factor)));
     const GuidedCoefficients k = fit_guided_coarse(small.data.data(), mask, factor, radius, o.guided_eps);
@@ -314,17 +319,17 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     // finish (above): with levels, everything up to levels_low ends as 0 and from levels_high as 1.
     const FinishFlat flat = levels ? FinishFlat{o.levels_low, o.levels_high} : FinishFlat{};
     if (o.alpha_only) {
-      alpha = apply_guided(k, rgb.data.data(), out_w, out_h, hx, hy, flat, finish);
+      alpha = apply_guided(k, cut.rgb.data.data(), out_w, out_h, hx, hy, flat, finish);
     } else {
       // The foreground estimate's inputs are taken from each row as it is finished.
       ForegroundInputs inputs(out_w, out_h);
-      const uint8_t* pixels = rgb.data.data();
+      const uint8_t* pixels = cut.rgb.data.data();
       auto finish_and_take = [&](int y, float* row) {
         finish(y, row);
         inputs.add_row(y, pixels + static_cast<size_t>(y) * out_w * 3, row);
       };
       alpha = apply_guided(k, pixels, out_w, out_h, hx, hy, flat, finish_and_take, inputs.row_group());
-      estimate_foreground(rgb.data, alpha, inputs);
+      estimate_foreground(cut.rgb.data, alpha, inputs);
     }
   } else {
     alpha = resample_plane(mask, out_w, out_h, mx, my);
@@ -332,12 +337,14 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
       for (int y = first; y < end; ++y) finish(y, alpha.row(y));
     });
   }
-  Buffer<uint8_t> fg;
-  if (!o.alpha_only) fg = std::move(rgb.data);
   t.matting = ms_since(step);
+  return alpha;
+}
 
-  // Composing the output's pixels counts as encoding: for PNG it happens row by row inside it.
-  step = Clock::now();
+// The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
+// counts as encoding.
+void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, JobResult& result) {
+  const auto step = Clock::now();
   const Composer composer(o, alpha, fg);
   if (o.format == OutputFormat::Png && png_writer_available()) {
     result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression,
@@ -345,10 +352,48 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   } else {
     result.encoded = encode(composer.whole(), o);
   }
-  t.encode = ms_since(step);
+  result.timings.encode = ms_since(step);
   result.width = composer.width();
   result.height = composer.height();
   result.channels = composer.bands();
+}
+
+}  // namespace
+
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
+  const auto start = Clock::now();
+  JobResult result;
+  Timings& t = result.timings;
+
+  const auto header_start = Clock::now();
+  const InputFormat format = sniff_format(data, length);
+  const HeaderInfo header = read_header(data, length, format, o.max_side);
+  t.decode += ms_since(header_start);
+
+  // The inference size is chosen per job in TypeScript (smaller for small outputs) when the model
+  // takes any size; a model with a fixed input always gets its own.
+  const ModelSpec& spec = model.spec();
+  const int in_w = spec.dynamic_size ? o.inference_size : spec.width;
+  const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
+
+  DecodedInputs in = decode_stage(data, length, format, header, in_w, in_h, t);
+  Buffer<float> tensor = tensor_stage(in.small, spec, in_w, in_h);
+  t.preprocess = ms_since(in.preprocess_from);
+
+  Plane mask = inference_stage(model, tensor, in_w, in_h, o.flip_average, t);
+  const int image_w = decoded_width(*in.full), image_h = decoded_height(*in.full);
+  if (image_w != header.width || image_h != header.height)
+    throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
+  const MaskStats stats = clamp_and_analyse(mask);
+  if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * static_cast<double>(static_cast<size_t>(in_w) * in_h))) {
+    throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
+  }
+
+  Cut cut = crop_stage(o, stats, in.full, image_w, image_h, in_w, in_h, t);
+  const Plane alpha = matting_stage(o, mask, in.small, cut, image_w, image_h, t);
+  Buffer<uint8_t> fg;
+  if (!o.alpha_only) fg = std::move(cut.rgb.data);
+  encode_stage(o, alpha, fg, result);
   t.total = ms_since(start);
   return result;
 }
