@@ -1,8 +1,9 @@
 /** Who calls the API: the principal of an `Authorization: Bearer rb-sk_...` header, shared by every /api/v1 route. */
 import type { Logger } from '../config/logger.js';
+import { HttpError } from '../http/errors.js';
 import type { Exchange } from '../http/exchange.js';
 import type { Admission, AdmitOptions, Principal, Ticket } from '../service/admission.js';
-import { HttpError, storeFailure } from '../service/errors.js';
+import { ApiError, storeFailure } from '../service/errors.js';
 import { isDatabaseUnavailable, type Store } from '../store/index.js';
 
 /** The API key of an `Authorization: Bearer ...` header, or null. */
@@ -37,7 +38,7 @@ export interface KeyedDeps {
 export function keyedHandler(deps: KeyedDeps, handler: (ex: Exchange, ticket: Ticket) => Promise<void>, route?: AdmitOptions): (ex: Exchange) => Promise<void> {
   const { store, admission, logger } = deps;
   return async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), route);
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new ApiError('authentication_error'), route);
     if (!ticket) return;
     try {
       await handler(ex, ticket);

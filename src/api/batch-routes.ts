@@ -26,12 +26,13 @@ import type { Router } from '../http/router.js';
 import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputFormat, type PreparedJob } from '../lib/index.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
-import { HttpError } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
+import { batchForm, type OptionField } from './form-fields.js';
 import { fromLibraryError, optionsFromForm } from './metered-removal.js';
 
 export const BATCHES_PATH = '/api/v1/batches';
@@ -61,9 +62,9 @@ export interface BatchDeps {
   peers?: PeerResults | undefined;
 }
 
-const tooLarge = () => new HttpError('image_too_large', 'The batch is larger than 200 MB in all.', { field: 'image_file', limit_bytes: MAX_BATCH_IMAGE_BYTES });
+const tooLarge = () => new ApiError('image_too_large', 'The batch is larger than 200 MB in all.', { field: 'image_file', limit_bytes: MAX_BATCH_IMAGE_BYTES });
 
-const noSuchBatch = () => new HttpError('not_found', 'No such batch.');
+const noSuchBatch = () => new ApiError('not_found', 'No such batch.');
 
 /**
  * An image prepared on arrival (its bytes and header, the crop caps for its size, its memory
@@ -98,8 +99,8 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
     // (429, its own limit: its uploads, queued images and kept results; DELETE frees the latter).
     const refusal = (why: BudgetRefusal) =>
       why === 'server'
-        ? new HttpError('overloaded', 'The server holds too many batch images now; retry after the time in Retry-After.', undefined, retryAfter)
-        : new HttpError(
+        ? new ApiError('overloaded', 'The server holds too many batch images now; retry after the time in Retry-After.', undefined, retryAfter)
+        : new ApiError(
             'rate_limit_exceeded',
             `This account holds its share of the batch memory (${budget.accountLimit} bytes) in uploads, queued images and kept results; retry after the time in Retry-After, or delete batches whose results it has fetched.`,
             { batch_memory_limit_bytes: budget.accountLimit },
@@ -120,11 +121,11 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         if (!why) taken = bytes;
         return why;
       });
-      if (form.images.length === 0) throw new HttpError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
+      if (form.images.length === 0) throw new ApiError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
       // File names are kept with the batch and sent in its events: the whole request is refused.
       const badName = form.images.findIndex((image) => hasControlCharacter(image.filename));
       if (badName !== -1)
-        throw new HttpError('validation_error', 'An image_file part has a file name with a control character (NUL, line breaks and the like).', {
+        throw new ApiError('validation_error', 'An image_file part has a file name with a control character (NUL, line breaks and the like).', {
           field: 'image_file',
           position: badName,
         });
@@ -151,10 +152,10 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       });
       if (!result.ok) {
         if (result.reason === 'payment_required')
-          throw new HttpError('payment_required', 'The credits left in this billing cycle do not cover every image of the batch.', {
+          throw new ApiError('payment_required', 'The credits left in this billing cycle do not cover every image of the batch.', {
             images: images.filter((i) => !i.error).length,
           });
-        throw new HttpError('permission_denied');
+        throw new ApiError('permission_denied');
       }
       const { batch } = result;
       accepted = batch.images
@@ -191,7 +192,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       const raw = new URLSearchParams(ex.req.query).get('limit');
       const limit = raw === null ? DEFAULT_LIST_LIMIT : Number(raw);
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT)
-        throw new HttpError('validation_error', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}.`, { field: 'limit' });
+        throw new ApiError('validation_error', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}.`, { field: 'limit' });
       const batches = await store.batches.list(ticket.principal.accountId, limit);
       const now = store.clock().getTime();
       ex.json(200, { data: batches.map((batch) => batchView(batch, now, deps.publicUrl(), deps.resultTtlMs)) }, ticket.rateHeaders);
@@ -224,13 +225,13 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
     withTicket(async (ex, ticket) => {
       const batch = await store.batches.get(ticket.principal.accountId, ex.params.batch!);
       const image = batch?.images.find((i) => i.id === ex.params.image);
-      if (!batch || !image) throw new HttpError('not_found', 'No such batch image.');
-      if (image.status === 'queued' || image.status === 'processing') throw new HttpError('result_not_ready', undefined, { status: image.status });
-      if (image.status === 'failed') throw new HttpError('not_found', 'This image failed: it has no result.', { status: 'failed', error: image.error });
-      if (imageExpiresAt(image, deps.resultTtlMs)! <= store.clock().getTime()) throw new HttpError('result_expired');
+      if (!batch || !image) throw new ApiError('not_found', 'No such batch image.');
+      if (image.status === 'queued' || image.status === 'processing') throw new ApiError('result_not_ready', undefined, { status: image.status });
+      if (image.status === 'failed') throw new ApiError('not_found', 'This image failed: it has no result.', { status: 'failed', error: image.error });
+      if (imageExpiresAt(image, deps.resultTtlMs)! <= store.clock().getTime()) throw new ApiError('result_expired');
       // Held here, or by the node that ran it (several nodes); gone when that node died or restarted.
       const held = runner.result(image.id) ?? (await deps.peers?.fetch(image.id));
-      if (!held) throw new HttpError('result_expired', 'This result is no longer held by any node (the node that held it stopped or restarted).');
+      if (!held) throw new ApiError('result_expired', 'This result is no longer held by any node (the node that held it stopped or restarted).');
       ex.send(
         200,
         {
@@ -260,9 +261,9 @@ class OverBudget extends Error {
  * connection); `overBudget(bytesSoFar)` is asked as bytes arrive and stops the read (OverBudget)
  * when it answers why they do not fit.
  */
-function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm> {
+function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm<OptionField>> {
   return ex.readForm({
-    images: { maxImages: MAX_BATCH_IMAGES, maxTotalBytes: MAX_BATCH_IMAGE_BYTES },
+    form: batchForm(MAX_BATCH_IMAGES, MAX_BATCH_IMAGE_BYTES),
     maxBodyBytes: MAX_BATCH_BODY_BYTES,
     tooLarge,
     check: (bytes) => {

@@ -8,32 +8,34 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
+import { HttpError } from '../http/errors.js';
 import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { MAX_FILE_BYTES } from '../lib/options.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Ticket } from '../service/admission.js';
-import { HttpError, storeFailure } from '../service/errors.js';
+import { ApiError, storeFailure } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
 import { isDatabaseUnavailable, type ReserveResult, releaseUntilDone, type Store } from '../store/index.js';
+import { REMOVE_FORM } from './form-fields.js';
 
 export type Headers = Record<string, string>;
 
 /** Multipart overhead allowed on top of the 20 MB image before the body itself is too large. */
 export const MAX_BODY_BYTES = MAX_FILE_BYTES + 64 * 1024;
 
-export const tooLarge = () => new HttpError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES });
+export const tooLarge = () => new ApiError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES });
 
 /** Maps the library's error codes onto the HTTP contract. */
 export function fromLibraryError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
   if (err instanceof BgoneError) {
-    if (err.code === 'internal_error') return new HttpError('internal_server_error');
-    return new HttpError(err.code, err.message, err.details);
+    if (err.code === 'internal_error') return new ApiError('internal_server_error');
+    return new ApiError(err.code, err.message, err.details);
   }
-  return new HttpError('internal_server_error');
+  return new ApiError('internal_server_error');
 }
 
 /**
@@ -102,7 +104,7 @@ export class MeteredRemoval {
     if (!this.open) return;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    void this.run(this.ex.readForm({ maxBodyBytes: MAX_BODY_BYTES, tooLarge }));
+    void this.run(this.ex.readForm({ form: REMOVE_FORM, maxBodyBytes: MAX_BODY_BYTES, tooLarge }));
   }
 
   /**
@@ -138,7 +140,7 @@ export class MeteredRemoval {
     }
     if (!this.open) return;
     if (!form.image || form.image.length === 0)
-      return this.fail(new HttpError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
+      return this.fail(new ApiError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
     // Options (every value outside the spec is an error, never ignored), the image's bytes and
     // header (no pixel decoded) and the crop caps, before the reservation: a request refused here
     // never holds a credit.
@@ -155,9 +157,9 @@ export class MeteredRemoval {
         releaseMemory = await this.deps.memory.acquire(job.memoryBytes!, this.job.signal);
       } catch (err) {
         if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
-        if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new HttpError('internal_server_error'));
+        if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new ApiError('internal_server_error'));
         return this.fail(
-          new HttpError('overloaded', 'The server has no memory free for this image now; retry after the time in Retry-After.', undefined, {
+          new ApiError('overloaded', 'The server has no memory free for this image now; retry after the time in Retry-After.', undefined, {
             'Retry-After': String(this.deps.overloadRetryAfter ?? 5),
           }),
         );
@@ -187,16 +189,16 @@ export class MeteredRemoval {
       return this.fail(storeFailure(isDatabaseUnavailable(err)));
     }
     if (!reservation.ok) {
-      if (reservation.reason === 'payment_required') return this.fail(new HttpError('payment_required'));
-      if (reservation.reason === 'account_disabled') return this.fail(new HttpError('permission_denied'));
+      if (reservation.reason === 'payment_required') return this.fail(new ApiError('payment_required'));
+      if (reservation.reason === 'account_disabled') return this.fail(new ApiError('permission_denied'));
       // Still running, or on a node that died and whose reservation is not yet released (its
       // heartbeat lapse): the same request will be accepted once that ends, so the client waits.
       if (reservation.reason === 'idempotency_in_progress')
         return this.fail(
-          new HttpError('idempotency_in_progress', undefined, { field: 'Idempotency-Key' }, { 'Retry-After': String(this.deps.overloadRetryAfter ?? 5) }),
+          new ApiError('idempotency_in_progress', undefined, { field: 'Idempotency-Key' }, { 'Retry-After': String(this.deps.overloadRetryAfter ?? 5) }),
         );
       return this.fail(
-        new HttpError('validation_error', 'This Idempotency-Key was already used with another image or other options.', {
+        new ApiError('validation_error', 'This Idempotency-Key was already used with another image or other options.', {
           field: 'Idempotency-Key',
         }),
       );
@@ -231,7 +233,7 @@ export class MeteredRemoval {
       } catch (err) {
         logger?.error({ requestId, err }, 'charge failed');
         this.reservationId = reservationId;
-        return this.fail(new HttpError('internal_server_error'));
+        return this.fail(new ApiError('internal_server_error'));
       }
       if (!commit) {
         // Another node released the reservation: this node was taken for dead (paused or cut off past
@@ -239,7 +241,7 @@ export class MeteredRemoval {
         // result cannot be paid for; the same request succeeds when sent again.
         logger?.warn({ requestId, reservationId }, 'the reservation was released while processing: this node was taken for dead');
         return this.fail(
-          new HttpError(
+          new ApiError(
             'overloaded',
             'This node was briefly unavailable while processing; retry after the time in Retry-After. Nothing was charged.',
             undefined,

@@ -9,7 +9,7 @@ import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
 import { inferenceProviders, queueSize } from '../lib/index.js';
 import type { Admission } from '../service/admission.js';
-import { HttpError } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import type { JobMemoryGate } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
@@ -44,7 +44,7 @@ export function mountMetrics(router: Router, metrics: Metrics, token?: string): 
   const expected = token === undefined ? undefined : createHash('sha256').update(`Bearer ${token}`).digest();
   router.get('/metrics', async (ex) => {
     if (expected && !timingSafeEqual(createHash('sha256').update(ex.req.header('authorization')).digest(), expected)) {
-      ex.error(new HttpError('not_found'));
+      ex.error(new ApiError('not_found'));
       return;
     }
     const body = await metrics.render();
@@ -72,11 +72,11 @@ export function mountApi(router: Router, deps: ApiDeps): void {
   };
 
   router.post(REMOVE_PATH, async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new HttpError('authentication_error'), { metered: true });
+    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new ApiError('authentication_error'), { metered: true });
     if (!ticket) return;
     if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
       ex.error(
-        new HttpError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }),
+        new ApiError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }),
         ticket.rateHeaders,
       );
       ticket.release();

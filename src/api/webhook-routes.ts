@@ -12,7 +12,7 @@ import type { Logger } from '../config/logger.js';
 import { BodyTooLargeError, ClientGoneError, type Exchange } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
 import type { Admission, Ticket } from '../service/admission.js';
-import { HttpError } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import type { Store, WebhookEndpoint } from '../store/index.js';
 import { createWebhookEndpoint } from '../webhooks/endpoints.js';
 import { keyedHandler } from './api-key.js';
@@ -41,29 +41,29 @@ export function endpointView(endpoint: WebhookEndpoint): Record<string, unknown>
   };
 }
 
-const noSuchEndpoint = () => new HttpError('not_found', 'No such webhook endpoint.');
+const noSuchEndpoint = () => new ApiError('not_found', 'No such webhook endpoint.');
 
 /** The JSON object of the request body; HttpError validation_error for anything else. */
 async function readJsonObject(ex: Exchange): Promise<Record<string, unknown>> {
   if (!/^application\/json\b/i.test(ex.req.header('content-type')))
-    throw new HttpError('validation_error', 'The request body must be JSON (Content-Type: application/json).', { field: 'Content-Type' });
+    throw new ApiError('validation_error', 'The request body must be JSON (Content-Type: application/json).', { field: 'Content-Type' });
   let body: Buffer;
   try {
     body = await ex.readBody(MAX_JSON_BYTES);
   } catch (err) {
-    if (err instanceof BodyTooLargeError) throw new HttpError('validation_error', `The request body is larger than ${MAX_JSON_BYTES} bytes.`);
-    if (err instanceof ClientGoneError) throw new HttpError('validation_error', err.message);
+    if (err instanceof BodyTooLargeError) throw new ApiError('validation_error', `The request body is larger than ${MAX_JSON_BYTES} bytes.`);
+    if (err instanceof ClientGoneError) throw new ApiError('validation_error', err.message);
     throw err;
   }
   let value: unknown;
   try {
     value = JSON.parse(body.toString('utf8'));
   } catch {
-    throw new HttpError('validation_error', 'The request body is not valid JSON.');
+    throw new ApiError('validation_error', 'The request body is not valid JSON.');
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new HttpError('validation_error', 'The request body must be a JSON object.');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ApiError('validation_error', 'The request body must be a JSON object.');
   const unknown = Object.keys(value).filter((k) => k !== 'url' && k !== 'description');
-  if (unknown.length > 0) throw new HttpError('validation_error', `Unknown field "${unknown[0]}".`, { field: unknown[0], allowed: ['url', 'description'] });
+  if (unknown.length > 0) throw new ApiError('validation_error', `Unknown field "${unknown[0]}".`, { field: unknown[0], allowed: ['url', 'description'] });
   return value as Record<string, unknown>;
 }
 

@@ -13,7 +13,7 @@
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Exchange } from '../http/exchange.js';
 import type { FallbackAnswers, Router } from '../http/router.js';
-import { HttpError } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import { encodeMeta, INTERNAL_PREFIX, type InputMeta, META_HEADER, PEER_HEADER, type PeerClient, type ResultMeta } from './peer-client.js';
 import { CLUSTER_SECRET_HEADER, type ClusterSecrets, isClusterSecret } from './secret.js';
 
@@ -26,15 +26,14 @@ export interface InternalDeps {
 export function mountInternal(router: Router, deps: InternalDeps): void {
   const { runner, peers } = deps;
   const hasSecret = (ex: Exchange) => isClusterSecret(ex.req.header(CLUSTER_SECRET_HEADER), deps.secrets);
-  const unknownPath = (ex: Exchange) => ex.error(new HttpError('not_found'));
+  const unknownPath = (ex: Exchange) => ex.error(new ApiError('not_found'));
   const guarded = (handler: (ex: Exchange) => void) => (ex: Exchange) => (hasSecret(ex) ? handler(ex) : unknownPath(ex));
   // On every answer to a caller with the secret: tells it apart from an unknown path (peer-client.ts).
   const peer = { [PEER_HEADER]: '1' };
   // A wrong method is 405 only for a peer that holds the secret.
   const fallback: FallbackAnswers = {
     notFound: unknownPath,
-    methodNotAllowed: (ex, allowed) =>
-      hasSecret(ex) ? ex.error(new HttpError('method_not_allowed'), { Allow: allowed.join(', '), ...peer }) : unknownPath(ex),
+    methodNotAllowed: (ex, allowed) => (hasSecret(ex) ? ex.error(new ApiError('method_not_allowed'), { Allow: allowed.join(', '), ...peer }) : unknownPath(ex)),
   };
 
   /**
@@ -44,7 +43,7 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
   const handsHeld = (what: string, find: (imageId: string) => { data: Buffer; meta: InputMeta | ResultMeta } | undefined) =>
     guarded((ex) => {
       const held = find(ex.params.image!);
-      if (!held) return ex.error(new HttpError('not_found', `This node does not hold that ${what}.`), peer);
+      if (!held) return ex.error(new ApiError('not_found', `This node does not hold that ${what}.`), peer);
       peers.served(held.data.length);
       ex.send(200, { 'Content-Type': 'application/octet-stream', [META_HEADER]: encodeMeta(held.meta), 'Cache-Control': 'no-store', ...peer }, held.data);
     });
@@ -65,7 +64,7 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
   router.delete(
     `${INTERNAL_PREFIX}/images/:image/input`,
     guarded((ex) => {
-      if (!runner.dropHandedOff(ex.params.image!)) return ex.error(new HttpError('not_found', 'This node does not hold that image.'), peer);
+      if (!runner.dropHandedOff(ex.params.image!)) return ex.error(new ApiError('not_found', 'This node does not hold that image.'), peer);
       ex.send(204, { 'Cache-Control': 'no-store', ...peer }, '');
     }),
     fallback,

@@ -12,8 +12,6 @@ import { createHash, scryptSync, timingSafeEqual } from 'node:crypto';
 
 /** The request header a node sends its secret in. */
 export const CLUSTER_SECRET_HEADER = 'x-bgone-cluster-secret';
-/** Shorter secrets are refused by the configuration: a guessable one would open every node's images. */
-export const MIN_CLUSTER_SECRET_LENGTH = 32;
 
 /** The secrets a node presents and accepts: its current one, and during a rotation its previous one. */
 export interface ClusterSecrets {

@@ -5,10 +5,8 @@
  * `npm start` needs none; the service's are in defaults.ts, shared with startServer.
  */
 import { statSync } from 'node:fs';
-import { MIN_CLUSTER_SECRET_LENGTH } from '../cluster/secret.js';
-import type { BackendChoice } from '../http/backend-select.js';
 import { ADDON_BUILDS, type AddonBuild, MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
-import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from './defaults.js';
+import { BATCH_DEFAULTS, type BackendChoice, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
 export interface LibraryConfig {

@@ -40,3 +40,9 @@ export const BATCH_DEFAULTS = {
   /** BGONE_WEBHOOK_RETENTION: seconds ended webhook deliveries are kept. */
   webhookRetentionSeconds: 7 * 24 * 3600,
 } as const;
+
+/** BGONE_HTTP: which HTTP backend serves ('auto': uWebSockets.js where its binary loads, else node:http). */
+export type BackendChoice = 'auto' | 'uws' | 'node';
+
+/** BGONE_CLUSTER_SECRET: shorter secrets are refused, a guessable one would open every node's images. */
+export const MIN_CLUSTER_SECRET_LENGTH = 32;

@@ -11,7 +11,7 @@
 import { MeteredRemoval, type RemovalDeps } from '../api/metered-removal.js';
 import type { Exchange } from '../http/exchange.js';
 import { type Admission, accountRateKey, type Principal } from '../service/admission.js';
-import { HttpError } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import { checkSessionToken } from './csrf.js';
 import type { SignedIn } from './sessions.js';
 
@@ -30,7 +30,7 @@ export class TryEndpoint {
       if (!signedIn) return null;
       // The session's CSRF token, sent as a header by the page's script.
       if (!checkSessionToken(signedIn.session.csrfToken, ex.req.header('x-csrf-token'))) {
-        throw new HttpError('permission_denied', 'Missing or invalid CSRF token: reload the page and try again.', { field: 'X-CSRF-Token' });
+        throw new ApiError('permission_denied', 'Missing or invalid CSRF token: reload the page and try again.', { field: 'X-CSRF-Token' });
       }
       const { account } = signedIn;
       return {
@@ -43,7 +43,7 @@ export class TryEndpoint {
     const ticket = await this.deps.admission.admit(
       ex,
       bySession,
-      new HttpError('authentication_error', 'Not logged in, or the session has expired. Log in to the dashboard again.'),
+      new ApiError('authentication_error', 'Not logged in, or the session has expired. Log in to the dashboard again.'),
       { metered: true },
     );
     if (!ticket) return;

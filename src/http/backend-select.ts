@@ -12,12 +12,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import type { BackendChoice } from '../config/defaults.js';
 import { type NodeBackendOptions, nodeBackend } from './backends/node.js';
 import { type UwsModule, uwsBackend } from './backends/uws.js';
-import type { Backend, BackendName } from './types.js';
+import type { Backend } from './types.js';
 
 /** What BGONE_HTTP and the server's options ask for: a backend by name, or the best that loads. */
-export type BackendChoice = 'auto' | BackendName;
+export type { BackendChoice };
 
 /** What is probed instead of this process (tests). */
 export interface BackendProbe {

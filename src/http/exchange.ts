@@ -10,12 +10,12 @@
  * contract the answers are written in is the service's (src/service/errors.ts), the one import of
  * src/http from outside it: the exchange writes that contract's body, the router its 404/405/500.
  */
-import { HTTP_STATUS, HttpError } from '../service/errors.js';
-import { type ImageLimits, MultipartParser, type ParsedForm } from './multipart.js';
+import { type HttpError, httpError } from './errors.js';
+import { type FormShape, MultipartParser, type ParsedForm } from './multipart.js';
 import { newRequestId } from './request-id.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
 
-export type { ImageLimits, OptionField, ParsedForm, UploadedImage } from './multipart.js';
+export type { FormShape, ParsedForm, UploadedImage } from './multipart.js';
 /** The form of X-Request-ID; a route gives one to work that outlives its request too (each batch image). */
 export { newRequestId } from './request-id.js';
 
@@ -44,7 +44,7 @@ export class ClientGoneError extends Error {
 /** The answer when an admitted request's body misses its deadline: 408, and the connection closed (the rest of the body is never read). */
 export function bodyTimeoutError(ms: number): HttpError {
   const seconds = Math.round(ms / 100) / 10;
-  return new HttpError(
+  return httpError(
     'request_timeout',
     `The request body did not arrive within ${seconds} s. Nothing was charged.`,
     { limit_seconds: seconds },
@@ -58,7 +58,7 @@ export function bodyTimeoutError(ms: number): HttpError {
  */
 export function bodyTooSlowError(rate: BodyMinRate): HttpError {
   const seconds = Math.round(rate.windowMs / 100) / 10;
-  return new HttpError(
+  return httpError(
     'request_timeout',
     `The request body brought less than ${rate.bytesPerWindow} bytes in ${seconds} s, the least an upload must bring in each such window. Nothing was charged.`,
     { min_bytes: rate.bytesPerWindow, window_seconds: seconds },
@@ -73,9 +73,9 @@ export interface BodyMinRate {
 }
 
 /** What readForm accepts besides the body deadline and the minimum rate. */
-export interface FormLimits {
-  /** image_file parts allowed and their bytes in all (default: one image of at most 20 MB). */
-  images?: ImageLimits | undefined;
+export interface FormLimits<F extends string = string> {
+  /** The form's text fields, file parts and their sizes, as the route declares them. */
+  form: FormShape<F>;
   /** The most bytes of the whole body, multipart framing included; past it the read stops with `tooLarge()`. */
   maxBodyBytes: number;
   tooLarge: () => Error;
@@ -213,13 +213,12 @@ export class Exchange {
   }
 
   /**
-   * The contract's error answer: its status from the one table, the JSON body { code, message,
-   * details?, request_id }. A 401 names the scheme the API takes (RFC 9110 §11.6.1).
+   * The error answer: the error's status, the JSON body { code, message, details?, request_id }. A 401 names the scheme the API takes (RFC 9110 §11.6.1).
    */
   error(err: HttpError, headers: OutgoingHeaders = {}): void {
     const body: Record<string, unknown> = { code: err.code, message: err.message, request_id: this.requestId };
     if (err.details !== undefined) body.details = err.details;
-    const status = HTTP_STATUS[err.code];
+    const status = err.status;
     this.send(
       status,
       { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...(status === 401 ? BEARER_CHALLENGE : {}), ...headers, ...err.headers },
@@ -277,10 +276,10 @@ export class Exchange {
    * parser's HttpError (malformed form, image too large...), `tooLarge()`, `check`'s error, the 408
    * of a body too late or too slow, or ClientGoneError, whichever comes first: parsing stops there.
    */
-  readForm(limits: FormLimits): Promise<ParsedForm> {
+  readForm<F extends string>(limits: FormLimits<F>): Promise<ParsedForm<F>> {
     if (this.bodyTaken) return Promise.reject(new Error('the body was already read'));
     this.bodyTaken = true;
-    const parser = new MultipartParser(this.req.header('content-type'), limits.images);
+    const parser = new MultipartParser(this.req.header('content-type'), limits.form);
     return new Promise((resolve, reject) => {
       let received = 0;
       let settled = false;

@@ -6,7 +6,7 @@
  * process never goes down for a handler's error.
  */
 import type { Logger } from '../config/logger.js';
-import { HttpError } from '../service/errors.js';
+import { HttpError, httpError } from './errors.js';
 import { type AnswerRecorder, Exchange } from './exchange.js';
 import type { HttpRequest, HttpResponse } from './types.js';
 
@@ -37,8 +37,8 @@ interface Prefix {
 }
 
 const JSON_FALLBACK: FallbackAnswers = {
-  notFound: (ex) => ex.error(new HttpError('not_found')),
-  methodNotAllowed: (ex, allowed) => ex.error(new HttpError('method_not_allowed'), { Allow: allowed.join(', ') }),
+  notFound: (ex) => ex.error(httpError('not_found')),
+  methodNotAllowed: (ex, allowed) => ex.error(httpError('method_not_allowed'), { Allow: allowed.join(', ') }),
 };
 
 export class Router {
@@ -154,6 +154,6 @@ export class Router {
     if (!ex.open) return;
     this.logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
     if (fallback?.failed) fallback.failed(ex, err);
-    else ex.error(new HttpError('internal_server_error'));
+    else ex.error(httpError('internal_server_error'));
   }
 }

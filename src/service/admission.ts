@@ -15,9 +15,10 @@
  * window of it.
  */
 import type { Logger } from '../config/logger.js';
+import { HttpError } from '../http/errors.js';
 import type { BodyMinRate, Exchange } from '../http/exchange.js';
 import { type CreditStore, isDatabaseUnavailable, type RateDecision, type RateLimitStore } from '../store/index.js';
-import { HttpError, storeFailure } from './errors.js';
+import { ApiError, storeFailure } from './errors.js';
 import { rateLimitHeaders } from './rate-limit.js';
 
 /** The rate-limit bucket every request of an account counts in, whichever key (or session) made it. */
@@ -145,7 +146,7 @@ export class Admission {
     const body = route.body ?? { maxBytes: this.options.maxBodyBytes, tooLarge: this.tooLarge };
     const retryAfter = { 'Retry-After': String(this.options.overloadRetryAfter) };
     if (this.draining) {
-      ex.error(new HttpError('overloaded', 'The server is shutting down.'), retryAfter);
+      ex.error(new ApiError('overloaded', 'The server is shutting down.'), retryAfter);
       return null;
     }
     let principal: Principal | null;
@@ -177,11 +178,11 @@ export class Admission {
     if (!ex.open) return null;
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
-      ex.error(new HttpError('rate_limit_exceeded'), { ...rateHeaders, 'Retry-After': String(rate.retryAfter) });
+      ex.error(new ApiError('rate_limit_exceeded'), { ...rateHeaders, 'Retry-After': String(rate.retryAfter) });
       return null;
     }
     if (principal.disabled) {
-      ex.error(new HttpError('permission_denied'), rateHeaders);
+      ex.error(new ApiError('permission_denied'), rateHeaders);
       return null;
     }
     if (route.metered) {
@@ -197,13 +198,13 @@ export class Admission {
       }
       if (!ex.open) return null;
       if (remaining < 1) {
-        ex.error(new HttpError('payment_required'), rateHeaders);
+        ex.error(new ApiError('payment_required'), rateHeaders);
         return null;
       }
     }
     // From here on nothing awaits: the places counted below are taken in the same tick.
     if (this.draining) {
-      ex.error(new HttpError('overloaded', 'The server is shutting down.'), { ...rateHeaders, ...retryAfter });
+      ex.error(new ApiError('overloaded', 'The server is shutting down.'), { ...rateHeaders, ...retryAfter });
       return null;
     }
     const { accountId } = principal;
@@ -213,7 +214,7 @@ export class Admission {
       // The account's own limit, not the server's load: 429 like the per-minute limit, so that a
       // client backs off its own concurrency instead of taking the service for overloaded.
       ex.error(
-        new HttpError(
+        new ApiError(
           'rate_limit_exceeded',
           `This account already has ${accountCap} requests in progress, the most it may have at once; retry after the time in Retry-After.`,
           { in_flight_limit: accountCap },
@@ -226,11 +227,11 @@ export class Admission {
     // places are all taken (clients that are slow to send hold those, and only those).
     const uploading = hasBody(ex);
     if (this.jobs >= this.options.queueLimit) {
-      ex.error(new HttpError('overloaded'), { ...rateHeaders, ...retryAfter });
+      ex.error(new ApiError('overloaded'), { ...rateHeaders, ...retryAfter });
       return null;
     }
     if (uploading && this.uploads >= (this.options.uploadLimit ?? this.options.queueLimit)) {
-      ex.error(new HttpError('overloaded', 'The server has too many uploads in progress now; retry after the time in Retry-After.'), {
+      ex.error(new ApiError('overloaded', 'The server has too many uploads in progress now; retry after the time in Retry-After.'), {
         ...rateHeaders,
         ...retryAfter,
       });

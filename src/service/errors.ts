@@ -1,9 +1,10 @@
 /**
  * The HTTP error contract (docs/contract.md): a closed list of codes and the one table from code to
- * status number. The JSON body { code, message, details?, request_id } is written by
- * http/exchange.ts. A service rule, not HTTP plumbing: which refusal is which status is the
- * contract's choice, so it lives with the other rules, and src/http reads it from here.
+ * status number. A service rule, not HTTP plumbing: which refusal is which status is the
+ * contract's choice. ApiError carries the status this table gives its code to src/http, whose
+ * HttpError (status, code, message) exchange.ts writes as { code, message, details?, request_id }.
  */
+import { HttpError } from '../http/errors.js';
 import { ERROR_STATUS, type ErrorCode } from '../lib/errors.js';
 
 export type HttpErrorCode =
@@ -57,16 +58,12 @@ export const HTTP_MESSAGES: Partial<Record<HttpErrorCode, string>> = {
   internal_server_error: 'The request could not be processed because of an internal error. It was not charged.',
 };
 
-/** An error answered to the client; thrown inside handlers. */
-export class HttpError extends Error {
-  constructor(
-    readonly code: HttpErrorCode,
-    message?: string,
-    readonly details?: Record<string, unknown>,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message ?? HTTP_MESSAGES[code] ?? code);
-    this.name = 'HttpError';
+/** An error of the contract answered to the client, with its code's status; thrown inside handlers. */
+export class ApiError extends HttpError {
+  declare readonly code: HttpErrorCode;
+  constructor(code: HttpErrorCode, message?: string, details?: Record<string, unknown>, headers: Record<string, string> = {}) {
+    super(HTTP_STATUS[code], code, message ?? HTTP_MESSAGES[code] ?? code, details, headers);
+    this.name = 'ApiError';
   }
 }
 
@@ -77,9 +74,9 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
  * The answer for a failure of the store: 503 with Retry-After while the database cannot be reached
  * (the request can succeed later, and it was not charged), 500 for anything else.
  */
-export function storeFailure(unavailable: boolean): HttpError {
-  if (!unavailable) return new HttpError('internal_server_error');
-  return new HttpError('overloaded', 'The account database is unreachable; retry after the time in Retry-After. Nothing was charged.', undefined, {
+export function storeFailure(unavailable: boolean): ApiError {
+  if (!unavailable) return new ApiError('internal_server_error');
+  return new ApiError('overloaded', 'The account database is unreachable; retry after the time in Retry-After. Nothing was charged.', undefined, {
     'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
   });
 }

@@ -2,7 +2,8 @@
  * Creating a webhook endpoint, the same from the API and the dashboard: the URL checked
  * (address-guard.ts), the description bounded and free of control characters, at most MAX_WEBHOOK_ENDPOINTS per account.
  */
-import { HttpError } from '../service/errors.js';
+
+import { ApiError } from '../service/errors.js';
 import { hasControlCharacter } from '../service/user-text.js';
 import type { CreatedWebhookEndpoint, Store } from '../store/index.js';
 import { webhookUrlProblem } from './address-guard.js';
@@ -17,20 +18,20 @@ export interface NewEndpoint {
 
 /** Validates and creates; throws HttpError('validation_error') naming the field at fault. */
 export async function createWebhookEndpoint(store: Store, accountId: number, input: NewEndpoint, allowPrivate: boolean): Promise<CreatedWebhookEndpoint> {
-  if (typeof input.url !== 'string' || input.url.trim() === '') throw new HttpError('validation_error', 'url is required.', { field: 'url' });
+  if (typeof input.url !== 'string' || input.url.trim() === '') throw new ApiError('validation_error', 'url is required.', { field: 'url' });
   const url = input.url.trim();
   const problem = webhookUrlProblem(url, allowPrivate);
-  if (problem) throw new HttpError('validation_error', problem, { field: 'url' });
+  if (problem) throw new ApiError('validation_error', problem, { field: 'url' });
   const description = input.description ?? '';
   if (typeof description !== 'string' || description.length > MAX_DESCRIPTION_LENGTH)
-    throw new HttpError('validation_error', `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters.`, { field: 'description' });
+    throw new ApiError('validation_error', `description must be a string of at most ${MAX_DESCRIPTION_LENGTH} characters.`, { field: 'description' });
   if (hasControlCharacter(description))
-    throw new HttpError('validation_error', 'description must not contain control characters (NUL, tab, line breaks and the like).', {
+    throw new ApiError('validation_error', 'description must not contain control characters (NUL, tab, line breaks and the like).', {
       field: 'description',
     });
   const created = await store.webhooks.create(accountId, { url, description, maxEndpoints: MAX_WEBHOOK_ENDPOINTS });
   if (!created)
-    throw new HttpError('validation_error', `An account has at most ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first.`, {
+    throw new ApiError('validation_error', `An account has at most ${MAX_WEBHOOK_ENDPOINTS} webhook endpoints; delete one first.`, {
       field: 'url',
       limit: MAX_WEBHOOK_ENDPOINTS,
     });

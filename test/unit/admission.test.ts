@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { Exchange } from '../../src/http/exchange.js';
 import { Admission, type Principal } from '../../src/service/admission.js';
-import { HttpError } from '../../src/service/errors.js';
+import { ApiError } from '../../src/service/errors.js';
 import { MemoryRateWindows } from '../../src/store/rate-window.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
 
@@ -36,7 +36,7 @@ function setup(options: { queueLimit?: number; uploadLimit?: number; maxBodyByte
       maxBodyBytes: options.maxBodyBytes ?? 1000,
       rateLimits: rateLimitsAt(T0),
     },
-    () => new HttpError('image_too_large', 'too large'),
+    () => new ApiError('image_too_large', 'too large'),
   );
   const exchange = (headers: Record<string, string> = {}, body: Uint8Array[] = []) => {
     const res = new RecordedResponse();
@@ -45,7 +45,7 @@ function setup(options: { queueLimit?: number; uploadLimit?: number; maxBodyByte
     );
     return { ex, res };
   };
-  const unauthenticated = new HttpError('authentication_error');
+  const unauthenticated = new ApiError('authentication_error');
   return { admission, exchange, records, unauthenticated };
 }
 
@@ -80,7 +80,7 @@ describe('Admission.admit', () => {
     await admission.admit(
       a.ex,
       async () => {
-        throw new HttpError('permission_denied', 'bad csrf');
+        throw new ApiError('permission_denied', 'bad csrf');
       },
       unauthenticated,
     );
@@ -178,7 +178,7 @@ describe('Admission.admit', () => {
         res.abort();
         return principal();
       },
-      new HttpError('authentication_error'),
+      new ApiError('authentication_error'),
     );
     expect(ticket).toBeNull();
     expect(res.answers).toHaveLength(0);
@@ -205,7 +205,7 @@ describe('Admission: the abuse limits', () => {
         accountInFlight: options.accountInFlight,
         credits,
       },
-      () => new HttpError('image_too_large', 'too large'),
+      () => new ApiError('image_too_large', 'too large'),
     );
     const exchange = (headers: Record<string, string> = {}) => {
       const res = new RecordedResponse();
@@ -213,7 +213,7 @@ describe('Admission: the abuse limits', () => {
     };
     return { admission, exchange, balanceReads: () => balanceReads };
   }
-  const unauthenticated = new HttpError('authentication_error');
+  const unauthenticated = new ApiError('authentication_error');
 
   it('caps the requests one account holds at once with 429 (Retry-After, details), while other accounts are admitted', async () => {
     const { admission, exchange } = abuseSetup({ accountInFlight: 2 });

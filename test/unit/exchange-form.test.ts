@@ -5,8 +5,9 @@
  * multipart.test.ts's; the deadline and the minimum rate are the HTTP suites'.
  */
 import { describe, expect, it } from 'vitest';
+import { REMOVE_FORM } from '../../src/api/form-fields.js';
 import { ClientGoneError, Exchange } from '../../src/http/exchange.js';
-import { HttpError } from '../../src/service/errors.js';
+import { ApiError } from '../../src/service/errors.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
 
 const BOUNDARY = 'form-boundary';
@@ -30,13 +31,13 @@ function exchange(headers: Record<string, string>, body: Uint8Array[], res = new
   return new Exchange(memoryRequest('POST', '/api/v1/remove', headers, body), res, '/api/v1/remove', () => {});
 }
 
-const tooLarge = () => new HttpError('image_too_large', 'too large');
+const tooLarge = () => new ApiError('image_too_large', 'too large');
 
 describe('Exchange.readForm', () => {
   it('resolves with the image and the fields', async () => {
     const image = Buffer.from('not really a png, the parser does not care');
     const { headers, body } = form(image, { format: 'png', size: 'preview' }, 4);
-    const parsed = await exchange(headers, body).readForm({ maxBodyBytes: 1_000_000, tooLarge });
+    const parsed = await exchange(headers, body).readForm({ form: REMOVE_FORM, maxBodyBytes: 1_000_000, tooLarge });
     expect(parsed.image).toEqual(image);
     expect(parsed.images).toEqual([{ filename: 'a.png', data: image }]);
     expect(parsed.fields).toEqual({ format: 'png', size: 'preview' });
@@ -44,7 +45,10 @@ describe('Exchange.readForm', () => {
 
   it('stops past the body limit with the caller’s error', async () => {
     const { headers, body } = form(Buffer.alloc(5000), {}, 5);
-    await expect(exchange(headers, body).readForm({ maxBodyBytes: 2000, tooLarge })).rejects.toMatchObject({ code: 'image_too_large', message: 'too large' });
+    await expect(exchange(headers, body).readForm({ form: REMOVE_FORM, maxBodyBytes: 2000, tooLarge })).rejects.toMatchObject({
+      code: 'image_too_large',
+      message: 'too large',
+    });
   });
 
   it('asks the check with the bytes so far, and stops with the error it returns', async () => {
@@ -52,6 +56,7 @@ describe('Exchange.readForm', () => {
     const asked: number[] = [];
     const refusal = new Error('over the budget');
     const reading = exchange(headers, body).readForm({
+      form: REMOVE_FORM,
       maxBodyBytes: 1_000_000,
       tooLarge,
       check: (bytes) => {
@@ -67,7 +72,9 @@ describe('Exchange.readForm', () => {
   });
 
   it('passes the parser’s refusal on (a body that is not multipart)', async () => {
-    await expect(exchange({ 'content-type': 'application/json' }, [Buffer.from('{}')]).readForm({ maxBodyBytes: 1000, tooLarge })).rejects.toMatchObject({
+    await expect(
+      exchange({ 'content-type': 'application/json' }, [Buffer.from('{}')]).readForm({ form: REMOVE_FORM, maxBodyBytes: 1000, tooLarge }),
+    ).rejects.toMatchObject({
       code: 'validation_error',
     });
   });
@@ -75,8 +82,8 @@ describe('Exchange.readForm', () => {
   it('reads the body once', async () => {
     const { headers, body } = form(Buffer.alloc(10));
     const ex = exchange(headers, body);
-    await ex.readForm({ maxBodyBytes: 1000, tooLarge });
-    await expect(ex.readForm({ maxBodyBytes: 1000, tooLarge })).rejects.toThrow('the body was already read');
+    await ex.readForm({ form: REMOVE_FORM, maxBodyBytes: 1000, tooLarge });
+    await expect(ex.readForm({ form: REMOVE_FORM, maxBodyBytes: 1000, tooLarge })).rejects.toThrow('the body was already read');
     await expect(ex.readBody(1000)).rejects.toThrow('the body was already read');
   });
 
@@ -84,6 +91,6 @@ describe('Exchange.readForm', () => {
     const { headers, body } = form(Buffer.alloc(10));
     const res = new RecordedResponse();
     res.abort();
-    await expect(exchange(headers, body, res).readForm({ maxBodyBytes: 1000, tooLarge })).rejects.toBeInstanceOf(ClientGoneError);
+    await expect(exchange(headers, body, res).readForm({ form: REMOVE_FORM, maxBodyBytes: 1000, tooLarge })).rejects.toBeInstanceOf(ClientGoneError);
   });
 });

@@ -1,20 +1,24 @@
 /**
- * What the routes' folders may use of src/http: its types, the router and the exchange, nothing
- * else (not the backends, their selection, the multipart parser or the request id's module). So
- * src/http stays replaceable behind that small face, and the service's rules live in src/service.
- * Read from the sources, every file of src/api, src/batches, src/cluster and src/dashboard (subfolders too), so
- * a new file is checked as well.
+ * The layers, read from the sources (every file, subfolders too, so a new file is checked as well):
+ * - what the routes' folders may use of src/http: its types, errors, the router and the exchange,
+ *   nothing else (not the backends, their selection, the multipart parser or the request id's
+ *   module), so src/http stays replaceable behind that small face;
+ * - src/http imports nothing above it (the service, the API, the library, the store...): only
+ *   itself and src/config; src/config imports only itself and src/lib;
+ * - the HTTP layer's own error codes answer as the service's contract says.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { HTTP_LAYER_ERRORS } from '../../src/http/errors.js';
+import { HTTP_MESSAGES, HTTP_STATUS } from '../../src/service/errors.js';
 import { specifiers } from '../helpers/import-specifiers.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 const SRC = join(REPO_ROOT, 'src');
 const HTTP = join(SRC, 'http');
 /** The modules of src/http that other folders may import. */
-const ALLOWED = ['types.ts', 'router.ts', 'exchange.ts'].map((file) => join(HTTP, file));
+const ALLOWED = ['types.ts', 'errors.ts', 'router.ts', 'exchange.ts'].map((file) => join(HTTP, file));
 const CHECKED = ['api', 'batches', 'cluster', 'dashboard'];
 
 /** Every .ts file under `dir`, subfolders included. */
@@ -56,7 +60,41 @@ describe('src/http seen from the routes', () => {
     expect(files.map((file) => relative(SRC, file))).toEqual(expect.arrayContaining(['api/server.ts', 'api/metered-removal.ts', 'batches/batch-runner.ts']));
   });
 
-  it.each(files.map((file) => [relative(SRC, file), file]))('%s imports nothing of src/http but its types, router and exchange', (_name, file) => {
+  it.each(files.map((file) => [relative(SRC, file), file]))('%s imports nothing of src/http but its types, errors, router and exchange', (_name, file) => {
     expect(forbiddenHttpImports(file, readFileSync(file, 'utf8'))).toEqual([]);
   });
+});
+
+/** The folders of src/ that `file` imports from (relative imports only), e.g. ['config', 'http']. */
+function importedFolders(file: string): string[] {
+  return specifiers(readFileSync(file, 'utf8'))
+    .filter((specifier) => specifier.startsWith('.'))
+    .map((specifier) => relative(SRC, resolve(dirname(file), specifier)).split('/')[0]!);
+}
+
+describe('layers', () => {
+  const LAYERS: Record<string, string[]> = { http: ['http', 'config'], config: ['config', 'lib'] };
+
+  it('the check sees an import up a layer (sanity check of this test)', () => {
+    expect(importedFolders(join(HTTP, 'router.ts'))).toContain('config');
+    expect(importedFolders(join(HTTP, 'exchange.ts'))).toContain('http');
+  });
+
+  for (const [layer, allowed] of Object.entries(LAYERS)) {
+    const files = sources(join(SRC, layer));
+    it.each(files.map((file) => [relative(SRC, file), file]))(`%s imports only from ${allowed.join(' and ')}`, (_name, file) => {
+      expect(importedFolders(file).filter((folder) => !allowed.includes(folder))).toEqual([]);
+    });
+  }
+});
+
+describe("the HTTP layer's own errors", () => {
+  it.each(Object.entries(HTTP_LAYER_ERRORS))(
+    "%s: the status (and standard message, where it has one) of the service's contract",
+    (code, { status, message }) => {
+      expect(status).toBe(HTTP_STATUS[code as keyof typeof HTTP_STATUS]);
+      const contract = HTTP_MESSAGES[code as keyof typeof HTTP_MESSAGES];
+      if (contract !== undefined) expect(message).toBe(contract);
+    },
+  );
 });

@@ -4,9 +4,10 @@
  * refusal it makes, each with its exact error code, message and details.
  */
 import { describe, expect, it } from 'vitest';
-import { MultipartParser, OPTION_FIELDS, type ParsedForm } from '../../src/http/multipart.js';
+import { batchForm, OPTION_FIELDS, REMOVE_FORM } from '../../src/api/form-fields.js';
+import { HttpError } from '../../src/http/errors.js';
+import { MultipartParser, type ParsedForm } from '../../src/http/multipart.js';
 import { MAX_FILE_BYTES } from '../../src/lib/options.js';
-import { HttpError } from '../../src/service/errors.js';
 
 const BOUNDARY = '----bgone-unit-7f3a';
 const CONTENT_TYPE = `multipart/form-data; boundary=${BOUNDARY}`;
@@ -55,37 +56,41 @@ describe('a good form', () => {
   it.each([1, 7, 64, 100_000])('gives the image bytes and every option field, fed in chunks of %i bytes', async (size) => {
     const fields = { format: 'webp', channels: 'rgba', bg_color: '#ff000080', size: 'preview', crop: '1:1', padding: '10%' };
     const parts: Part[] = [...Object.entries(fields).map(([name, value]) => ({ name, value })), image()];
-    const form = await feed(new MultipartParser(CONTENT_TYPE), body(parts), size);
+    const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body(parts), size);
     expect(form.fields).toEqual(fields);
     expect(form.image?.equals(IMAGE)).toBe(true);
   });
 
   it('keeps bytes that look like a boundary or CRLF inside the image', async () => {
     const tricky = Buffer.concat([Buffer.from(`\r\n--${BOUNDARY.slice(0, -1)}\r\n--\r\n`), IMAGE]);
-    const form = await feed(new MultipartParser(CONTENT_TYPE), body([image(tricky)]), 3);
+    const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([image(tricky)]), 3);
     expect(form.image?.equals(tricky)).toBe(true);
   });
 
   it('accepts the image part before the fields, and the type parameter in any letter case', async () => {
-    const form = await feed(new MultipartParser(`Multipart/Form-Data; boundary=${BOUNDARY}`), body([image(), { name: 'size', value: 'full' }]), 13);
+    const form = await feed(
+      new MultipartParser(`Multipart/Form-Data; boundary=${BOUNDARY}`, REMOVE_FORM),
+      body([image(), { name: 'size', value: 'full' }]),
+      13,
+    );
     expect(form.fields).toEqual({ size: 'full' });
     expect(form.image?.length).toBe(IMAGE.length);
   });
 
   it('gives no image for a form without an image_file part (the route answers missing_image)', async () => {
-    const form = await feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'format', value: 'png' }]), 5);
+    const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'format', value: 'png' }]), 5);
     expect(form).toEqual({ image: undefined, images: [], fields: { format: 'png' } });
   });
 
   it('gives an empty image for an empty image_file part', async () => {
-    const form = await feed(new MultipartParser(CONTENT_TYPE), body([image(Buffer.alloc(0))]), 5);
+    const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([image(Buffer.alloc(0))]), 5);
     expect(form.image?.length).toBe(0);
   });
 });
 
 describe('refusals of the Content-Type', () => {
   it.each(['application/json', 'application/x-www-form-urlencoded', 'text/plain; boundary=x', ''])('refuses %j: not multipart/form-data', async (type) => {
-    expect(await refusal(new MultipartParser(type).done)).toEqual({
+    expect(await refusal(new MultipartParser(type, REMOVE_FORM).done)).toEqual({
       code: 'validation_error',
       message: 'The request body must be multipart/form-data.',
       details: { field: 'Content-Type' },
@@ -95,7 +100,7 @@ describe('refusals of the Content-Type', () => {
   it.each(['multipart/form-data', 'multipart/form-data; charset=utf-8', 'multipart/form-data; boundary='])(
     'refuses %j: missing or invalid boundary',
     async (type) => {
-      expect(await refusal(new MultipartParser(type).done)).toEqual({
+      expect(await refusal(new MultipartParser(type, REMOVE_FORM).done)).toEqual({
         code: 'validation_error',
         message: 'Malformed multipart/form-data: missing or invalid boundary.',
         details: { field: 'Content-Type' },
@@ -106,7 +111,7 @@ describe('refusals of the Content-Type', () => {
 
 describe('refusals of the parts', () => {
   it('refuses a file part with another name than image_file', async () => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'photo', filename: 'a.jpg', data: IMAGE }]), 50);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'photo', filename: 'a.jpg', data: IMAGE }]), 50);
     expect(await refusal(done)).toEqual({
       code: 'validation_error',
       message: 'Unknown file part "photo": the image goes in image_file.',
@@ -115,17 +120,17 @@ describe('refusals of the parts', () => {
   });
 
   it('refuses an unknown text field, listing the allowed ones', async () => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'quality', value: 'high' }, image()]), 50);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'quality', value: 'high' }, image()]), 50);
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'Unknown field "quality".', details: { field: 'quality', allowed: ALLOWED } });
   });
 
   it('refuses image_file sent as a text field', async () => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'image_file', value: 'not a file' }]), 50);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'image_file', value: 'not a file' }]), 50);
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'image_file must be a file part.', details: { field: 'image_file' } });
   });
 
   it('refuses two image_file parts', async () => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), body([image(), image()]), 50);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([image(), image()]), 50);
     expect(await refusal(done)).toEqual({
       code: 'validation_error',
       message: 'Only one image_file part is allowed.',
@@ -134,14 +139,14 @@ describe('refusals of the parts', () => {
   });
 
   it('refuses a field given twice', async () => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'size', value: 'full' }, { name: 'size', value: 'preview' }, image()]), 50);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'size', value: 'full' }, { name: 'size', value: 'preview' }, image()]), 50);
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'Field "size" is given twice.', details: { field: 'size' } });
   });
 
   it('accepts a field of 256 bytes and refuses one of 257', async () => {
-    const at = await feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'bg_color', value: 'a'.repeat(256) }]), 50);
+    const at = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'bg_color', value: 'a'.repeat(256) }]), 50);
     expect(at.fields.bg_color).toBe('a'.repeat(256));
-    const over = feed(new MultipartParser(CONTENT_TYPE), body([{ name: 'bg_color', value: 'a'.repeat(257) }]), 50);
+    const over = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'bg_color', value: 'a'.repeat(257) }]), 50);
     expect(await refusal(over)).toEqual({ code: 'validation_error', message: 'Field "bg_color" is too long.', details: { field: 'bg_color' } });
   });
 });
@@ -149,7 +154,7 @@ describe('refusals of the parts', () => {
 describe('refusals of a body that ends early', () => {
   it('refuses a body cut inside the image part', async () => {
     const whole = body([image()]);
-    const done = feed(new MultipartParser(CONTENT_TYPE), whole.subarray(0, whole.length - 1000), 100);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), whole.subarray(0, whole.length - 1000), 100);
     expect(await refusal(done)).toEqual({
       code: 'validation_error',
       message: 'Malformed multipart/form-data body: the image part is incomplete.',
@@ -167,7 +172,7 @@ describe('refusals of a body that ends early', () => {
     ['without its closing boundary', FIELD_FORM.length - CLOSING],
     ['cut inside its closing boundary', FIELD_FORM.length - 4],
   ])('refuses a body %s (%i bytes)', async (_what, length) => {
-    const done = feed(new MultipartParser(CONTENT_TYPE), FIELD_FORM.subarray(0, length), 10);
+    const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), FIELD_FORM.subarray(0, length), 10);
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'Malformed multipart/form-data body.', details: undefined });
   });
 });
@@ -178,7 +183,7 @@ describe('the 20 MB image limit', () => {
    * however large the image (what the parser keeps is its own business, at most the limit).
    */
   function feedImageOf(bytes: number): Promise<ParsedForm> {
-    const parser = new MultipartParser(CONTENT_TYPE);
+    const parser = new MultipartParser(CONTENT_TYPE, REMOVE_FORM);
     parser.write(Buffer.from(partHead(image())));
     const chunk = Buffer.alloc(1024 * 1024, 0xab);
     for (let left = bytes; left > 0; left -= chunk.length) parser.write(left >= chunk.length ? chunk : chunk.subarray(0, left));
@@ -207,7 +212,7 @@ describe('the 20 MB image limit', () => {
 
 describe('abort', () => {
   it('leaves done pending and ignores later chunks once the answer was decided elsewhere', async () => {
-    const parser = new MultipartParser(CONTENT_TYPE);
+    const parser = new MultipartParser(CONTENT_TYPE, REMOVE_FORM);
     const whole = body([image()]);
     parser.write(whole.subarray(0, 100));
     parser.abort();
@@ -225,7 +230,7 @@ describe('abort', () => {
 });
 
 describe('several images (the batch endpoint)', () => {
-  const BATCH = { maxImages: 3, maxTotalBytes: 12_000 };
+  const BATCH = batchForm(3, 12_000);
   const distinct = (n: number, size: number) => Buffer.from(Array.from({ length: size }, (_, i) => (i * 7 + n * 13) % 256));
 
   it.each([1, 5, 4096])('gives every image, each whole and in order with its filename, fed in chunks of %i bytes', async (size) => {

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { BodyTooLargeError } from '../../src/http/exchange.js';
 import { Router } from '../../src/http/router.js';
-import { HttpError } from '../../src/service/errors.js';
+import { ApiError } from '../../src/service/errors.js';
 import { memoryRequest, RecordedResponse } from '../helpers/recorded-exchange.js';
 
 function setup() {
@@ -60,7 +60,7 @@ describe('Router', () => {
   it('answers a thrown HttpError as itself and any other failure as the contract 500, without leaking it', async () => {
     const { router, call } = setup();
     router.get('/teapot', () => {
-      throw new HttpError('validation_error', 'no tea', { field: 'tea' });
+      throw new ApiError('validation_error', 'no tea', { field: 'tea' });
     });
     router.get('/boom', async () => {
       throw new Error('secret internals');

@@ -3,8 +3,9 @@
  * /dashboard/webhooks (create: the secret is shown once, in that answer), /dashboard/webhooks/delete
  * and /dashboard/webhooks/test (a webhook.test event, counted in the account's rate limit).
  */
+
+import { HttpError } from '../../http/errors.js';
 import { accountRateKey } from '../../service/admission.js';
-import { HttpError } from '../../service/errors.js';
 import { rateLimitHeaders } from '../../service/rate-limit.js';
 import { MAX_WEBHOOK_URL_LENGTH } from '../../webhooks/address-guard.js';
 import { createWebhookEndpoint, MAX_DESCRIPTION_LENGTH, MAX_WEBHOOK_ENDPOINTS } from '../../webhooks/endpoints.js';
