@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { type RunningServer, startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { loadBackend } from '../../src/http/backend-select.js';
+import { type RunningServer, startServer } from '../../src/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 
 export const HOST = '127.0.0.1';

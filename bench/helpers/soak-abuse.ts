@@ -24,9 +24,9 @@ import { type AddressInfo, createServer as createNetServer, type Socket } from '
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { loadBackend } from '../../src/http/backend-select.js';
+import { startServer } from '../../src/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { fmt, log, printTable } from './report.js';
 import { multipart, send } from './soak-client.js';

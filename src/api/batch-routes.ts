@@ -28,6 +28,7 @@ import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
+import { reservationRefusal } from '../service/metering.js';
 import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
@@ -151,11 +152,9 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         expiresAt: new Date(now.getTime() + deps.resultTtlMs),
       });
       if (!result.ok) {
-        if (result.reason === 'payment_required')
-          throw new ApiError('payment_required', 'The credits left in this billing cycle do not cover every image of the batch.', {
-            images: images.filter((i) => !i.error).length,
-          });
-        throw new ApiError('permission_denied');
+        throw reservationRefusal(result.reason, deps.overloadRetryAfter, 'The credits left in this billing cycle do not cover every image of the batch.', {
+          images: images.filter((i) => !i.error).length,
+        });
       }
       const { batch } = result;
       accepted = batch.images

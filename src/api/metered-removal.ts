@@ -1,8 +1,8 @@
 /**
  * One metered background removal after admission (service/admission.ts), shared by POST
  * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
- * at 20 MB), option validation, one credit reserved, removeBackground, the charge committed only
- * when the answer is a success, and the answer itself. A client that goes away is never charged; a
+ * at 20 MB), option validation, one credit (service/metering.ts) reserved, removeBackground, the
+ * charge committed only when the answer is a success, and the answer itself. A client that goes away is never charged; a
  * job already running keeps its admission place until it ends, one still queued for the native core
  * is dropped. The body must arrive within the exchange's body deadline (408 otherwise).
  */
@@ -15,10 +15,11 @@ import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type Remov
 import { MAX_FILE_BYTES } from '../lib/options.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import type { Ticket } from '../service/admission.js';
-import { ApiError, storeFailure } from '../service/errors.js';
+import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import { Credit } from '../service/metering.js';
 import type { Metrics } from '../service/metrics.js';
-import { isDatabaseUnavailable, type ReserveResult, releaseUntilDone, type Store } from '../store/index.js';
+import type { Store } from '../store/index.js';
 import { REMOVE_FORM } from './form-fields.js';
 
 export type Headers = Record<string, string>;
@@ -86,7 +87,7 @@ export interface RemovalDeps {
 }
 
 export class MeteredRemoval {
-  private reservationId: number | null = null;
+  private readonly credit: Credit;
   private open = true;
   private processing = false;
   /** Aborted when the client goes away: drops the job if it still waits in the library's queue. */
@@ -96,7 +97,9 @@ export class MeteredRemoval {
     private readonly ex: Exchange,
     private readonly ticket: Ticket,
     private readonly deps: RemovalDeps,
-  ) {}
+  ) {
+    this.credit = new Credit({ store: deps.store, logger: deps.logger, requestId: ex.requestId, retryAfterSeconds: deps.overloadRetryAfter ?? 5 });
+  }
 
   /** Streams the upload and runs the job; the answer goes through the exchange. */
   start(): void {
@@ -116,7 +119,7 @@ export class MeteredRemoval {
     if (!this.open) return;
     this.open = false;
     this.job.abort();
-    this.releaseCredit();
+    this.credit.release();
     this.deps.logger?.info({ requestId: this.ex.requestId, event: 'aborted' }, 'client aborted');
     if (!this.processing) this.ticket.release();
   }
@@ -125,7 +128,7 @@ export class MeteredRemoval {
   private fail(err: HttpError): void {
     if (!this.open) return;
     this.open = false;
-    this.releaseCredit();
+    this.credit.release();
     this.ex.error(err, this.ticket.rateHeaders);
     this.deps.logger?.info({ requestId: this.ex.requestId, code: err.code, ms: Math.round(this.ex.seconds() * 1000) }, 'request failed');
     if (!this.processing) this.ticket.release();
@@ -177,35 +180,13 @@ export class MeteredRemoval {
   private async reserveAndProcess(job: PreparedJob): Promise<void> {
     const { requestId } = this.ex;
     const { accountId, keyId } = this.ticket.principal;
-    const { store, logger } = this.deps;
+    const { logger } = this.deps;
     // One credit reserved; charged only when the answer is a success.
     const idempotencyKey = this.ex.req.header('idempotency-key') || undefined;
-    const imageHash = idempotencyKey ? requestFingerprint(job) : undefined;
-    let reservation: ReserveResult;
-    try {
-      reservation = await store.credits.reserve(accountId, { requestId, keyId, idempotencyKey, imageHash });
-    } catch (err) {
-      logger?.error({ requestId, err }, 'reservation failed');
-      return this.fail(storeFailure(isDatabaseUnavailable(err)));
-    }
-    if (!reservation.ok) {
-      if (reservation.reason === 'payment_required') return this.fail(new ApiError('payment_required'));
-      if (reservation.reason === 'account_disabled') return this.fail(new ApiError('permission_denied'));
-      // Still running, or on a node that died and whose reservation is not yet released (its
-      // heartbeat lapse): the same request will be accepted once that ends, so the client waits.
-      if (reservation.reason === 'idempotency_in_progress')
-        return this.fail(
-          new ApiError('idempotency_in_progress', undefined, { field: 'Idempotency-Key' }, { 'Retry-After': String(this.deps.overloadRetryAfter ?? 5) }),
-        );
-      return this.fail(
-        new ApiError('validation_error', 'This Idempotency-Key was already used with another image or other options.', {
-          field: 'Idempotency-Key',
-        }),
-      );
-    }
-    this.reservationId = reservation.reservationId;
-    if (!this.open) return this.releaseCredit(); // the client left while the reservation was being made
-    let remaining = reservation.remainingAfterCharge;
+    const reserved = await this.credit.reserve(accountId, keyId, idempotencyKey ? { key: idempotencyKey, imageHash: requestFingerprint(job) } : undefined);
+    if (reserved instanceof ApiError) return this.fail(reserved);
+    if (!this.open) return this.credit.release(); // the client left while the reservation was being made
+    let remaining = reserved;
     // The image work.
     let result: RemoveBackgroundResult;
     this.processing = true;
@@ -224,34 +205,10 @@ export class MeteredRemoval {
     if (!this.open) return this.ticket.release(); // abort() released the credit
     // Charge, then answer.
     let charged = 0;
-    const reservationId = this.reservationId;
-    if (reservationId !== null) {
-      this.reservationId = null;
-      let commit: Awaited<ReturnType<typeof store.credits.commit>>;
-      try {
-        commit = await store.credits.commit(reservationId);
-      } catch (err) {
-        logger?.error({ requestId, err }, 'charge failed');
-        this.reservationId = reservationId;
-        return this.fail(new ApiError('internal_server_error'));
-      }
-      if (!commit) {
-        // Another node released the reservation: this node was taken for dead (paused or cut off past
-        // its heartbeat lapse) while it processed. The credit went back to the account, so the
-        // result cannot be paid for; the same request succeeds when sent again.
-        logger?.warn({ requestId, reservationId }, 'the reservation was released while processing: this node was taken for dead');
-        return this.fail(
-          new ApiError(
-            'overloaded',
-            'This node was briefly unavailable while processing; retry after the time in Retry-After. Nothing was charged.',
-            undefined,
-            {
-              'Retry-After': String(this.deps.overloadRetryAfter ?? 5),
-            },
-          ),
-        );
-      }
-      remaining = commit.remaining; // the balance from the charge's own transaction
+    if (this.credit.held) {
+      const committed = await this.credit.commit();
+      if (committed instanceof ApiError) return this.fail(committed);
+      remaining = committed; // the balance from the charge's own transaction
       charged = 1;
     }
     if (!this.open) {
@@ -280,21 +237,5 @@ export class MeteredRemoval {
       'image processed',
     );
     this.ticket.release();
-  }
-
-  /**
-   * Gives the reserved credit back, in the background: a failing store is logged and the release
-   * tried again until it succeeds (release-retry.ts), never thrown into the failure path.
-   */
-  private releaseCredit(): void {
-    const id = this.reservationId;
-    if (id === null) return;
-    this.reservationId = null;
-    const requestId = this.ex.requestId;
-    void releaseUntilDone(this.deps.store, id, (err, attempt) => {
-      // The first failure, then one line in ten: an outage must not flood the log.
-      if (attempt === 1 || attempt % 10 === 0)
-        this.deps.logger?.error({ requestId, reservationId: id, attempt, err }, 'releasing a reservation failed; retrying');
-    });
   }
 }

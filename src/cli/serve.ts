@@ -4,13 +4,13 @@
  * call the API right away. SIGTERM and SIGINT drain in-flight requests, then exit.
  */
 import { basename } from 'node:path';
-import { type RunningServer, startServer } from '../api/server.js';
 import { publishedDigests } from '../cluster/secret.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
 import { addonFileInUse, BgoneError, configure, preloadModel } from '../lib/index.js';
+import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';

@@ -1,6 +1,6 @@
 /**
  * The service's defaults, written once. loadConfig (config.ts) falls back on them for every unset
- * environment variable, and startServer (api/server.ts) for every option its caller leaves out
+ * environment variable, and startServer (src/server.ts) for every option its caller leaves out
  * (tests, benches), so that `npm start` and a server started in code behave alike. A default that
  * changes changes here; the variable each one stands for is named beside it.
  */

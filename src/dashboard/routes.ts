@@ -19,8 +19,9 @@
  * With sign-up switched off (BGONE_SIGNUP=false), GET and POST /dashboard/signup answer 403 with a
  * page saying so, and create nothing.
  */
-import type { ServiceContext } from '../api/server.js';
+
 import type { Logger } from '../config/logger.js';
+import type { ServiceContext } from '../service/context.js';
 import { DEFAULT_LOGIN_LIMITS, type LoginLimits, type Store } from '../store/index.js';
 import { AuthService, DEFAULT_SIGNUPS_PER_IP_PER_HOUR } from './auth.js';
 import type { BillingProvider } from './billing.js';

@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
-import type { RunningServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { type DashboardDeps, mountDashboard } from '../../src/dashboard/index.js';
+import type { RunningServer } from '../../src/server.js';
 import { openStore, type RateLimits, type Store } from '../../src/store/index.js';
 import { serveStore } from './server.js';
 

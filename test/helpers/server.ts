@@ -6,10 +6,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
 import { createLogger } from '../../src/config/logger.js';
 import { loadBackend } from '../../src/http/backend-select.js';
 import type { Backend } from '../../src/http/types.js';
+import { type RunningServer, type ServerOptions, startServer } from '../../src/server.js';
 import { type Clock, openStore, type PlanName, type RateLimits, type Store } from '../../src/store/index.js';
 
 export interface TestServerOptions {

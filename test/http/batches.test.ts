@@ -9,7 +9,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type BatchServiceOptions, type RunningServer, type ServerOptions, startServer } from '../../src/api/server.js';
+import { type BatchServiceOptions, type RunningServer, type ServerOptions, startServer } from '../../src/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, expectError, openApi } from '../helpers/http-assert.js';

@@ -14,7 +14,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface, type Interface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningServer } from '../../src/api/server.js';
+import type { RunningServer } from '../../src/server.js';
 import { openStore, type Store } from '../../src/store/index.js';
 import { BUSY_WAIT_MS } from '../../src/store/sqlite/busy.js';
 import { PHOTOS } from '../helpers/constants.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningServer, startServer } from '../../src/api/server.js';
+import { type RunningServer, startServer } from '../../src/server.js';
 import { openStore, type Store, StoreError } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { type FaultyStore, withFaults } from '../helpers/failing-store.js';

@@ -12,7 +12,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BatchServiceOptions } from '../../src/api/server.js';
+import type { BatchServiceOptions } from '../../src/server.js';
 import { openStore, type Store, type WebhookDelivery } from '../../src/store/index.js';
 import { type DnsServer, startDnsServer } from '../helpers/dns-server.js';
 import { type FaultyStore, withFaults } from '../helpers/failing-store.js';

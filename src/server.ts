@@ -8,40 +8,29 @@
  * connection). Options left out take the defaults of config/defaults.ts, the environment's.
  */
 
-import { BatchMemoryBudget } from '../batches/batch-memory-budget.js';
-import { BatchRunner } from '../batches/batch-runner.js';
-import { ClaimWorker } from '../cluster/claim-worker.js';
-import { mountInternal } from '../cluster/internal-routes.js';
-import { PeerClient } from '../cluster/peer-client.js';
-import { PeerResults } from '../cluster/peer-results.js';
-import { type ClusterSecrets, publishedDigests } from '../cluster/secret.js';
-import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from '../config/defaults.js';
-import type { Logger } from '../config/logger.js';
-import type { BodyMinRate } from '../http/exchange.js';
-import { Router } from '../http/router.js';
-import type { Backend, BackendName, Listener } from '../http/types.js';
-import { queueSize } from '../lib/index.js';
-import { Admission } from '../service/admission.js';
-import { JobMemoryGate } from '../service/job-memory-gate.js';
-import { Metrics } from '../service/metrics.js';
-import type { Store } from '../store/index.js';
-import { WebhookDeliverer } from '../webhooks/deliverer.js';
-import { mountBatches } from './batch-routes.js';
-import { MAX_BODY_BYTES, tooLarge } from './metered-removal.js';
-import { mountApi, mountMetrics } from './routes.js';
-import { mountWebhooks } from './webhook-routes.js';
-
-/** What a mounted route group (the dashboard) gets from the service. */
-export interface ServiceContext {
-  router: Router;
-  admission: Admission;
-  metrics: Metrics;
-  backend: BackendName;
-  /** Tells the webhook worker that an event was written (it polls the outbox at once). */
-  webhookEventWritten: () => void;
-  /** The job memory gate (admission by estimated memory), shared by every route that runs a job. */
-  memory: JobMemoryGate;
-}
+import { mountBatches } from './api/batch-routes.js';
+import { MAX_BODY_BYTES, tooLarge } from './api/metered-removal.js';
+import { mountApi, mountMetrics } from './api/routes.js';
+import { mountWebhooks } from './api/webhook-routes.js';
+import { BatchMemoryBudget } from './batches/batch-memory-budget.js';
+import { BatchRunner } from './batches/batch-runner.js';
+import { ClaimWorker } from './cluster/claim-worker.js';
+import { mountInternal } from './cluster/internal-routes.js';
+import { PeerClient } from './cluster/peer-client.js';
+import { PeerResults } from './cluster/peer-results.js';
+import { type ClusterSecrets, publishedDigests } from './cluster/secret.js';
+import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from './config/defaults.js';
+import type { Logger } from './config/logger.js';
+import type { BodyMinRate } from './http/exchange.js';
+import { Router } from './http/router.js';
+import type { Backend, BackendName, Listener } from './http/types.js';
+import { queueSize } from './lib/index.js';
+import { Admission } from './service/admission.js';
+import type { ServiceContext } from './service/context.js';
+import { JobMemoryGate } from './service/job-memory-gate.js';
+import { Metrics } from './service/metrics.js';
+import type { Store } from './store/index.js';
+import { WebhookDeliverer } from './webhooks/deliverer.js';
 
 /** Async batches and their webhooks (config.ts BatchConfig, plus test knobs). */
 export interface BatchServiceOptions {
