@@ -1,8 +1,15 @@
 /**
- * The persistence layer of bgone: accounts, API keys, credits, usage and dashboard sessions behind
- * one interface (store.ts), with one implementation today, SQLite (sqlite/).
+ * The persistence layer of bgone: accounts, API keys, credits, usage, dashboard sessions, webhooks
+ * and batches behind one interface (store.ts), with two implementations: SQLite (sqlite/, the
+ * embedded default, one process per file) and PostgreSQL (postgres/, one ledger for any number of
+ * nodes).
  *
- *   const store = await openStore({ path: 'data/bgone.db' });
+ * Where credits live: each account's balance for its billing cycle is in the store, and a request
+ * holds one credit as a reservation from before its work until it is charged (commit) or given
+ * back (release); a batch reserves one per image when it is created. src/service/metering.ts is
+ * the one caller of reserve / commit / release for requests:
+ *
+ *   const store = await openStore({ path: 'data/bgone.db' });      // or { url: 'postgres://...' }
  *   await store.credits.recoverAfterCrash();            // once, at startup
  *   const auth = await store.keys.authenticate(bearer); // null → 401
  *   const r = await store.credits.reserve(auth.accountId, { requestId, keyId: auth.keyId });
