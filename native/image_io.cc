@@ -160,12 +160,11 @@ bool write_whole(VipsImage* in, VipsImage* target, DecodeProgress* progress) {
 // Writes `in` into `target` (an image over memory of ours) strip after strip, on one libvips thread
 // while the caller waits. For a JPEG, instead of vips_image_write's worker threads: a JPEG decodes
 // in order whatever the threads, and handing its strips from one worker to the next cost more than
-// it saved (2 MP: decode 14 -> 9-10 ms, 7 ms less CPU per job; 12 MP's full decode 50 -> 40-42 ms,
-// and the model's input shrunk on load beside it, 4-5 ms sooner: the other core is the full decode's).
-// A libvips thread, because only those keep region buffers from one strip to the next (libvips'
+// it saved (each hand-over a wake-up through the hypervisor: a 12 MP decode 20 % longer). A
+// libvips thread, because only those keep region buffers from one strip to the next (libvips'
 // buffer cache is per libvips thread); on any other thread every strip allocated and zeroed its
-// buffers again, and the 12 MP decode took 2.5 times as long. A PNG keeps the workers: its rows
-// come out of zlib one by one, and the workers' copying beside it paid (7 MP: 96 against 107 ms).
+// buffers again. A PNG keeps the workers: its rows come out of zlib one by one, and the workers'
+// copying beside it pays.
 constexpr int kStripRows = 16;  // whole MCU rows of any JPEG (8 or 16 pixels high)
 
 bool write_in_strips(VipsImage* in, VipsImage* target, DecodeProgress* progress) {
@@ -278,8 +277,8 @@ namespace {
 // both with a Lanczos-3 kernel: an image already decoded in memory goes through our resampler
 // (model_resample.h), on the free cores; a loader shrinking on load streams into libvips' resize
 // (below), which works on strips as the loader decodes them and never holds the shrunk image
-// whole. Ours there would need it whole first, beside the full decode on the other core:
-// 12 MP, 4 interleaved rounds, preprocess 55-58 against 51-54 ms.
+// whole. Ours there would need it whole first, beside the full decode on the other core, and was
+// slower for it.
 Pixels model_input_from(VipsImage* in, int width, int height, Writer writer) {
   VipsRef srgb = to_srgb8(in);
   VipsImage* cur = srgb.get();
@@ -465,8 +464,7 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
   switch (options.format) {
     case OutputFormat::Png:
       // Low zlib effort with the "up" row filter: a photo's rows resemble the row above, so the
-      // differences deflate well even at level 1. At 2 MP level 1 + up made files 2 % smaller than
-      // level 3 without filters, at about 2/3 of the encode time (docs/performance.md).
+      // differences deflate well even at level 1, smaller than level 3 without filters in less time.
       rc = vips_pngsave_buffer(image, &out.data, &out.length, "compression", options.png_compression, "filter", VIPS_FOREIGN_PNG_FILTER_UP,
                                "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
       break;

@@ -20,9 +20,9 @@ namespace {
 // How the model runs of the process share the cores. A job alone in the native core runs alone,
 // on every core. While other jobs are in progress, a second run may start beside the first (on the
 // same session, with the same threads): one run's steps leave gaps (a step waits for its slowest
-// thread, and some steps are serial) that the other fills. 4 jobs of 2 MP at once finished in
-// 1.46-1.49 s instead of 1.56-1.80 s one run at a time (docs/performance.md). Not more than two:
-// each holds its own working memory (about 150 MB at 1024²), for no more gaps to fill.
+// thread, and some steps are serial) that the other fills: 4 jobs of 2 MP at once take about 10 %
+// less CPU (docs/performance.md, "Two runs share one session"). Not more than two: each holds its
+// own working memory, for no more gaps to fill.
 constexpr int kRunsBesideOthers = 2;
 
 class RunSlots {
@@ -131,12 +131,12 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     // peak RSS, and an arena keeps its memory for good. Blocks come from our allocator instead
     // (above), which keeps them warm only while jobs run. The memory pattern stays on: it plans one
     // block per run for the intermediate tensors instead of a malloc and free per op (with the int8
-    // model, many small quantize/dequantize tensors, turning it off made the run 15-20 % slower).
+    // model, many small quantize/dequantize tensors, turning it off made the run slower).
     check(ort_api()->DisableCpuMemArena(options), "DisableCpuMemArena");
     check(ort_api()->AddSessionConfigEntry(options, "session.use_env_allocators", "1"), "use_env_allocators");
     // Intra-op threads do not spin while they wait: beside a second run or another job's decode and
-    // encode, a spinning thread takes the core the other one needs (4 jobs at once: 1.80-1.87 s
-    // spinning against 1.64-1.75 s not); a run alone was as fast either way within the noise.
+    // encode, a spinning thread takes the core the other one needs; a run alone is as fast either
+    // way.
     check(ort_api()->AddSessionConfigEntry(options, "session.intra_op.allow_spinning", "0"), "allow_spinning");
     append_execution_provider(options, spec);
     t_creating = {true, spec.provider == "cpu" ? &weights_ : nullptr};

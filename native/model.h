@@ -35,9 +35,8 @@ class Model {
   // plane into `out`. Shares the cores with the other runs of the process (RunSlots).
   RunCost run(Buffer<float>& input, int width, int height, Buffer<float>& out);
   // The spec's warm-up runs (a failing one is ignored: the first job's run reports it), then the
-  // memory they used goes back to the OS at once. ONNX Runtime's
-  // first runs of a session are slow (at 1024² on the CPU: about 650 and 470 ms, then 340-350 ms,
-  // as fast as a warmed bare session), and what makes the later ones fast outlives that memory.
+  // memory they used goes back to the OS at once. ONNX Runtime's first runs of a session are slow
+  // (the first about twice a warmed run), and what makes the later ones fast outlives that memory.
   void warm_up();
 
  private:

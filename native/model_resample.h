@@ -2,12 +2,11 @@
 // to shrink on load, 2 MP among them): stretched to the model's width x height by our own
 // separable Lanczos-3 resampler instead of libvips' resize.
 //
-// Why our own: libvips' resize ran single-threaded at these sizes (2 MP to 1024²: 9-11 ms on the
-// job's critical path), and enlarging a 0.5 MP upload to 1024² took it 29 ms. This one takes about
-// 6 ms of CPU at 2 MP, spread over the free cores (for a JPEG, behind its decode: below), in fixed
-// point as libvips' is (integer multiply-adds, the same integers in every build). It rounds to
-// bytes once where libvips rounded between its two passes; on the dev set every score came out a
-// little better (docs/performance.md, "The model's input").
+// Why our own: libvips' resize ran single-threaded at these sizes, on the job's critical path (a
+// 0.5 MP upload enlarged to 1024² took it 29 ms). This one is spread over the free cores (for a
+// JPEG, behind its decode: below), in fixed point as libvips' is (integer multiply-adds, the same
+// integers in every build). It rounds to bytes once where libvips rounded between its two passes;
+// on the dev set every score came out a little better (docs/performance.md, "The model's input").
 #pragma once
 #include <cstdint>
 

@@ -7,8 +7,8 @@
 // opaque subject's alpha. So this encoder looks for matches at two distances only, one byte and one
 // pixel back, with a few word compares per position instead of a hash chain, and codes literals,
 // lengths and those two distances with Huffman codes built per block from the block's own counts.
-// On a 2 MP cut-out the file came out 12 % smaller than zlib's level 1 made, in about half its CPU
-// time (docs/performance.md).
+// A cut-out comes out smaller than zlib's level 1 makes it, in about half its CPU time
+// (docs/performance.md, "The PNG").
 //
 // The output is a raw deflate stream: blocks of at most kBlockSymbols symbols (each Huffman-coded,
 // or stored when that is smaller), then an empty stored block that ends it on a byte boundary (what

@@ -73,8 +73,8 @@ constexpr size_t kMaxChunk = 0x7FFFFFFF;
 // Pixels per segment: each segment costs a flush (a few bytes) and, for zlib, a cold start of its
 // matches (a few hundred bytes); 2 MiB makes 4 segments at 2 MP, 23 at 12 MP. Our own deflate
 // keeps nothing from one block to the next anyway, so its segments are halved: the free cores then
-// share a cut-out's slow rows (the subject) and fast ones (transparency) more evenly. encodePng of
-// a 2 MP cut-out: 8.7-9.3 -> 7.6-7.8 ms at the same CPU (512 KiB: 6.9-8.0 ms, but 1 ms more CPU).
+// share a cut-out's slow rows (the subject) and fast ones (transparency) more evenly, at the same
+// CPU (smaller segments cost more CPU than they save).
 constexpr size_t kSegmentBytes = size_t{2} << 20;
 constexpr size_t kFastSegmentBytes = size_t{1} << 20;
 // The level whose deflate is ours (png_deflate.h); every other level is zlib's.
@@ -241,8 +241,8 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
     *data++ = 0x78;  // deflate with a 32 KiB window...
     *data++ = 0x01;  // ...no preset dictionary, fastest; (0x78 * 256 + 0x01) % 31 == 0
     // The segments copied in by the free cores at once: the output's pages are in (alloc_output),
-    // but on our VMs the first write to each 4 KiB page still traps (720 KB: 1 ms for the first copy,
-    // 0.02 for a second one), and two cores share that.
+    // but on our VMs the first write to each 4 KiB page still traps (the first copy takes 50 times
+    // a second one), and two cores share that.
     std::vector<size_t> offsets(count);
     for (int i = 1; i < count; ++i) offsets[i] = offsets[i - 1] + segments[i - 1].size;
     parallel_for(count, [&](int i) { std::memcpy(data + offsets[i], segments[i].out.data(), segments[i].size); });

@@ -1,7 +1,7 @@
 // PNG encoding of a job's result, deflated in parallel.
 //
-// libvips writes a PNG on one thread: at 2 MP the encode was the longest stage after the inference
-// (25 ms of a 100 ms tail), at 12 MP 100 ms, while the other core idled. Here the rows are split
+// libvips writes a PNG on one thread: the encode was the longest stage after the inference, while
+// the other core idled. Here the rows are split
 // into segments of a fixed size, taken by the free cores in turn; each segment is filtered ("up": a
 // photo's row resembles the one above) and deflated on its own, ending on a byte boundary (a sync
 // flush), and the segments are joined into one zlib stream, their Adler-32 sums combined. A

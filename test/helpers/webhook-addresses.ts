@@ -1,6 +1,6 @@
 /** Addresses the webhook tests use against the address guard. */
 
-/** IPv6 literals that lead to a loopback, private or metadata IPv4 host (issue 17, item 8). */
+/** IPv6 literals that lead to a loopback, private or metadata IPv4 host */
 export const EMBEDDED_PRIVATE_IPV6 = [
   '::127.0.0.1', // IPv4-compatible
   '::7f00:1',

@@ -328,7 +328,7 @@ describe('the per-account in-flight cap (BGONE_ACCOUNT_IN_FLIGHT)', () => {
   });
 });
 
-// --- 2b. Uploads and jobs are separate budgets; uploads must keep a minimum rate (issue 17) -------
+// --- 2b. Uploads and jobs are separate budgets; uploads must keep a minimum rate -------------------
 
 /** Starts uploads that send their head and 1000 bytes, then one byte every 100 ms (never complete in time). */
 async function tricklingUploads(port: number, key: string, count: number, clients: Array<ReturnType<typeof rawClient>>): Promise<void> {

@@ -427,7 +427,7 @@ function idleBatchUpload(s: Service, key: string, length: number): Promise<{ sta
   });
 }
 
-describe('fair to every account (issue 17)', () => {
+describe('fair to every account', () => {
   it("idle uploads hold at most their account's share of the batch memory, and only until the minimum upload rate ends them; another account's batch is accepted meanwhile", async () => {
     // The default budget (1 GiB) and share (25 %): 256 MiB an account.
     const s = await startService({ credits: 10, server: { bodyMinRate: { bytesPerSecond: 1024, windowMs: 1500 } } });
@@ -482,7 +482,7 @@ describe('fair to every account (issue 17)', () => {
   });
 });
 
-describe('a result is kept for the TTL from the moment its image ends (issue 17)', () => {
+describe('a result is kept for the TTL from the moment its image ends', () => {
   it('images that queued past the submission time plus the TTL are charged with a fetchable result and an expires_at in the future', async () => {
     const s = await startService({ credits: 20, batches: { resultTtlSeconds: 3 } });
     const r = await receiver();
@@ -524,7 +524,7 @@ describe('a result is kept for the TTL from the moment its image ends (issue 17)
   });
 });
 
-describe('batch images have a minimum share of the native core (issue 17)', () => {
+describe('batch images have a minimum share of the native core', () => {
   it('under continuous /remove traffic (always one running), a batch image still ends while the traffic goes on', { timeout: 240_000 }, async () => {
     const s = await startService({ credits: 200 });
     // Its share is one place after every 4 /remove jobs: it ends after about a dozen requests sent.

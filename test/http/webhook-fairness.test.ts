@@ -1,5 +1,5 @@
 /**
- * Webhook delivery fair to every account (issue 17, items 1 and 8), against a real server on
+ * Webhook delivery fair to every account, against a real server on
  * 127.0.0.1 and a real SQLite file, with real receivers: one that never answers (a stuck endpoint),
  * ones that answer, and a real DNS server on 127.0.0.1 for endpoint names. The store's clock is a
  * fake one (retry times, retention); the attempts' deadlines run on the real clock.

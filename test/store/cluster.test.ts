@@ -1,5 +1,5 @@
 /**
- * Which node holds what (issue 18), on PostgreSQL with several store instances (nodes) on one
+ * Which node holds what, on PostgreSQL with several store instances (nodes) on one
  * database: idle nodes claim queued images of their peers, each image exactly once, the node that
  * accepted the batch can no longer start a claimed image, a success moves the result's holder to
  * the node that ran it, and the orphan sweep fails what died with its node (the images queued on a

@@ -206,7 +206,7 @@ describe.each(STORE_KINDS)('%s store: webhooks', (kind) => {
     });
   });
 
-  describe('fair claims (issue 17: one queue for everyone)', () => {
+  describe('fair claims (one queue for everyone)', () => {
     const CAPS = { perEndpoint: 2, perAccount: 4 };
 
     it('an endpoint with many due rows gets at most perEndpoint claimed; the others are taken round-robin', async () => {

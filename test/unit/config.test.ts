@@ -111,7 +111,7 @@ describe('loadConfig', () => {
     expect(maxKeysPerAccount({ BGONE_MAX_KEYS_PER_ACCOUNT: '25' })).toBe(25);
   });
 
-  it('reads the upload limits and the batch memory share (issue 17): defaults and set values (bad values: the refusals above)', () => {
+  it('reads the upload limits and the batch memory share: defaults and set values (bad values: the refusals above)', () => {
     expect(loadConfig({})).toMatchObject({ uploadLimit: 64, bodyMinRate: 16384, batches: { accountSharePercent: 25 } });
     expect(loadConfig({ BGONE_UPLOAD_LIMIT: '8', BGONE_BODY_MIN_RATE: '0', BGONE_BATCH_ACCOUNT_SHARE: '100' })).toMatchObject({
       uploadLimit: 8,

@@ -1,5 +1,5 @@
 /**
- * Which node holds what (issue 18): each node publishes the address its peers reach it on in its
+ * Which node holds what: each node publishes the address its peers reach it on in its
  * heartbeat row; each batch image names the node holding its bytes (queued) or its result
  * (succeeded), and the node processing it. A node with nothing to do claims a queued image held by
  * another live node here; the claim and the holder's own start (batches.ts) both require the
