@@ -4,7 +4,7 @@
  * records the outcome: a 2xx within the timeout is delivered; anything else is retried on the
  * contract's schedule (retry-schedule.ts); 410 Gone disables the endpoint. Redirects are not
  * followed (node:http never follows them). The address is resolved and checked at each attempt and
- * the connection goes to exactly that address (address-guard.ts).
+ * the connection goes to exactly that address (webhook-url.ts, src/lib/address-guard.ts).
  *
  * At least once: a node that dies while sending leaves its claim to lapse, and the event is sent
  * again, under the same webhook-id, by whichever node claims it next.
@@ -16,15 +16,14 @@
  * its name's resolution counts too; everyone else's events go out beside it. Delivered and failed
  * rows are pruned after the retention period.
  */
-import http from 'node:http';
-import https from 'node:https';
-import type { LookupFunction } from 'node:net';
+import type http from 'node:http';
 import { BATCH_DEFAULTS } from '../config/defaults.js';
 import type { Logger } from '../config/logger.js';
+import { type CheckedAddress, pinnedRequest } from '../lib/address-guard.js';
 import { type ClaimedDelivery, isDatabaseUnavailable, type Store } from '../store/index.js';
-import { resolveWebhookAddress } from './address-guard.js';
 import { nextAttemptAt } from './retry-schedule.js';
 import { signWebhook } from './signature.js';
+import { resolveWebhookAddress } from './webhook-url.js';
 
 export interface DelivererOptions {
   store: Store;
@@ -204,7 +203,7 @@ export class WebhookDeliverer {
     const timeoutError = `no answer within ${this.#timeoutMs / 1000} s`;
     const timer = setTimeout(() => deadline.abort(new Error(timeoutError)), this.#timeoutMs);
     try {
-      let target: { address: string; family: 4 | 6 };
+      let target: CheckedAddress;
       try {
         target = await resolveWebhookAddress(delivery.url, this.#allowPrivate, { signal: deadline.signal, dnsServers: this.#dnsServers });
       } catch (err) {
@@ -218,16 +217,10 @@ export class WebhookDeliverer {
   }
 
   /** The POST itself, to the address resolved; ends when the deadline aborts. */
-  #post(delivery: ClaimedDelivery, target: { address: string; family: 4 | 6 }, deadline: AbortSignal, timeoutError: string): Promise<AttemptResult> {
+  #post(delivery: ClaimedDelivery, target: CheckedAddress, deadline: AbortSignal, timeoutError: string): Promise<AttemptResult> {
     const url = new URL(delivery.url);
     const timestamp = Math.floor(Date.now() / 1000); // real time: receivers check it against their own clock
     const body = Buffer.from(delivery.body, 'utf8');
-    // Connect to the address just checked, whatever the name resolves to by now.
-    const pinned: LookupFunction = (_host, options, callback) => {
-      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [target]);
-      else callback(null, target.address, target.family);
-    };
-    const request = url.protocol === 'https:' ? https.request : http.request;
     return new Promise<AttemptResult>((resolve) => {
       let settled = false;
       const finish = (result: AttemptResult) => {
@@ -237,10 +230,9 @@ export class WebhookDeliverer {
         this.#inFlight.delete(req);
         resolve(result);
       };
-      const req = request(url, {
+      // Connects to the address just checked, whatever the name resolves to by now.
+      const req = pinnedRequest(url, target, {
         method: 'POST',
-        lookup: pinned,
-        agent: false,
         headers: {
           'content-type': 'application/json',
           'content-length': String(body.length),

@@ -1,12 +1,12 @@
 /**
  * Creating a webhook endpoint, the same from the API and the dashboard: the URL checked
- * (address-guard.ts), the description bounded and free of control characters, at most MAX_WEBHOOK_ENDPOINTS per account.
+ * (webhook-url.ts), the description bounded and free of control characters, at most MAX_WEBHOOK_ENDPOINTS per account.
  */
 
 import { ApiError } from '../service/errors.js';
 import { hasControlCharacter } from '../service/user-text.js';
 import type { CreatedWebhookEndpoint, Store } from '../store/index.js';
-import { webhookUrlProblem } from './address-guard.js';
+import { webhookUrlProblem } from './webhook-url.js';
 
 export const MAX_WEBHOOK_ENDPOINTS = 5;
 export const MAX_DESCRIPTION_LENGTH = 200;

@@ -2,9 +2,10 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isForbiddenAddress, resolveWebhookAddress, webhookUrlProblem } from '../../src/webhooks/address-guard.js';
+import { isForbiddenAddress } from '../../src/lib/address-guard.js';
 import { MAX_ATTEMPTS, nextAttemptAt, RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { signWebhook } from '../../src/webhooks/signature.js';
+import { resolveWebhookAddress, webhookUrlProblem } from '../../src/webhooks/webhook-url.js';
 import { startDnsServer } from '../helpers/dns-server.js';
 import { EMBEDDED_PRIVATE_IPV6 } from '../helpers/webhook-addresses.js';
 

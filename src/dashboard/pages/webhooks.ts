@@ -7,8 +7,8 @@
 import { HttpError } from '../../http/errors.js';
 import { accountRateKey } from '../../service/admission.js';
 import { rateLimitHeaders } from '../../service/rate-limit.js';
-import { MAX_WEBHOOK_URL_LENGTH } from '../../webhooks/address-guard.js';
 import { createWebhookEndpoint, MAX_DESCRIPTION_LENGTH, MAX_WEBHOOK_ENDPOINTS } from '../../webhooks/endpoints.js';
+import { MAX_WEBHOOK_URL_LENGTH } from '../../webhooks/webhook-url.js';
 import { htmlReply, type Reply, redirect } from '../replies.js';
 import type { SignedIn } from '../sessions.js';
 import type { Message } from '../views/layout.js';

@@ -1,18 +1,22 @@
 /**
- * SSRF defence for webhook URLs (docs/contract.md): `https://` only, no control characters, and
- * never an address on loopback, private, site-local, link-local, carrier-grade NAT, multicast or
- * cloud-metadata ranges. A host name with a trailing dot (`localhost.`) is the same host as without. A URL is
- * checked on its text when an endpoint is created, and again on the address its name resolves to
- * at each delivery (deliverer.ts connects to exactly the address checked here, so a name that
- * changes its answer in between cannot slip through). `allowPrivate` (BGONE_WEBHOOK_ALLOW_PRIVATE)
- * lifts both rules for local setups and tests.
+ * SSRF defence for the URLs bgone connects to on a client's behalf (webhook endpoints, images to
+ * download): no control characters, no credentials, only the schemes the caller names, and never an
+ * address on loopback, private, site-local, link-local, carrier-grade NAT, multicast or
+ * cloud-metadata ranges. A host name with a trailing dot (`localhost.`) is the same host as without.
+ * A URL is checked on its text (urlProblem), then its host is resolved and every answer checked
+ * (resolveCheckedAddress), and the connection goes to exactly the address checked (pinnedRequest),
+ * so a name that changes its answer in between cannot slip through. `allowPrivate` lifts the
+ * address rules for local setups and tests.
  */
-import { lookup, Resolver } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
-import { hasControlCharacter } from '../service/user-text.js';
 
-/** At most this long, so a URL always fits the outbox and the logs. */
-export const MAX_WEBHOOK_URL_LENGTH = 2048;
+import { lookup, Resolver } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { hasControlCharacter } from './user-text.js';
+
+/** At most this long, so a URL always fits a database row and the logs. */
+export const MAX_URL_LENGTH = 2048;
 
 const FORBIDDEN = new BlockList();
 for (const [net, prefix] of [
@@ -80,7 +84,7 @@ function embeddedIpv4(g: number[]): string[] | 'refuse' | null {
 }
 
 /**
- * An address a webhook must never reach. An IPv6 address that carries an IPv4 one (mapped,
+ * An address bgone must never connect to for a client. An IPv6 address that carries an IPv4 one (mapped,
  * compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address it leads to.
  */
 export function isForbiddenAddress(address: string): boolean {
@@ -99,40 +103,80 @@ export function isForbiddenAddress(address: string): boolean {
  * The host part of a URL as an address or a name (IPv6 brackets removed), without the trailing dots
  * of a fully qualified name: `localhost.` is checked, resolved and refused as `localhost`.
  */
-function hostOf(url: URL): string {
+export function urlHost(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.+$/, '');
 }
 
+/** `localhost` and its subdomains: this machine whatever DNS says (RFC 6761). */
+const LOCALHOST = /^localhost$|\.localhost$/i;
+
 /**
- * Checks a webhook URL's text; returns why it is refused, or null. A host that is an address is
- * checked here; a name is checked where it resolves (resolveWebhookAddress).
+ * Why a URL's text is refused. 'blocked_address': the text is well formed, but its host is
+ * `localhost` or an address in a forbidden range.
  */
-export function webhookUrlProblem(raw: string, allowPrivate: boolean): string | null {
-  if (raw.length > MAX_WEBHOOK_URL_LENGTH) return `The URL is longer than ${MAX_WEBHOOK_URL_LENGTH} characters.`;
+export type UrlProblemReason = 'too_long' | 'malformed' | 'scheme' | 'credentials' | 'blocked_address';
+
+export interface UrlProblem {
+  reason: UrlProblemReason;
+  /** An English sentence for the client. */
+  message: string;
+}
+
+export interface UrlRules {
+  /** Lifts the address rules (localhost, forbidden IP literals). */
+  allowPrivate: boolean;
+  /** The protocols accepted, as URL.protocol spells them: ['https:'] or ['http:', 'https:']. */
+  schemes: readonly string[];
+}
+
+/**
+ * Checks a URL's text; returns why it is refused, or null. A host that is an address is checked
+ * here; a name is checked where it resolves (resolveCheckedAddress).
+ */
+export function urlProblem(raw: string, { allowPrivate, schemes }: UrlRules): UrlProblem | null {
+  if (raw.length > MAX_URL_LENGTH) return { reason: 'too_long', message: `The URL is longer than ${MAX_URL_LENGTH} characters.` };
   // The URL parser drops CR, LF and TAB without a word, but the text as given is what is stored.
-  if (hasControlCharacter(raw)) return 'The URL must not contain control characters (such as CR, LF or NUL).';
+  if (hasControlCharacter(raw)) return { reason: 'malformed', message: 'The URL must not contain control characters (such as CR, LF or NUL).' };
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return 'The URL is not a valid absolute URL.';
+    return { reason: 'malformed', message: 'The URL is not a valid absolute URL.' };
   }
-  if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) return 'The URL must start with https://.';
-  if (url.username || url.password) return 'The URL must not contain credentials.';
-  if (url.hash) return 'The URL must not contain a fragment.';
-  const host = hostOf(url);
-  if (host === '') return 'The URL has no host name.';
+  if (!schemes.includes(url.protocol)) {
+    const starts = schemes.map((s) => `${s}//`).join(' or ');
+    return { reason: 'scheme', message: `The URL must start with ${starts}.` };
+  }
+  if (url.username || url.password) return { reason: 'credentials', message: 'The URL must not contain credentials.' };
+  const host = urlHost(url);
+  if (host === '') return { reason: 'malformed', message: 'The URL has no host name.' };
   if (allowPrivate) return null;
-  if (/^localhost$|\.localhost$/i.test(host)) return 'The URL must not point to this machine.';
-  if (isIP(host) !== 0 && isForbiddenAddress(host)) return 'The URL must not point to a loopback, private, link-local or metadata address.';
+  if (LOCALHOST.test(host)) return { reason: 'blocked_address', message: 'The URL must not point to this machine.' };
+  if (isIP(host) !== 0 && isForbiddenAddress(host))
+    return { reason: 'blocked_address', message: 'The URL must not point to a loopback, private, link-local or metadata address.' };
   return null;
 }
 
 export interface ResolveOptions {
-  /** Aborts the resolution (the attempt's deadline): it then rejects with the signal's reason. */
+  /** Aborts the resolution (the caller's deadline): it then rejects with the signal's reason. */
   signal?: AbortSignal | undefined;
   /** DNS servers to ask instead of the system's (`host` or `host:port`; tests run their own). */
   dnsServers?: readonly string[] | undefined;
+}
+
+export interface CheckedAddress {
+  address: string;
+  family: 4 | 6;
+}
+
+/** Why a host has no address to connect to: it resolves to a forbidden one, or DNS gave none. */
+export class AddressError extends Error {
+  readonly reason: 'blocked_address' | 'dns';
+  constructor(reason: 'blocked_address' | 'dns', message: string) {
+    super(message);
+    this.name = 'AddressError';
+    this.reason = reason;
+  }
 }
 
 /** DNS answers that mean "no such name or no address of that family", not a failure to ask. */
@@ -168,7 +212,7 @@ async function addressesOf(host: string, allowPrivate: boolean, options: Resolve
     ];
     if (found.length > 0) return found;
     const failure = [v4, v6].find((r): r is PromiseRejectedResult => r.status === 'rejected' && !NO_ANSWER.has((r.reason as NodeJS.ErrnoException).code ?? ''));
-    if (failure) throw new Error(`${host}: DNS ${(failure.reason as NodeJS.ErrnoException).code ?? (failure.reason as Error).message}`);
+    if (failure) throw new AddressError('dns', `${host}: DNS ${(failure.reason as NodeJS.ErrnoException).code ?? (failure.reason as Error).message}`);
     if (!allowPrivate) return [];
     const system = await Promise.race([lookup(host, { all: true, verbatim: true }).catch(() => []), aborted(signal)]);
     return system.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
@@ -178,18 +222,36 @@ async function addressesOf(host: string, allowPrivate: boolean, options: Resolve
 }
 
 /**
- * Resolves the URL's host to the one address a delivery connects to, refusing (with an Error whose
- * message says why) a forbidden URL or a name with any forbidden address among its answers.
+ * Resolves a host (a URL's host as urlHost gives it: a name, or an address without brackets) to the
+ * one address to connect to, IPv4 first. An address is checked as it is; a name is resolved and
+ * refused if any of its answers is forbidden, so that which answer a connection would pick does not
+ * matter. Throws an AddressError (or the signal's reason, once it aborts).
  */
-export async function resolveWebhookAddress(raw: string, allowPrivate: boolean, options: ResolveOptions = {}): Promise<{ address: string; family: 4 | 6 }> {
-  const problem = webhookUrlProblem(raw, allowPrivate);
-  if (problem) throw new Error(problem);
-  const host = hostOf(new URL(raw));
+export async function resolveCheckedAddress(host: string, allowPrivate: boolean, options: ResolveOptions = {}): Promise<CheckedAddress> {
   const literal = isIP(host);
-  if (literal !== 0) return { address: host, family: literal as 4 | 6 };
+  if (literal !== 0) {
+    if (!allowPrivate && isForbiddenAddress(host)) throw new AddressError('blocked_address', `${host} is a loopback, private, link-local or metadata address`);
+    return { address: host, family: literal as 4 | 6 };
+  }
+  if (!allowPrivate && LOCALHOST.test(host)) throw new AddressError('blocked_address', `${host} is this machine`);
   const answers = await addressesOf(host, allowPrivate, options);
-  if (answers.length === 0) throw new Error(`${host} does not resolve`);
+  if (answers.length === 0) throw new AddressError('dns', `${host} does not resolve`);
   if (!allowPrivate && answers.some((a) => isForbiddenAddress(a.address)))
-    throw new Error(`${host} resolves to a loopback, private, link-local or metadata address`);
+    throw new AddressError('blocked_address', `${host} resolves to a loopback, private, link-local or metadata address`);
   return answers[0]!;
+}
+
+/**
+ * An HTTP or HTTPS request (by the URL's protocol) that connects to `target`, the address checked
+ * for the URL's host, whatever the name resolves to by now. The URL's host name stays the request's
+ * host: it is the Host header and, over TLS, the SNI name the certificate is checked against. No
+ * agent: one connection per request, never reused or shared.
+ */
+export function pinnedRequest(url: URL, target: CheckedAddress, options: http.RequestOptions): http.ClientRequest {
+  const pinned: LookupFunction = (_host, lookupOptions, callback) => {
+    if ((lookupOptions as { all?: boolean }).all) (callback as unknown as (e: null, a: CheckedAddress[]) => void)(null, [target]);
+    else callback(null, target.address, target.family);
+  };
+  const request = url.protocol === 'https:' ? https.request : http.request;
+  return request(url, { ...options, lookup: pinned, agent: false });
 }
