@@ -11,6 +11,8 @@ export const ERROR_CODES = [
   'unsupported_media_type',
   'invalid_image',
   'foreground_not_found',
+  'invalid_image_url',
+  'failed_image_download',
   'internal_error',
 ] as const;
 
@@ -27,6 +29,8 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   unsupported_media_type: 415,
   invalid_image: 422,
   foreground_not_found: 422,
+  invalid_image_url: 400,
+  failed_image_download: 422,
   internal_error: 500,
 });
 
@@ -37,6 +41,8 @@ const MESSAGES: Record<ErrorCode, string> = {
   unsupported_media_type: 'The file is not a JPG, PNG or WebP image.',
   invalid_image: 'The image could not be decoded: it is corrupt or truncated.',
   foreground_not_found: 'No foreground subject was found in the image.',
+  invalid_image_url: 'The image URL is not valid: it must be an http:// or https:// URL without credentials, at most 2048 characters.',
+  failed_image_download: 'The image could not be downloaded from its URL.',
   internal_error: 'The image could not be processed because of an internal error.',
 };
 

@@ -35,6 +35,16 @@ export {
 export { isPreparedJob, type MemoryEstimator, type PreparedJob, prepareJob } from './prepare-job.js';
 export { type ImageProbe, probeImage } from './probe.js';
 export { type AddonBuild, DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
+export {
+  DEFAULT_FETCH_TIMEOUT_MS,
+  DEFAULT_MAX_REDIRECTS,
+  type DownloadFailedReason,
+  type FetchImageOptions,
+  fetchImageUrl,
+  type InvalidUrlReason,
+  toBgoneError,
+  UrlFetchError,
+} from './url-fetch.js';
 
 export type Timings = NativeTimings;
 

@@ -247,6 +247,8 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
         'unsupported_media_type',
         'invalid_image',
         'foreground_not_found',
+        'invalid_image_url',
+        'failed_image_download',
         'authentication_error',
         'payment_required',
         'permission_denied',

@@ -81,7 +81,17 @@ describe('defaults', () => {
     expect(MAX_SIDE).toBe(6000);
     expect(SIZE_PIXELS).toEqual({ preview: 250_000, medium: 1_500_000, hd: 4_000_000, full: 16_000_000 });
     expect([...ERROR_CODES].sort()).toEqual(
-      ['foreground_not_found', 'image_too_large', 'internal_error', 'invalid_image', 'missing_image', 'unsupported_media_type', 'validation_error'].sort(),
+      [
+        'failed_image_download',
+        'foreground_not_found',
+        'image_too_large',
+        'internal_error',
+        'invalid_image',
+        'invalid_image_url',
+        'missing_image',
+        'unsupported_media_type',
+        'validation_error',
+      ].sort(),
     );
   });
 });
