@@ -24,6 +24,7 @@ describe('loadConfig', () => {
       postgres: undefined,
       http: 'auto',
       trustProxy: false,
+      fetchAllowPrivate: false,
       library: {
         modelsDir: undefined,
         inferenceThreads: 0,
@@ -50,6 +51,7 @@ describe('loadConfig', () => {
       BGONE_BOOTSTRAP_ACCOUNT: 'false',
       BGONE_HTTP: 'node',
       BGONE_TRUST_PROXY: 'yes',
+      BGONE_FETCH_ALLOW_PRIVATE: 'true',
       BGONE_MODELS_DIR: '/opt/models',
       BGONE_INFERENCE_THREADS: '2',
       BGONE_NATIVE_CONCURRENCY: '1',
@@ -66,6 +68,7 @@ describe('loadConfig', () => {
       bootstrapAccount: false,
       http: 'node',
       trustProxy: true,
+      fetchAllowPrivate: true,
       library: { modelsDir: '/opt/models', inferenceThreads: 2, nativeConcurrency: 1 },
     });
     expect(config.rateLimits.pro).toBe(61);
@@ -79,6 +82,7 @@ describe('loadConfig', () => {
     ['BGONE_LOG_LEVEL', 'loud'],
     ['BGONE_HTTP', 'express'],
     ['BGONE_TRUST_PROXY', 'maybe'],
+    ['BGONE_FETCH_ALLOW_PRIVATE', 'sometimes'],
     ['BGONE_BOOTSTRAP_ACCOUNT', '2'],
     ['BGONE_INFERENCE_THREADS', '-1'],
     ['BGONE_NATIVE_CONCURRENCY', '0'],
