@@ -165,13 +165,14 @@ async function download(first: string, options: FetchImageOptions, signal: Abort
   }
 }
 
-/** The URL of a hop, once its text passes the guard's rules; a redirect's Location is said to be one. */
+/** The URL of a hop, once its text passes the guard's rules; `redirected`: it came from a Location. */
 function checkedUrl(raw: string, allowPrivate: boolean, redirected: boolean): URL {
   const problem = urlProblem(raw, { allowPrivate, schemes: SCHEMES });
   if (!problem) return new URL(raw);
   if (problem.reason === 'blocked_address') throw failed('blocked_address', 'The image URL leads to a loopback, private, link-local or metadata address.');
-  const message = problem.reason === 'scheme' ? 'The image URL must start with http:// or https://.' : problem.message.replace(/^The URL/, 'The image URL');
-  throw new UrlFetchError('invalid_url', problem.reason, redirected ? `The image URL redirected to a URL that is refused: ${message}` : message);
+  // "The URL must not contain credentials." becomes "The image URL redirected to a URL that must not ...".
+  const subject = redirected ? 'The image URL redirected to a URL that' : 'The image URL';
+  throw new UrlFetchError('invalid_url', problem.reason, problem.message.replace(/^The URL/, subject));
 }
 
 /** The GET, to the address checked; resolves with the response once its headers are in. */
@@ -184,7 +185,10 @@ function get(url: URL, target: CheckedAddress, signal: AbortSignal): Promise<{ r
     signal.addEventListener('abort', onAbort, { once: true });
     req.on('close', () => signal.removeEventListener('abort', onAbort));
     req.on('error', reject);
-    req.on('response', (res) => resolve({ req, res }));
+    req.on('response', (res) => {
+      res.on('error', () => {}); // a response dropped unread fails on the request's side, or not at all
+      resolve({ req, res });
+    });
     req.end();
   });
 }
