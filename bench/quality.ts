@@ -132,7 +132,7 @@ async function main(): Promise<void> {
       const input = readFileSync(join(dataset, 'images', file));
       const gtPath = join(dataset, 'gt', `${name}.png`);
       const options = jobOptions(variant, input, tuning);
-      const result = await native().removeBackground(input, options, model);
+      const result = await native().removeBackground(input, options, model, null);
       const full = await grey(gtPath);
       // A size preset made the output smaller than the photo: score at the output's resolution.
       const gt = result.width < full.width ? await grey(gtPath, result.width, result.height) : full;

@@ -52,7 +52,8 @@ Napi::Buffer<uint8_t> take_encoded(Napi::Env env, Encoded& encoded) {
 JobOptions read_options(const Napi::Value& value) {
   FieldReader o(value, "options");
   JobOptions j;
-  j.format = o.choice<OutputFormat>("format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}});
+  j.format = o.choice<OutputFormat>(
+      "format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}, {"auto", OutputFormat::Auto}});
   j.alpha_only = o.choice<bool>("channels", {{"rgba", false}, {"alpha", true}});
   const std::vector<double> background = o.nullable_numbers("background", 4, 0, 255, true);
   j.has_background = !background.empty();
@@ -61,7 +62,24 @@ JobOptions read_options(const Napi::Value& value) {
   j.crop = o.choice<CropMode>("crop", {{"none", CropMode::None}, {"subject", CropMode::Subject}, {"aspect", CropMode::Aspect}});
   j.aspect_w = static_cast<uint32_t>(o.integer("aspectWidth", 1, 1000000));
   j.aspect_h = static_cast<uint32_t>(o.integer("aspectHeight", 1, 1000000));
-  j.padding = o.number("padding", 0, 1000);
+  const std::vector<double> share = o.numbers("paddingShare", 4, 0, 1000, false);
+  const std::vector<double> px = o.numbers("paddingPx", 4, 0, 1000000, true);
+  for (int i = 0; i < 4; ++i) {
+    j.padding_share[i] = share[i];
+    j.padding_px[i] = px[i];
+  }
+  j.scale = o.number("scale", 0, 1);
+  const std::vector<double> position = o.nullable_numbers("position", 2, 0, 1, false);
+  j.has_position = !position.empty();
+  for (size_t i = 0; i < position.size(); ++i) j.position[i] = position[i];
+  j.canvas_w = static_cast<int>(o.integer("canvasWidth", 0, 100000));
+  j.canvas_h = static_cast<int>(o.integer("canvasHeight", 0, 100000));
+  if ((j.canvas_w == 0) != (j.canvas_h == 0)) throw ContractError("options.canvasWidth and canvasHeight must be both 0 or both set");
+  if (static_cast<double>(j.canvas_w) * j.canvas_h > 16e6) throw ContractError("options.canvasWidth x canvasHeight must be at most 16 MP");
+  const std::vector<double> roi = o.nullable_numbers("roi", 4, 0, 1000000, true);
+  j.has_roi = !roi.empty();
+  for (size_t i = 0; i < roi.size(); ++i) j.roi[i] = static_cast<int>(roi[i]);
+  if (j.has_roi && (j.roi[2] <= j.roi[0] || j.roi[3] <= j.roi[1])) throw ContractError("options.roi must not be empty");
   j.max_side = static_cast<int>(o.integer("maxSide", 1, 1000000));
   j.refine = o.boolean("refine");
   j.min_subject = o.number("minSubject", 0, 1);
@@ -200,14 +218,22 @@ class LoadModelWorker : public Napi::AsyncWorker {
 
 class RemoveBackgroundWorker : public Napi::AsyncWorker {
  public:
-  RemoveBackgroundWorker(Napi::Env env, Napi::Buffer<uint8_t> input, JobOptions options, ModelRef model)
+  RemoveBackgroundWorker(Napi::Env env, Napi::Buffer<uint8_t> input, JobOptions options, ModelRef model, Napi::Value background)
       : Napi::AsyncWorker(env),
         input_ref_(Napi::Persistent(input.As<Napi::Object>())),
         data_(input.Data()),
         length_(input.Length()),
         options_(options),
         model_(std::move(model)),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
+        deferred_(Napi::Promise::Deferred::New(env)) {
+    // The background image's bytes are read in place too, kept alive the same way.
+    if (background.IsBuffer()) {
+      Napi::Buffer<uint8_t> bytes = background.As<Napi::Buffer<uint8_t>>();
+      background_ref_ = Napi::Persistent(bytes.As<Napi::Object>());
+      background_ = bytes.Data();
+      background_length_ = bytes.Length();
+    }
+  }
   ~RemoveBackgroundWorker() override {
     if (result_.encoded.data != nullptr) free_encoded(result_.encoded.data, result_.encoded.own);
   }
@@ -221,9 +247,10 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     // Memory freed by the job stays warm for the next one, and goes back once the core is idle.
     const JobInProgress in_progress;
     try {
-      result_ = run_job(data_, length_, options_, *model_);
+      result_ = run_job(data_, length_, options_, *model_, background_, background_length_);
     } catch (const PipelineError& e) {
       code_ = e.code();
+      from_background_ = e.background();
       SetError(e.what());
     } catch (const std::bad_alloc&) {
       code_ = ErrorCode::Internal;
@@ -244,6 +271,13 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     out.Set("width", result_.width);
     out.Set("height", result_.height);
     out.Set("channels", result_.channels);
+    out.Set("format", result_.format == OutputFormat::Jpeg ? "jpg" : result_.format == OutputFormat::Webp ? "webp" : "png");
+    Napi::Object foreground = Napi::Object::New(env);
+    foreground.Set("top", result_.foreground.top);
+    foreground.Set("left", result_.foreground.left);
+    foreground.Set("width", result_.foreground.width);
+    foreground.Set("height", result_.foreground.height);
+    out.Set("foreground", foreground);
     const Timings& t = result_.timings;
     Napi::Object timings = Napi::Object::New(env);
     timings.Set("decode", t.decode);
@@ -258,12 +292,20 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     out.Set("timings", timings);
     deferred_.Resolve(out);
   }
-  void OnError(const Napi::Error& error) override { deferred_.Reject(make_error(Env(), code_, error.Message()).Value()); }
+  void OnError(const Napi::Error& error) override {
+    Napi::Error rejection = make_error(Env(), code_, error.Message());
+    if (from_background_) rejection.Value().Set("input", "background");
+    deferred_.Reject(rejection.Value());
+  }
 
  private:
   Napi::ObjectReference input_ref_;
   const uint8_t* data_;
   size_t length_;
+  Napi::ObjectReference background_ref_;
+  const uint8_t* background_ = nullptr;
+  size_t background_length_ = 0;
+  bool from_background_ = false;
   JobOptions options_;
   ModelRef model_;
   JobResult result_;
@@ -304,16 +346,17 @@ Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-// removeBackground(buffer, options, modelHandle) -> Promise<{ data, width, height, channels, timings }>
+// removeBackground(buffer, options, modelHandle, background) -> Promise<{ data, width, height, channels,
+// format, foreground, timings }>; background: the encoded bytes of a background image, or null.
 Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsBuffer() || !info[1].IsObject() || !info[2].IsExternal()) {
-    Napi::TypeError::New(env, "removeBackground(buffer, options, model)").ThrowAsJavaScriptException();
+  if (!info[0].IsBuffer() || !info[1].IsObject() || !info[2].IsExternal() || !(info[3].IsBuffer() || info[3].IsNull())) {
+    Napi::TypeError::New(env, "removeBackground(buffer, options, model, background)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   const JobOptions options = read_options(info[1]);
   ModelRef model = *info[2].As<Napi::External<ModelRef>>().Data();
-  auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model);
+  auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model, info[3]);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;

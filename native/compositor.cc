@@ -1,6 +1,7 @@
 #include "compositor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #if defined(__AVX2__)
@@ -11,43 +12,95 @@
 
 namespace bgone {
 
-Composer::Composer(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg) : o_(o), alpha_(alpha), fg_(fg) {
+Composer::Composer(const JobOptions& o, OutputFormat format, const Plane& alpha, const Buffer<uint8_t>& fg, const Placement& at,
+                   const Pixels* background)
+    : o_(o), alpha_(alpha), fg_(fg), at_(at), bg_image_(background) {
   if (o.alpha_only) {
     bands_ = 1;
+    bg_image_ = nullptr;
     return;
   }
-  // Background: bg_color, else white for JPEG (no alpha channel), else transparent.
-  has_bg_ = o.has_background || o.format == OutputFormat::Jpeg;
-  if (o.has_background) {
+  // Background: the image, else bg_color, else white for JPEG (no alpha channel), else transparent.
+  has_bg_ = bg_image_ != nullptr || o.has_background || format == OutputFormat::Jpeg;
+  if (bg_image_ == nullptr && o.has_background) {
     for (int c = 0; c < 3; ++c) bg_[c] = o.background[c] / 255.f;
     bg_a_ = o.background[3] / 255.f;
   }
-  keep_alpha_ = o.format != OutputFormat::Jpeg && (!has_bg_ || bg_a_ < 1.f);
+  const bool bg_opaque = bg_image_ != nullptr ? bg_image_->bands == 3 : bg_a_ >= 1.f;
+  keep_alpha_ = format != OutputFormat::Jpeg && (!has_bg_ || !bg_opaque);
   bands_ = keep_alpha_ ? 4 : 3;
 }
 
+bool Composer::covers_canvas() const { return at_.x == 0 && at_.y == 0 && alpha_.width == at_.canvas_w && alpha_.height == at_.canvas_h; }
+
+bool Composer::translucent() const {
+  if (o_.alpha_only) return true;
+  const bool any_bg = bg_image_ != nullptr || o_.has_background;
+  if (bg_image_ != nullptr ? bg_image_->bands == 3 : any_bg && o_.background[3] == 255) return false;
+  // The background, where there is one, is translucent somewhere (or there is none): where the
+  // subject does not cover it (alpha below 1), so is the output.
+  if (bg_image_ == nullptr && !covers_canvas()) return true;
+  std::atomic<bool> found{false};
+  const int W = at_.canvas_w;
+  parallel_rows(at_.canvas_h, [&](int first, int end) {
+    for (int y = first; y < end && !found.load(std::memory_order_relaxed); ++y) {
+      const int ay = y - at_.y;
+      const float* alpha = ay >= 0 && ay < alpha_.height ? alpha_.row(ay) : nullptr;
+      const uint8_t* bg = bg_image_ != nullptr ? bg_image_->data.data() + static_cast<size_t>(y) * W * 4 : nullptr;
+      for (int x = 0; x < W; ++x) {
+        const int ax = x - at_.x;
+        const float a = alpha != nullptr && ax >= 0 && ax < alpha_.width ? unit_to_byte(alpha[ax]) / 255.f : 0.f;
+        const float under = (bg != nullptr ? bg[x * 4 + 3] / 255.f : bg_a_) * (1.f - a);
+        if (unit_to_byte(bg != nullptr || any_bg ? a + under : a) < 255) {
+          found.store(true, std::memory_order_relaxed);
+          return;
+        }
+      }
+    }
+  });
+  return found.load();
+}
+
 void Composer::row(int y, uint8_t* out) const {
-  const float* alpha = alpha_.row(y);
-  const int w = alpha_.width;
+  const int W = at_.canvas_w, w = alpha_.width, ay = y - at_.y;
+  const bool inside = ay >= 0 && ay < alpha_.height;
+  const float* alpha = inside ? alpha_.row(ay) : nullptr;
+  // Outside the alpha plane's columns (or on a row outside it) alpha is 0: the columns before and
+  // after it.
+  const int x0 = inside ? at_.x : W, x1 = inside ? at_.x + w : W;
   if (o_.alpha_only) {
-    for (int x = 0; x < w; ++x) out[x] = unit_to_byte(alpha[x]);
+    std::memset(out, 0, x0);
+    for (int x = x0; x < x1; ++x) out[x] = unit_to_byte(alpha[x - x0]);
+    std::memset(out + x1, 0, W - x1);
     return;
   }
-  const uint8_t* fg = fg_.data() + static_cast<size_t>(y) * w * 3;
+  const uint8_t* fg = inside ? fg_.data() + static_cast<size_t>(ay) * w * 3 : nullptr;
   if (!has_bg_) {
-    transparent_row(alpha, fg, w, out);
+    std::memset(out, 0, static_cast<size_t>(x0) * 4);
+    if (inside) transparent_row(alpha, fg, w, out + static_cast<size_t>(x0) * 4);
+    std::memset(out + static_cast<size_t>(x1) * 4, 0, static_cast<size_t>(W - x1) * 4);
     return;
   }
-  for (int x = 0; x < w; ++x) {
-    const uint8_t a8 = unit_to_byte(alpha[x]);
+  const uint8_t* bg_row = bg_image_ != nullptr ? bg_image_->data.data() + static_cast<size_t>(y) * W * bg_image_->bands : nullptr;
+  const int bg_bands = bg_image_ != nullptr ? bg_image_->bands : 0;
+  static const uint8_t kNone[3] = {0, 0, 0};
+  for (int x = 0; x < W; ++x) {
+    const bool in = x >= x0 && x < x1;
+    const uint8_t a8 = in ? unit_to_byte(alpha[x - x0]) : 0;
     const float a = a8 / 255.f;
     uint8_t* px = out + static_cast<size_t>(x) * bands_;
-    const uint8_t* f = fg + static_cast<size_t>(x) * 3;
-    const float under = bg_a_ * (1.f - a);  // "over" compositing of the subject on the background
+    const uint8_t* f = in ? fg + static_cast<size_t>(x - x0) * 3 : kNone;
+    float bg[3] = {bg_[0], bg_[1], bg_[2]}, bg_a = bg_a_;
+    if (bg_row != nullptr) {
+      const uint8_t* b = bg_row + static_cast<size_t>(x) * bg_bands;
+      for (int c = 0; c < 3; ++c) bg[c] = b[c] / 255.f;
+      bg_a = bg_bands == 4 ? b[3] / 255.f : 1.f;
+    }
+    const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
     float out_a = a + under;
     float rgb[3];
-    for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg_[c] * under) / out_a : 0.f;
-    if (!keep_alpha_ && out_a < 1.f) {  // JPEG with a translucent bg_color: flatten on white
+    for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
+    if (!keep_alpha_ && out_a < 1.f) {  // JPEG with a translucent background: flatten on white
       for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
       out_a = 1.f;
     }

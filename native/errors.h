@@ -26,11 +26,15 @@ inline const char* error_code_name(ErrorCode code) {
 
 class PipelineError : public std::runtime_error {
  public:
-  PipelineError(ErrorCode code, const std::string& detail) : std::runtime_error(detail), code_(code) {}
+  PipelineError(ErrorCode code, const std::string& detail, bool background = false)
+      : std::runtime_error(detail), code_(code), background_(background) {}
   ErrorCode code() const { return code_; }
+  // The background image (not the input) caused it.
+  bool background() const { return background_; }
 
  private:
   ErrorCode code_;
+  bool background_;
 };
 
 }  // namespace bgone

@@ -11,6 +11,7 @@
 
 #include "decode_progress.h"
 #include "errors.h"
+#include "jpeg_scan.h"
 #include "model_resample.h"
 
 namespace bgone {
@@ -362,11 +363,72 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
   return model_input_from(rotated.get(), width, height, writer);
 }
 
-Pixels model_input_from_decoded(const DecodedImage& image, int width, int height) {
+Pixels model_input_from_decoded(const DecodedImage& image, const Region* region, int width, int height) {
   const VipsImage* in = image.image.get();
   // decode_full made it 8-bit sRGB with 3 or 4 bands.
   if (in->Bands != 3 && in->Bands != 4) throw PipelineError(ErrorCode::Internal, "decoded image has an unexpected shape");
-  return resample_for_model(image.pixels.data(), in->Xsize, in->Ysize, in->Bands, width, height);
+  if (region == nullptr) return resample_for_model(image.pixels.data(), in->Xsize, in->Ysize, in->Bands, width, height);
+  const Region& r = *region;
+  if (r.x < 0 || r.y < 0 || r.w < 1 || r.h < 1 || r.x + r.w > in->Xsize || r.y + r.h > in->Ysize)
+    throw PipelineError(ErrorCode::Internal, "the region of interest is not inside the image");
+  const size_t stride = static_cast<size_t>(in->Xsize) * in->Bands;
+  const uint8_t* first = image.pixels.data() + static_cast<size_t>(r.y) * stride + static_cast<size_t>(r.x) * in->Bands;
+  return resample_for_model(first, r.w, r.h, in->Bands, width, height, stride);
+}
+
+Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height) {
+  const InputFormat format = sniff_format(data, length);
+  const HeaderInfo header = read_header(data, length, format, max_side);
+  if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
+  // Scaled to cover width x height (the larger of the two ratios), cropped about its centre. JPEG
+  // and WebP shrink on load as far as the covering size allows; the loader is the sniffed one, as
+  // strict as for an input.
+  const double cover = std::max(static_cast<double>(width) / header.width, static_cast<double>(height) / header.height);
+  VipsImage* loaded = nullptr;
+  void* buf = const_cast<uint8_t*>(data);
+  int rc = -1;
+  switch (format) {
+    case InputFormat::Jpeg: {
+      int shrink = 1;
+      while (shrink < 8 && cover * shrink * 2 <= 1.0) shrink *= 2;
+      rc = vips_jpegload_buffer(buf, length, &loaded, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
+      break;
+    }
+    case InputFormat::Webp:
+      rc = vips_webpload_buffer(buf, length, &loaded, "scale", std::min(1.0, cover), "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn,
+                                nullptr);
+      break;
+    case InputFormat::Png:
+      rc = vips_pngload_buffer(buf, length, &loaded, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on", kFailOn, nullptr);
+      break;
+  }
+  if (rc != 0) fail(ErrorCode::InvalidImage, "cannot read the background image");
+  VipsRef current(loaded);
+  if (vips_image_get_orientation(loaded) > 1) {
+    VipsRef decoded = materialise(loaded, ErrorCode::InvalidImage, "decode failed");
+    current = autorotate(decoded.get());
+  }
+  VipsRef srgb = to_srgb8(current.get());
+  VipsImage* cur = srgb.get();
+  // The centred part of the canvas' proportions, then exactly the canvas' size.
+  const double w = cur->Xsize, h = cur->Ysize;
+  const int cw = std::clamp(static_cast<int>(std::lround(std::min(w, h * width / height))), 1, cur->Xsize);
+  const int ch = std::clamp(static_cast<int>(std::lround(std::min(h, w * height / width))), 1, cur->Ysize);
+  VipsRef area;
+  if (cw != cur->Xsize || ch != cur->Ysize) {
+    VipsImage* out = nullptr;
+    if (vips_extract_area(cur, &out, (cur->Xsize - cw) / 2, (cur->Ysize - ch) / 2, cw, ch, nullptr) != 0)
+      fail(ErrorCode::Internal, "background crop failed");
+    area = VipsRef(out);
+    cur = out;
+  }
+  VipsRef exact = resize_exact(cur, width, height);
+  if (exact.get() != nullptr) cur = exact.get();
+  Pixels pixels;
+  copy_pixels(cur, pixels, ErrorCode::InvalidImage);
+  if (pixels.width != width || pixels.height != height || (pixels.bands != 3 && pixels.bands != 4))
+    throw PipelineError(ErrorCode::Internal, "background has an unexpected shape");
+  return pixels;
 }
 
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format, DecodeProgress* progress) {
@@ -474,6 +536,8 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
     case OutputFormat::Webp:
       rc = vips_webpsave_buffer(image, &out.data, &out.length, "Q", options.quality, "effort", 2, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
       break;
+    case OutputFormat::Auto:  // decided before encoding (pipeline.cc encode_stage)
+      fail(ErrorCode::Internal, "no format decided");
   }
   if (rc != 0) fail(ErrorCode::Internal, "encode failed");
   return out;

@@ -47,7 +47,12 @@ int decoded_height(const DecodedImage& image);
 Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int width, int height);
 // ...or derived from the full decode (PNG, which has no shrink-on-load, and images too small to
 // shrink while still covering the model's input: there the small decode would be a second full one).
-Pixels model_input_from_decoded(const DecodedImage& image, int width, int height);
+// With `region`, only that part of the image (its pixels read in place).
+Pixels model_input_from_decoded(const DecodedImage& image, const Region* region, int width, int height);
+
+// A background image (JPEG, PNG or WebP bytes, sniffed and header-checked like an input) scaled to
+// cover width x height, centred and cropped: 8-bit sRGB, 3 bands, or 4 with its alpha.
+Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height);
 // True when decode_for_model decodes fewer pixels than the full image (JPEG at least twice the
 // model's side, WebP larger than it).
 bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, int height);

@@ -266,10 +266,9 @@ void vertical(const int16_t* const* rows, const int16_t* w, const int32_t* pairs
 // fy.taps source rows in a ring (each source row serves several output rows). `ready(r)` is asked
 // before source row r is read: false stops the band (the rows are not there and will not come).
 template <class Ready>
-bool resample_band(const uint8_t* pixels, int src_w, int bands, const AxisFilter& fx, const AxisFilter& fy,
+bool resample_band(const uint8_t* pixels, int src_w, size_t src_stride, int bands, const AxisFilter& fx, const AxisFilter& fy,
                    const std::vector<int16_t>& lanes, const std::vector<int32_t>& pairs, int y0, int y1, Pixels& out, Ready&& ready) {
   const int width = out.width;
-  const size_t src_stride = static_cast<size_t>(src_w) * bands;
   const int ring = fy.reads;
   const size_t row_values = static_cast<size_t>(width) * 4;
   Buffer<int16_t> rows(static_cast<size_t>(ring) * row_values);
@@ -310,29 +309,36 @@ Pixels output_for(int width, int height) {
 
 }  // namespace
 
-Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height) {
+Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height, size_t src_stride) {
+  if (src_stride == 0) src_stride = static_cast<size_t>(src_w) * bands;
   const AxisFilter fx = axis_filter(src_w, width), fy = axis_filter(src_h, height);
   const std::vector<int16_t> lanes = horizontal_weights(fx);
   const std::vector<int32_t> pairs = vertical_weights(fy);
   Pixels out = output_for(width, height);
   // A band of output rows per free core; at a band's start the rows before it are computed again
   // (a few rows in a thousand).
-  parallel_bands(height,
-                 [&](int y0, int y1) { resample_band(pixels, src_w, bands, fx, fy, lanes, pairs, y0, y1, out, [](int) { return true; }); });
+  parallel_bands(height, [&](int y0, int y1) {
+    resample_band(pixels, src_w, src_stride, bands, fx, fy, lanes, pairs, y0, y1, out, [](int) { return true; });
+  });
   return out;
 }
 
-bool resample_for_model_behind(DecodeProgress& progress, int width, int height, Pixels& out) {
+bool resample_for_model_behind(DecodeProgress& progress, const Region* region, int width, int height, Pixels& out) {
   DecodeProgress::Image image;
   if (!progress.wait_start(image)) return false;
-  const AxisFilter fx = axis_filter(image.width, width), fy = axis_filter(image.height, height);
+  const Region whole{0, 0, image.width, image.height};
+  const Region r = region != nullptr ? *region : whole;
+  if (r.x < 0 || r.y < 0 || r.w < 1 || r.h < 1 || r.x + r.w > image.width || r.y + r.h > image.height) return false;
+  const size_t stride = static_cast<size_t>(image.width) * image.bands;
+  const uint8_t* first = image.pixels + static_cast<size_t>(r.y) * stride + static_cast<size_t>(r.x) * image.bands;
+  const AxisFilter fx = axis_filter(r.w, width), fy = axis_filter(r.h, height);
   const std::vector<int16_t> lanes = horizontal_weights(fx);
   const std::vector<int32_t> pairs = vertical_weights(fy);
   out = output_for(width, height);
   // Source rows are read in order, each once its strip is in memory: the output's rows one after
   // the other, on this thread alone (the decode has the other core).
-  return resample_band(image.pixels, image.width, image.bands, fx, fy, lanes, pairs, 0, height, out,
-                       [&progress](int r) { return progress.wait_rows(r + 1); });
+  return resample_band(first, r.w, stride, image.bands, fx, fy, lanes, pairs, 0, height, out,
+                       [&progress, &r](int row) { return progress.wait_rows(r.y + row + 1); });
 }
 
 }  // namespace bgone

@@ -8,6 +8,7 @@
 // integers in every build). It rounds to bytes once where libvips rounded between its two passes;
 // on the dev set every score came out a little better (docs/performance.md, "The model's input").
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "pixels.h"
@@ -18,12 +19,15 @@ class DecodeProgress;
 
 // Resamples interleaved 8-bit pixels (3 bands, or 4 with the alpha flattened on white) to exactly
 // width x height, RGB. Edges repeat. Deterministic: the same bytes in every build of the addon.
-Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height);
+// Source rows are src_stride bytes apart (0: src_w x bands), so a region of a larger image is read
+// in place.
+Pixels resample_for_model(const uint8_t* pixels, int src_w, int src_h, int bands, int width, int height, size_t src_stride = 0);
 
 // The same from an image still being decoded on another thread (decode_full with `progress`): each
 // source row is read once the decode has it in memory, so the resampling runs behind the decode on
 // the core the decode leaves free, instead of after it. On the calling thread alone. The same
-// bytes as resample_for_model. False, with `out` incomplete, if the decode ended without the rows.
-bool resample_for_model_behind(DecodeProgress& progress, int width, int height, Pixels& out);
+// bytes as resample_for_model. Only `region` of the image when given (else all of it). False, with
+// `out` incomplete, if the decode ended without the rows (or the region does not fit the image).
+bool resample_for_model_behind(DecodeProgress& progress, const Region* region, int width, int height, Pixels& out);
 
 }  // namespace bgone

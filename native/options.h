@@ -7,7 +7,7 @@
 
 namespace bgone {
 
-enum class OutputFormat { Png, Jpeg, Webp };
+enum class OutputFormat { Png, Jpeg, Webp, Auto };  // Auto: PNG where the output has transparency, else JPEG
 enum class CropMode { None, Subject, Aspect };
 
 struct JobOptions {
@@ -18,10 +18,18 @@ struct JobOptions {
   double max_pixels = 0;        // size preset budget; never upscales
   CropMode crop = CropMode::None;
   uint32_t aspect_w = 0, aspect_h = 0;  // crop=W:H
-  double padding = 0;                   // fraction of the subject width, each side, when crop is on
-  int max_side = 0;                     // checked from the header before decoding pixels
-  bool refine = false;                  // edge-aware matte upsampling + foreground colour estimation
-  double min_subject = 0;               // share of the mask that must be subject, else foreground_not_found
+  // The crop's margin on each side (top, right, bottom, left): round(share x subject width) + px.
+  double padding_share[4] = {};
+  double padding_px[4] = {};
+  double scale = 0;                // 0: the subject keeps its size; else its larger share of the canvas
+  bool has_position = false;       // else "original"
+  double position[2] = {};         // x, y in 0..1: where the placed thing sits in the room left
+  int canvas_w = 0, canvas_h = 0;  // 0: not set; else the exact output size
+  bool has_roi = false;
+  int roi[4] = {};         // x0, y0, x1, y1 in image pixels (after orientation), x1 and y1 exclusive
+  int max_side = 0;        // checked from the header before decoding pixels
+  bool refine = false;     // edge-aware matte upsampling + foreground colour estimation
+  double min_subject = 0;  // share of the mask that must be subject, else foreground_not_found
   // Tuning knobs of the refinement (values chosen with bench/quality, kept in src/lib/options.ts).
   int guided_radius = 0;  // at the model's resolution
   double guided_eps = 0;

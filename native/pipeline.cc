@@ -15,6 +15,7 @@
 #include "guided_filter.h"
 #include "jpeg_scan.h"
 #include "model_resample.h"
+#include "pixels.h"
 #include "png_writer.h"
 
 namespace bgone {
@@ -87,19 +88,32 @@ MaskStats clamp_and_analyse(Plane& mask) {
   return s;
 }
 
-// The crop box in image pixels (may reach past the image), per docs/contract.md: the subject's
-// bounding box plus padding (a fraction of the subject width) on every side; for W:H, the smallest
-// W:H box holding the padded subject, centred on it.
-Box crop_box(const JobOptions& o, const MaskStats& s, int image_w, int image_h, int mask_w, int mask_h) {
-  if (o.crop == CropMode::None) return {0, 0, image_w, image_h};
-  const double sx = static_cast<double>(image_w) / mask_w, sy = static_cast<double>(image_h) / mask_h;
-  // The subject's box never reaches past the image (rounding of the mask's scale could add a pixel
+// The subject's box in image pixels (mask >= 0.5), from the mask over `region` of the image.
+struct SubjectBox {
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // x1, y1 exclusive
+};
+SubjectBox subject_box(const MaskStats& s, const Region& region, int mask_w, int mask_h) {
+  const double sx = static_cast<double>(region.w) / mask_w, sy = static_cast<double>(region.h) / mask_h;
+  // The subject's box never reaches past the region (rounding of the mask's scale could add a pixel
   // for a mask size that is not a power of two): src/lib/crop-cap.ts bounds the crop box in advance
   // from the image's size, and relies on this.
-  const double x0 = std::floor(s.u0 * sx), x1 = std::min<double>(image_w, std::ceil((s.u1 + 1) * sx));
-  const double y0 = std::floor(s.v0 * sy), y1 = std::min<double>(image_h, std::ceil((s.v1 + 1) * sy));
-  const double pad = std::round(o.padding * (x1 - x0));
-  double bx0 = x0 - pad, bx1 = x1 + pad, by0 = y0 - pad, by1 = y1 + pad;
+  SubjectBox b;
+  b.x0 = region.x + std::floor(s.u0 * sx);
+  b.x1 = std::min<double>(region.x + region.w, region.x + std::ceil((s.u1 + 1) * sx));
+  b.y0 = region.y + std::floor(s.v0 * sy);
+  b.y1 = std::min<double>(region.y + region.h, region.y + std::ceil((s.v1 + 1) * sy));
+  return b;
+}
+
+// The crop box in image pixels (may reach past the image), per docs/contract.md: the subject's
+// bounding box plus a margin on each side (a share of the subject width plus pixels); for W:H, the
+// smallest W:H box holding the padded subject, centred on it.
+Box crop_box(const JobOptions& o, const SubjectBox& s, int image_w, int image_h) {
+  if (o.crop == CropMode::None) return {0, 0, image_w, image_h};
+  const double x0 = s.x0, x1 = s.x1, y0 = s.y0, y1 = s.y1;
+  double pad[4];  // top, right, bottom, left
+  for (int i = 0; i < 4; ++i) pad[i] = std::round(o.padding_share[i] * (x1 - x0)) + o.padding_px[i];
+  double bx0 = x0 - pad[3], bx1 = x1 + pad[1], by0 = y0 - pad[0], by1 = y1 + pad[2];
   if (o.crop == CropMode::Aspect) {
     const double ratio = static_cast<double>(o.aspect_w) / o.aspect_h;
     double w = bx1 - bx0, h = by1 - by0;
@@ -122,16 +136,129 @@ Box crop_box(const JobOptions& o, const MaskStats& s, int image_w, int image_h, 
   return b;
 }
 
-// Share of each output column (or row) that lies inside the image: outside, alpha is 0.
-std::vector<float> coverage(int out_n, int box_start, int box_n, int image_n) {
+// Share of each output column (or row) that lies inside [v0, v1) of the image: outside, alpha is 0.
+std::vector<float> coverage(int out_n, int box_start, int box_n, double v0, double v1) {
   std::vector<float> cov(out_n);
   const double step = static_cast<double>(box_n) / out_n;
   for (int i = 0; i < out_n; ++i) {
     const double a = box_start + i * step, b = a + step;
-    const double inside = std::max(0.0, std::min(b, static_cast<double>(image_n)) - std::max(a, 0.0));
+    const double inside = std::max(0.0, std::min(b, v1) - std::max(a, v0));
     cov[i] = static_cast<float>(std::clamp(inside / step, 0.0, 1.0));
   }
   return cov;
+}
+
+// The canvas and what lies where on it.
+//
+// The output is a canvas of canvas_w x canvas_h pixels, and per axis one affine map takes a canvas
+// pixel to image coordinates: image = a + canvas * k (k image pixels per canvas pixel). The frame
+// is the whole image, or the crop box. The canvas is the exact size asked for, or else the frame
+// scaled down by the size preset. Without scale, the frame fills the canvas (the size preset) or
+// is fitted inside the exact canvas (contain, upscaling allowed), placed by position (null:
+// centred). With scale, k makes the subject's box (mask >= 0.5, no margin) take that share of the
+// canvas on its larger side, placed by position, or with its centre where it was in the frame.
+// What shows image pixels is the visible interval of each axis: the image, within the region of
+// interest, and without scale within the frame; elsewhere alpha is 0. Only the canvas' rectangle
+// that shows visible pixels (the content) is resampled, matted and estimated: an integer box of
+// the image resized to the content's size, the composer placing it on the canvas. The box is the
+// map rounded to whole image pixels (at most half a pixel off). Without roi, scale or exact
+// canvas the content is the whole canvas and the box the frame itself, exactly.
+struct Layout {
+  int canvas_w = 0, canvas_h = 0;
+  Box box;                                    // image pixels resized to the content
+  int x = 0, y = 0;                           // the content's place on the canvas
+  int out_w = 0, out_h = 0;                   // the content's size
+  double vx0 = 0, vx1 = 0, vy0 = 0, vy1 = 0;  // the visible interval of each axis, in image pixels
+};
+
+// One axis of the map, clipped to what is visible: the canvas' [c0, c0 + cn) shows the image's
+// [b0, b0 + bn).
+struct AxisPlace {
+  int c0 = 0, cn = 1, b0 = 0, bn = 1;
+};
+AxisPlace place_axis(double a, double k, int canvas_n, double v0, double v1) {
+  AxisPlace p;
+  const int c0 = static_cast<int>(std::clamp(std::floor((v0 - a) / k + 1e-9), 0.0, static_cast<double>(canvas_n)));
+  const int c1 = static_cast<int>(std::clamp(std::ceil((v1 - a) / k - 1e-9), 0.0, static_cast<double>(canvas_n)));
+  if (c1 <= c0) {  // nothing visible: one pixel, whose coverage is 0
+    p.b0 = static_cast<int>(std::clamp(std::floor(a), -1e6, 1e6));
+    p.bn = std::max(1, static_cast<int>(std::lround(std::min(k, 1e6))));
+    return p;
+  }
+  p.c0 = c0;
+  p.cn = c1 - c0;
+  p.b0 = static_cast<int>(std::lround(a + c0 * k));
+  p.bn = std::max(1, static_cast<int>(std::lround(a + c1 * k)) - p.b0);
+  return p;
+}
+
+Layout layout(const JobOptions& o, const SubjectBox& subject, const Region& region, int image_w, int image_h) {
+  Layout l;
+  const Box frame = crop_box(o, subject, image_w, image_h);
+  const bool exact = o.canvas_w > 0;
+  if (exact) {
+    l.canvas_w = o.canvas_w;
+    l.canvas_h = o.canvas_h;
+  } else {
+    const double box_pixels = static_cast<double>(frame.w) * frame.h;
+    const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
+    l.canvas_w = std::max(1, static_cast<int>(std::floor(frame.w * scale + 1e-9)));
+    l.canvas_h = std::max(1, static_cast<int>(std::floor(frame.h * scale + 1e-9)));
+  }
+  l.vx0 = 0;
+  l.vx1 = image_w;
+  l.vy0 = 0;
+  l.vy1 = image_h;
+  if (!o.has_roi && o.scale == 0 && !exact) {
+    l.box = frame;
+    l.out_w = l.canvas_w;
+    l.out_h = l.canvas_h;
+    return l;
+  }
+  l.vx0 = region.x;
+  l.vx1 = region.x + region.w;
+  l.vy0 = region.y;
+  l.vy1 = region.y + region.h;
+  const double cw = l.canvas_w, ch = l.canvas_h;
+  double ax, ay, kx, ky;
+  if (o.scale > 0) {
+    const double sw = subject.x1 - subject.x0, sh = subject.y1 - subject.y0;
+    const double s = o.scale / std::max(sw / cw, sh / ch);  // canvas pixels per image pixel
+    kx = ky = 1 / s;
+    if (o.has_position) {
+      ax = subject.x0 - o.position[0] * (cw - sw * s) / s;
+      ay = subject.y0 - o.position[1] * (ch - sh * s) / s;
+    } else {  // the subject's centre where it was in the frame
+      const double mx = (subject.x0 + subject.x1) / 2, my = (subject.y0 + subject.y1) / 2;
+      ax = mx - (mx - frame.x) / frame.w * cw / s;
+      ay = my - (my - frame.y) / frame.h * ch / s;
+    }
+  } else {
+    l.vx0 = std::max<double>(l.vx0, frame.x);
+    l.vx1 = std::min<double>(l.vx1, frame.x + frame.w);
+    l.vy0 = std::max<double>(l.vy0, frame.y);
+    l.vy1 = std::min<double>(l.vy1, frame.y + frame.h);
+    if (exact) {
+      const double s = std::min(cw / frame.w, ch / frame.h);
+      const double px = o.has_position ? o.position[0] : 0.5, py = o.has_position ? o.position[1] : 0.5;
+      kx = ky = 1 / s;
+      ax = frame.x - px * (cw - frame.w * s) / s;
+      ay = frame.y - py * (ch - frame.h * s) / s;
+    } else {
+      kx = frame.w / cw;
+      ky = frame.h / ch;
+      ax = frame.x;
+      ay = frame.y;
+    }
+  }
+  const AxisPlace px = place_axis(ax, kx, l.canvas_w, l.vx0, l.vx1);
+  const AxisPlace py = place_axis(ay, ky, l.canvas_h, l.vy0, l.vy1);
+  l.box = {px.b0, py.b0, px.bn, py.bn};
+  l.x = px.c0;
+  l.y = py.c0;
+  l.out_w = px.cn;
+  l.out_h = py.cn;
+  return l;
 }
 
 // The side of the grid the guided filter is fitted on (see run_job).
@@ -164,10 +291,11 @@ struct DecodedInputs {
 
 // The model's input and the full image, each made the cheapest way the format and the free cores
 // allow. A JPEG's scan data are walked for an early end (jpeg_scan.h) while a decode runs.
-DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, int in_w, int in_h,
-                           Timings& t) {
+// With a region of interest (`roi`), the model's input is made from that region of the full decode.
+DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat format, const HeaderInfo& header, const Region* roi, int in_w,
+                           int in_h, Timings& t) {
   DecodedInputs in;
-  const bool shrinks = shrinks_on_load(format, header, in_w, in_h);
+  const bool shrinks = roi == nullptr && shrinks_on_load(format, header, in_w, in_h);
   // Beside another job's inference (no core free) the decode and the resampling take turns on this
   // thread, as below: two threads beside the model's would oversubscribe the cores (parallel.h).
   if (format == InputFormat::Jpeg && !shrinks && free_cores() >= 2) {
@@ -179,7 +307,7 @@ DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat forma
     DecodeProgress progress;
     std::future<DecodedPtr> full = decode_full_async(data, length, format, full_ms, &progress);
     check_jpeg_scans(data, length);
-    const bool resampled = resample_for_model_behind(progress, in_w, in_h, in.small);
+    const bool resampled = resample_for_model_behind(progress, roi, in_w, in_h, in.small);
     in.full = full.get();  // the decode's own error first, if it failed
     if (!resampled) throw PipelineError(ErrorCode::Internal, "the decode ended before the model's input was read");
     t.decode += full_ms;
@@ -192,7 +320,7 @@ DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat forma
     in.full = decode_full(data, length, format);
     t.decode += ms_since(step);
     in.preprocess_from = Clock::now();
-    in.small = model_input_from_decoded(*in.full, in_w, in_h);
+    in.small = model_input_from_decoded(*in.full, roi, in_w, in_h);
   } else {
     // Two decodes of the same bytes at once, one per core: the full resolution on a thread of its
     // own, the model's input (shrunk on load) on this one. Both end before the inference, which
@@ -245,22 +373,18 @@ Plane inference_stage(Model& model, Buffer<float>& tensor, int in_w, int in_h, b
   return mask;
 }
 
-// The part of the image the output shows (the crop, then the size preset, never upscaling), cut
-// out of the full image and resized to the output's size. The full image is released.
+// The part of the image the output shows (Layout), cut out of the full image and resized to the
+// content's size. The full image is released.
 struct Cut {
-  Box box;
-  int out_w = 0, out_h = 0;
+  Layout layout;
   Pixels rgb, input_alpha;
 };
-Cut crop_stage(const JobOptions& o, const MaskStats& stats, DecodedPtr& full, int image_w, int image_h, int in_w, int in_h, Timings& t) {
+Cut crop_stage(const Layout& layout, DecodedPtr& full, Timings& t) {
   const auto step = Clock::now();
   Cut cut;
-  cut.box = crop_box(o, stats, image_w, image_h, in_w, in_h);
-  const double box_pixels = static_cast<double>(cut.box.w) * cut.box.h;
-  const double scale = std::min(1.0, std::sqrt(o.max_pixels / box_pixels));
-  cut.out_w = std::max(1, static_cast<int>(std::floor(cut.box.w * scale + 1e-9)));
-  cut.out_h = std::max(1, static_cast<int>(std::floor(cut.box.h * scale + 1e-9)));
-  crop_and_resize(*full, cut.box.x, cut.box.y, cut.box.w, cut.box.h, cut.out_w, cut.out_h, cut.rgb, cut.input_alpha);
+  cut.layout = layout;
+  const Box& b = layout.box;
+  crop_and_resize(*full, b.x, b.y, b.w, b.h, layout.out_w, layout.out_h, cut.rgb, cut.input_alpha);
   full.reset();
   t.resize = ms_since(step);
   return cut;
@@ -270,16 +394,18 @@ Cut crop_stage(const JobOptions& o, const MaskStats& stats, DecodedPtr& full, in
 // input as its guide, or a plain resampling without refine), with levels, the share of each pixel
 // inside the image and the upload's own alpha applied; and, for a colour output, the foreground
 // colours estimated in place in cut.rgb.
-Plane matting_stage(const JobOptions& o, const Plane& mask, const Pixels& small, Cut& cut, int image_w, int image_h, Timings& t) {
+// The mask covers `region` of the image.
+Plane matting_stage(const JobOptions& o, const Plane& mask, const Pixels& small, Cut& cut, const Region& region, Timings& t) {
   const auto step = Clock::now();
-  const Box& box = cut.box;
-  const int out_w = cut.out_w, out_h = cut.out_h, in_w = mask.width, in_h = mask.height;
+  const Layout& l = cut.layout;
+  const Box& box = l.box;
+  const int out_w = l.out_w, out_h = l.out_h, in_w = mask.width, in_h = mask.height;
   // Output pixel centre -> mask pixel centre, per axis.
-  const double kx = static_cast<double>(in_w) / image_w, ky = static_cast<double>(in_h) / image_h;
-  const AxisMap mx{static_cast<double>(box.w) / out_w * kx, (box.x + 0.5 * box.w / out_w) * kx - 0.5};
-  const AxisMap my{static_cast<double>(box.h) / out_h * ky, (box.y + 0.5 * box.h / out_h) * ky - 0.5};
-  const std::vector<float> cov_x = coverage(out_w, box.x, box.w, image_w);
-  const std::vector<float> cov_y = coverage(out_h, box.y, box.h, image_h);
+  const double kx = static_cast<double>(in_w) / region.w, ky = static_cast<double>(in_h) / region.h;
+  const AxisMap mx{static_cast<double>(box.w) / out_w * kx, ((box.x - region.x) + 0.5 * box.w / out_w) * kx - 0.5};
+  const AxisMap my{static_cast<double>(box.h) / out_h * ky, ((box.y - region.y) + 0.5 * box.h / out_h) * ky - 0.5};
+  const std::vector<float> cov_x = coverage(out_w, box.x, box.w, l.vx0, l.vx1);
+  const std::vector<float> cov_y = coverage(out_h, box.y, box.h, l.vy0, l.vy1);
   const bool levels = o.refine && o.levels_low < o.levels_high;
   const float level_scale = levels ? 1.f / (o.levels_high - o.levels_low) : 1.f;
   // Levels, then the share of each pixel inside the image, then the upload's own alpha: each a
@@ -342,33 +468,75 @@ Plane matting_stage(const JobOptions& o, const Plane& mask, const Pixels& small,
 }
 
 // The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
-// counts as encoding.
-void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, JobResult& result) {
+// counts as encoding. format=auto is decided here: PNG where any pixel of the output is translucent
+// (a scan of the alpha, composed on the background), else JPEG.
+void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, const Layout& l, const Pixels* background,
+                  JobResult& result) {
   const auto step = Clock::now();
-  const Composer composer(o, alpha, fg);
-  if (o.format == OutputFormat::Png && png_writer_available()) {
+  const Placement at{l.canvas_w, l.canvas_h, l.x, l.y};
+  JobOptions chosen = o;
+  if (o.format == OutputFormat::Auto) {
+    const Composer probe(o, OutputFormat::Png, alpha, fg, at, background);
+    chosen.format = probe.translucent() ? OutputFormat::Png : OutputFormat::Jpeg;
+  }
+  const Composer composer(chosen, chosen.format, alpha, fg, at, background);
+  if (chosen.format == OutputFormat::Png && png_writer_available()) {
     result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression,
                                      [&composer](int y, uint8_t* row) { composer.row(y, row); });
   } else {
-    result.encoded = encode(composer.whole(), o);
+    result.encoded = encode(composer.whole(), chosen);
   }
   result.timings.encode = ms_since(step);
   result.width = composer.width();
   result.height = composer.height();
   result.channels = composer.bands();
+  result.format = chosen.format;
+}
+
+// The subject's box in the result's pixels, clipped to the canvas (all 0 when it falls outside).
+ForegroundBox foreground_box(const SubjectBox& s, const Layout& l) {
+  const double kx = static_cast<double>(l.out_w) / l.box.w, ky = static_cast<double>(l.out_h) / l.box.h;
+  const double left = std::max(0.0, std::floor(l.x + (s.x0 - l.box.x) * kx + 1e-6));
+  const double right = std::min<double>(l.canvas_w, std::ceil(l.x + (s.x1 - l.box.x) * kx - 1e-6));
+  const double top = std::max(0.0, std::floor(l.y + (s.y0 - l.box.y) * ky + 1e-6));
+  const double bottom = std::min<double>(l.canvas_h, std::ceil(l.y + (s.y1 - l.box.y) * ky - 1e-6));
+  ForegroundBox f;
+  if (right <= left || bottom <= top) return f;
+  f.left = static_cast<int>(left);
+  f.top = static_cast<int>(top);
+  f.width = static_cast<int>(right - left);
+  f.height = static_cast<int>(bottom - top);
+  return f;
 }
 
 }  // namespace
 
-JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model) {
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model, const uint8_t* background,
+                  size_t background_length) {
   const auto start = Clock::now();
   JobResult result;
   Timings& t = result.timings;
+  const bool has_bg_image = background != nullptr && !o.alpha_only;
 
   const auto header_start = Clock::now();
   const InputFormat format = sniff_format(data, length);
   const HeaderInfo header = read_header(data, length, format, o.max_side);
   t.decode += ms_since(header_start);
+  // The background's header now, so that bytes that are no image fail before any work.
+  if (has_bg_image) {
+    try {
+      read_header(background, background_length, sniff_format(background, background_length), o.max_side);
+    } catch (const PipelineError& e) {
+      throw PipelineError(e.code(), e.what(), true);
+    }
+  }
+  Region region{0, 0, header.width, header.height};
+  if (o.has_roi) {
+    const int x0 = std::clamp(o.roi[0], 0, header.width), y0 = std::clamp(o.roi[1], 0, header.height);
+    const int x1 = std::clamp(o.roi[2], 0, header.width), y1 = std::clamp(o.roi[3], 0, header.height);
+    if (x1 <= x0 || y1 <= y0) throw PipelineError(ErrorCode::Internal, "the region of interest is outside the image");
+    region = {x0, y0, x1 - x0, y1 - y0};
+  }
 
   // The inference size is chosen per job in TypeScript (smaller for small outputs) when the model
   // takes any size; a model with a fixed input always gets its own.
@@ -376,7 +544,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const int in_w = spec.dynamic_size ? o.inference_size : spec.width;
   const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
 
-  DecodedInputs in = decode_stage(data, length, format, header, in_w, in_h, t);
+  DecodedInputs in = decode_stage(data, length, format, header, o.has_roi ? &region : nullptr, in_w, in_h, t);
   Buffer<float> tensor = tensor_stage(in.small, spec, in_w, in_h);
   t.preprocess = ms_since(in.preprocess_from);
 
@@ -389,11 +557,24 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
   }
 
-  Cut cut = crop_stage(o, stats, in.full, image_w, image_h, in_w, in_h, t);
-  const Plane alpha = matting_stage(o, mask, in.small, cut, image_w, image_h, t);
+  const SubjectBox subject = subject_box(stats, region, in_w, in_h);
+  const Layout l = layout(o, subject, region, image_w, image_h);
+  Cut cut = crop_stage(l, in.full, t);
+  Pixels bg_pixels;
+  if (has_bg_image) {
+    const auto step = Clock::now();
+    try {
+      bg_pixels = decode_background(background, background_length, o.max_side, l.canvas_w, l.canvas_h);
+    } catch (const PipelineError& e) {
+      throw PipelineError(e.code(), e.what(), true);
+    }
+    t.resize += ms_since(step);
+  }
+  const Plane alpha = matting_stage(o, mask, in.small, cut, region, t);
   Buffer<uint8_t> fg;
   if (!o.alpha_only) fg = std::move(cut.rgb.data);
-  encode_stage(o, alpha, fg, result);
+  encode_stage(o, alpha, fg, l, has_bg_image ? &bg_pixels : nullptr, result);
+  result.foreground = foreground_box(subject, l);
   t.total = ms_since(start);
   return result;
 }

@@ -26,12 +26,22 @@ struct Timings {
   double total = 0;
 };
 
+// The subject's box (mask >= 0.5) in the result's pixels.
+struct ForegroundBox {
+  int top = 0, left = 0, width = 0, height = 0;
+};
+
 struct JobResult {
   Encoded encoded;  // owned by the caller (free_encoded)
   int width = 0, height = 0, channels = 0;
+  OutputFormat format = OutputFormat::Png;  // what was encoded (never Auto)
+  ForegroundBox foreground;
   Timings timings;
 };
 
-JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model& model);
+// `background`: the encoded bytes of a background image (null: none); its errors are PipelineErrors
+// whose background() is true.
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model& model, const uint8_t* background = nullptr,
+                  size_t background_length = 0);
 
 }  // namespace bgone

@@ -22,4 +22,9 @@ struct Encoded {
   bool own = false;
 };
 
+// A rectangle of an image (x, y, w, h), in its pixels.
+struct Region {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
 }  // namespace bgone

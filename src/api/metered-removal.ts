@@ -56,7 +56,8 @@ export function requestFingerprint(job: PreparedJob): string {
     maxPixels: native.maxPixels,
     crop: native.crop,
     aspect: native.crop === 'aspect' ? [native.aspectWidth, native.aspectHeight] : null,
-    padding: native.crop === 'none' ? null : native.padding,
+    padding: native.crop === 'none' ? null : [native.paddingShare, native.paddingPx],
+    placement: [native.scale, native.position, native.canvasWidth, native.canvasHeight, native.roi],
     refine: native.refine,
   };
   return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(job.input).digest('hex');

@@ -46,7 +46,6 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
     model: stringFlag(args, 'model'),
   };
   const normalised = normaliseOptions(options); // fail before reading any file, and once for them all
-  const { native } = normalised;
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');
   mkdirSync(out, { recursive: true });
@@ -61,7 +60,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
       const file = files[next++]!;
       try {
         const result = await removeBackground(prepareOwnedJob(readFileSync(file), normalised));
-        const target = join(out, basename(file, extname(file)) + OUTPUT_EXTENSIONS[native.format]);
+        const target = join(out, basename(file, extname(file)) + OUTPUT_EXTENSIONS[result.format]);
         writeFileSync(target, result.data);
       } catch (err) {
         failed++;

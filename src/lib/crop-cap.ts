@@ -7,9 +7,10 @@
  * step (the same double arithmetic), then the size preset exactly as the pipeline applies it.
  *
  * Why that worst case is an upper bound: the subject's box lies inside the image (crop_box clamps
- * it), so its width sw <= W and height sh <= H; the padding is round(padding * sw) on every side;
+ * it), so its width sw <= W and height sh <= H; each side's margin is round(share * sw) + px;
  * for W:H the box is max(bw, ceil(bh * r)) by max(bh, ceil(bw / r)) of the padded bw x bh. Every
  * one of these grows with sw and sh, so the largest box is that of a subject filling the image.
+ * With an exact canvas (canvasWidth x canvasHeight), the output is that canvas, whatever the box.
  */
 import { BgoneError } from './errors.js';
 import type { NativeOptions } from './options.js';
@@ -19,7 +20,10 @@ export const MAX_CROP_AREA_RATIO = 4;
 /** libwebp's largest side. */
 export const MAX_WEBP_SIDE = 16383;
 
-export type CropOptions = Pick<NativeOptions, 'format' | 'crop' | 'aspectWidth' | 'aspectHeight' | 'padding' | 'maxPixels'>;
+export type CropOptions = Pick<
+  NativeOptions,
+  'format' | 'crop' | 'aspectWidth' | 'aspectHeight' | 'paddingShare' | 'paddingPx' | 'maxPixels' | 'canvasWidth' | 'canvasHeight'
+>;
 
 export interface CropBounds {
   /** The largest crop box (before the size preset). */
@@ -36,8 +40,8 @@ function presetSide(side: number, w: number, h: number, maxPixels: number): numb
 
 /** The padded box of a subject sw x sh (pipeline.cc crop_box), before any aspect ratio. */
 function padded(o: CropOptions, sw: number, sh: number): { bw: number; bh: number } {
-  const pad = Math.round(o.padding * sw);
-  return { bw: sw + 2 * pad, bh: sh + 2 * pad };
+  const [top, right, bottom, left] = o.paddingShare.map((share, i) => Math.round(share * sw) + o.paddingPx[i]!) as [number, number, number, number];
+  return { bw: sw + left + right, bh: sh + top + bottom };
 }
 
 /**
@@ -45,6 +49,13 @@ function padded(o: CropOptions, sw: number, sh: number): { bw: number; bh: numbe
  * pipeline sees it: after EXIF orientation), whatever subject the model finds.
  */
 export function cropBounds(image: { width: number; height: number }, o: CropOptions): CropBounds {
+  const bounds = presetBounds(image, o);
+  if (o.canvasWidth > 0) return { box: bounds.box, output: { width: o.canvasWidth, height: o.canvasHeight } };
+  return bounds;
+}
+
+/** cropBounds when the output is the box scaled by the size preset (no exact canvas). */
+function presetBounds(image: { width: number; height: number }, o: CropOptions): CropBounds {
   const W = image.width;
   const H = image.height;
   const M = o.maxPixels;

@@ -132,13 +132,17 @@ export function providerLoadError(model: string, path: string, provider: string,
   );
 }
 
-/** Maps an error thrown by the native addon to a BgoneError with the user-facing message. */
+/**
+ * Maps an error thrown by the native addon to a BgoneError with the user-facing message. One the
+ * background image caused (input: 'background') names its field.
+ */
 export function fromNativeError(err: unknown): BgoneError {
   if (err instanceof BgoneError) return err;
   const code = (err as { code?: unknown })?.code;
   const detail = describe(err);
   if (typeof code === 'string' && (ERROR_CODES as readonly string[]).includes(code)) {
-    return new BgoneError(code as ErrorCode, undefined, undefined, detail);
+    const details = (err as { input?: unknown }).input === 'background' ? { field: 'bg_image_file' } : undefined;
+    return new BgoneError(code as ErrorCode, undefined, details, detail);
   }
   return new BgoneError('internal_error', undefined, undefined, detail);
 }

@@ -8,7 +8,7 @@
 import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel } from './models.js';
-import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
+import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import type { OutputFormat, RemoveBackgroundOptions } from './options.js';
 import { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
@@ -16,7 +16,7 @@ import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings,
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
-export { addonFileInUse, type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
+export { addonFileInUse, type ForegroundBox, type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
 export {
   CHANNELS,
   type Channels,
@@ -56,6 +56,8 @@ export interface RemoveBackgroundResult {
   format: OutputFormat;
   /** 1 (alpha mask), 3 (opaque) or 4 (with transparency). */
   channels: number;
+  /** The subject's box in the result's pixels (clipped to it; all 0 when it falls outside). */
+  foreground: ForegroundBox;
   /** Milliseconds per stage, measured in the native core. */
   timings: Timings;
 }
@@ -197,8 +199,8 @@ export async function removeBackground(
   }
   const handle = await getModel(job.model);
   try {
-    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle), run.priority, run.signal);
-    return { ...result, format: job.options.format };
+    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle, null), run.priority, run.signal);
+    return result;
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
-import type { NativeOptions } from './options.js';
+import type { NativeOptions, OutputFormat } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { type AddonBuild, librarySettings } from './settings.js';
 
@@ -34,11 +34,23 @@ export interface NativeTimings {
   total: number;
 }
 
+/** A box in the result's pixels. */
+export interface ForegroundBox {
+  top: number;
+  left: number;
+  width: number;
+  height: number;
+}
+
 export interface NativeResult {
   data: Buffer;
   width: number;
   height: number;
   channels: number;
+  /** What was encoded (format auto decided). */
+  format: OutputFormat;
+  /** The subject's box (mask ≥ 0.5) in the result's pixels, clipped to it; all 0 when it falls outside. */
+  foreground: ForegroundBox;
   timings: NativeTimings;
 }
 
@@ -86,7 +98,11 @@ interface Addon {
    * ['CPUExecutionProvider']. One listed may still fail to load: its libraries, CUDA or cuDNN missing.
    */
   availableProviders(): string[];
-  removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle): Promise<NativeResult>;
+  /**
+   * `background`: the encoded bytes of a JPEG, PNG or WebP background image (scaled to cover the
+   * canvas, the subject composed over it), or null. An error caused by it carries input: 'background'.
+   */
+  removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle, background: Buffer | null): Promise<NativeResult>;
   /** Sniff and header check only (no pixel decoded); throws a coded error like removeBackground. */
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
   /** The large blocks of native/buffers.h, in bytes. */

@@ -14,6 +14,8 @@ export const FORMATS = ['png', 'jpg', 'webp'] as const;
 export const CHANNELS = ['rgba', 'alpha'] as const;
 export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
 export type OutputFormat = (typeof FORMATS)[number];
+/** What the native core is asked for: a format, or auto (PNG where the output has transparency, else JPG). */
+export type NativeFormat = OutputFormat | 'auto';
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 
@@ -92,7 +94,8 @@ export interface RemoveBackgroundOptions {
  * (a missing, mistyped or extra field is a TypeError there, never a default).
  */
 export interface NativeOptions extends Readonly<typeof TUNING> {
-  format: OutputFormat;
+  /** auto: PNG where any pixel of the output has alpha below 255 (always for channels=alpha), else JPG. */
+  format: NativeFormat;
   channels: Channels;
   /** bg_color as RGBA, or null: transparent (or white for JPEG). Always null for channels=alpha. */
   background: Rgba | null;
@@ -101,7 +104,18 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   /** The W:H of crop=aspect; 1:1 otherwise (unused then, but always valid). */
   aspectWidth: number;
   aspectHeight: number;
-  padding: number;
+  /** The crop's margin per side [top, right, bottom, left]: round(share × subject width) + px (source pixels). */
+  paddingShare: [number, number, number, number];
+  paddingPx: [number, number, number, number];
+  /** 0: the subject keeps its size; else 0.1..1, its box's larger share of the canvas (width or height). */
+  scale: number;
+  /** null: "original"; else [x, y] in 0..1: the placed thing's left at x × (room left), top at y × (room left). */
+  position: [number, number] | null;
+  /** 0, 0: not set; else the exact output size (the size preset does not apply). */
+  canvasWidth: number;
+  canvasHeight: number;
+  /** The region the subject is looked for in, [x0, y0, x1, y1] image pixels (x1, y1 exclusive); outside it alpha is 0. */
+  roi: [number, number, number, number] | null;
   maxSide: number;
   refine: boolean;
 }
@@ -194,7 +208,13 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     background: background && channels === 'rgba' ? background : null,
     maxPixels: SIZE_PIXELS[size],
     ...crop,
-    padding: padding ?? DEFAULTS.padding,
+    paddingShare: Array(4).fill(padding ?? DEFAULTS.padding) as NativeOptions['paddingShare'],
+    paddingPx: [0, 0, 0, 0],
+    scale: 0,
+    position: null,
+    canvasWidth: 0,
+    canvasHeight: 0,
+    roi: null,
     maxSide: MAX_SIDE,
     refine: options.refine ?? DEFAULTS.refine,
     ...TUNING,

@@ -162,10 +162,30 @@ export function estimateJobBytes(width: number, height: number, options: { bitsP
 
 /**
  * estimateJobBytes for an upload, from its bytes (16-bit PNG), its probed size and the options: a
- * crop box larger than the image (canvas extension) scales the output part up to the worst case.
+ * crop box larger than the image (canvas extension) scales the output part up to the worst case, an
+ * exact canvas counts its own pixels. With a background image (its probed size): its decode and the
+ * canvas-sized RGBA it becomes. The decode shrinks on load to at most twice the covering size per
+ * side (JPEG; WebP scales exactly; libvips streams a PNG through the resize), 4 bands of up to 2
+ * bytes each: an upper bound whatever the format.
  */
-export function jobMemoryEstimate(bytes: Uint8Array, size: { width: number; height: number }, options: CropOptions): number {
+export function jobMemoryEstimate(
+  bytes: Uint8Array,
+  size: { width: number; height: number },
+  options: CropOptions,
+  background?: { width: number; height: number },
+): number {
   const pixels = size.width * size.height;
-  const box = options.crop ? cropBounds(size, options).box : size;
-  return estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: (box.width * box.height) / pixels });
+  const exact = options.canvasWidth > 0;
+  const canvas = exact ? options.canvasWidth * options.canvasHeight : 0;
+  const box = options.crop !== 'none' ? cropBounds(size, options).box : size;
+  const outputPixels = exact ? Math.max(canvas, pixels) : box.width * box.height;
+  let bytesNeeded = estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: outputPixels / pixels });
+  if (background) {
+    const { output } = cropBounds(size, options);
+    const canvasPixels = output.width * output.height;
+    const cover = Math.max(output.width / background.width, output.height / background.height);
+    const decoded = background.width * background.height * Math.min(1, 4 * cover * cover);
+    bytesNeeded += decoded * 4 * 2 + canvasPixels * 4;
+  }
+  return bytesNeeded;
 }

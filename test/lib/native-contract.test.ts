@@ -33,21 +33,20 @@ function expectContractError(call: () => unknown, message: RegExp): void {
 
 describe('removeBackground options', () => {
   it('the object normaliseOptions builds is accepted as it is (control)', async () => {
-    const result = await native().removeBackground(teddy, options as never, model);
+    const result = await native().removeBackground(teddy, options as never, model, null);
     expect({ width: result.width, height: result.height }).toEqual({ width: 284, height: 398 });
   });
 
   it.each(Object.keys(options))('without %s: TypeError naming it', (field) => {
     const { [field]: _, ...rest } = options;
-    expectContractError(() => native().removeBackground(teddy, rest as never, model), new RegExp(`options\\.${field} must be present`));
+    expectContractError(() => native().removeBackground(teddy, rest as never, model, null), new RegExp(`options\\.${field} must be present`));
   });
 
   it.each(Object.keys(options))('%s as an object: TypeError naming it', (field) => {
-    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: {} } as never, model), new RegExp(`options\\.${field} must be`));
+    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: {} } as never, model, null), new RegExp(`options\\.${field} must be`));
   });
 
   it.each([
-    ['format', 'jpeg', /options\.format must be one of png, jpg, webp/],
     ['channels', 'rgb', /options\.channels must be one of rgba, alpha/],
     ['crop', 'true', /options\.crop must be one of none, subject, aspect/],
     ['background', [255, 0, 0], /options\.background must be an array of 4 numbers/],
@@ -59,20 +58,27 @@ describe('removeBackground options', () => {
     ['maxPixels', Number.NaN, /options\.maxPixels must be a number in/],
     ['maxSide', 6000.5, /options\.maxSide must be an integer/],
     ['refine', 1, /options\.refine must be a boolean/],
-    ['padding', -0.1, /options\.padding must be a number in \[0, 1000\]/],
+    ['paddingShare', 0.1, /options\.paddingShare must be an array of 4 numbers/],
+    ['paddingShare', [0.1, 0.1, -0.1, 0.1], /options\.paddingShare\[2\] must be a number in \[0, 1000\]/],
+    ['paddingPx', [0, 0, 0, 1.5], /options\.paddingPx\[3\] must be an integer/],
+    ['format', 'jpeg', /options\.format must be one of png, jpg, webp, auto/],
+    ['scale', 1.5, /options\.scale must be a number in \[0, 1\]/],
+    ['position', [0.5], /options\.position must be an array of 2 numbers/],
+    ['canvasWidth', 100, /options\.canvasWidth and canvasHeight must be both 0 or both set/],
+    ['roi', [10, 10, 10, 20], /options\.roi must not be empty/],
   ])('%s = %j: TypeError', (field, value, message) => {
-    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model), message);
+    expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
 
   it('a field the native core does not read: TypeError, not silently ignored', () => {
     expectContractError(
-      () => native().removeBackground(teddy, { ...options, sharpen: true } as never, model),
+      () => native().removeBackground(teddy, { ...options, sharpen: true } as never, model, null),
       /options\.sharpen is not a field the native core reads/,
     );
   });
 
   it('options that are not a plain object: TypeError', () => {
-    expectContractError(() => native().removeBackground(teddy, [] as never, model), /options must be a plain object/);
+    expectContractError(() => native().removeBackground(teddy, [] as never, model, null), /options must be a plain object/);
   });
 });
 

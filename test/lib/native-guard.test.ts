@@ -21,7 +21,7 @@ const KINDS = [
 const CALLS: Record<string, (addon: ReturnType<typeof native>) => unknown> = {
   init: (a) => a.init({ onnxruntime: '/nonexistent' }),
   loadModel: (a) => a.loadModel({} as never),
-  removeBackground: (a) => a.removeBackground(teddy, {} as never, {} as never),
+  removeBackground: (a) => a.removeBackground(teddy, {} as never, {} as never, null),
   availableProviders: (a) => a.availableProviders(),
   probe: (a) => a.probe(teddy, 6000),
   memoryStats: (a) => a.memoryStats(),

@@ -28,6 +28,22 @@ describe('crop caps', () => {
     expect(cropBounds({ width: 1000, height: 500 }, options({ crop: 'true', padding: '0' })).box).toEqual({ width: 1000, height: 500 });
   });
 
+  it('per-side padding: each side its share of the subject width plus its pixels', () => {
+    const o = {
+      ...options({ crop: 'true' }),
+      paddingShare: [0.1, 0.2, 0, 0] as [number, number, number, number],
+      paddingPx: [0, 0, 5, 7] as [number, number, number, number],
+    };
+    // 1000 x 500: top 100, right 200, bottom 5, left 7.
+    expect(cropBounds({ width: 1000, height: 500 }, o).box).toEqual({ width: 1207, height: 605 });
+  });
+
+  it('an exact canvas is the output, whatever the box and the size preset', () => {
+    const o = { ...options({ crop: '1:1', size: 'preview' }), canvasWidth: 1000, canvasHeight: 700 };
+    expect(cropBounds({ width: 1000, height: 500 }, o)).toEqual({ box: { width: 1200, height: 1200 }, output: { width: 1000, height: 700 } });
+    expect(cropBounds({ width: 300, height: 200 }, { ...options({}), canvasWidth: 5000, canvasHeight: 3000 }).output).toEqual({ width: 5000, height: 3000 });
+  });
+
   it('crop=W:H: the padded box widened or heightened to W:H, rounded up', () => {
     expect(cropBounds({ width: 1000, height: 500 }, options({ crop: '1:1', padding: '10%' })).box).toEqual({ width: 1200, height: 1200 });
     expect(cropBounds({ width: 1000, height: 500 }, options({ crop: '3:1', padding: '0' })).box).toEqual({ width: 1500, height: 500 });
@@ -74,9 +90,9 @@ describe('crop caps', () => {
   it('the output bound holds for every subject (brute force over subject boxes, the pipeline arithmetic)', () => {
     // pipeline.cc crop_box and the preset, for a subject of sw x sh in an image of W x H.
     const pipeline = (o: ReturnType<typeof options>, sw: number, sh: number, M: number) => {
-      const pad = Math.round(o.padding * sw);
-      let w = sw + 2 * pad;
-      let h = sh + 2 * pad;
+      const [top, right, bottom, left] = o.paddingShare.map((share, i) => Math.round(share * sw) + o.paddingPx[i]!) as number[];
+      let w = sw + left! + right!;
+      let h = sh + top! + bottom!;
       if (o.crop === 'aspect') {
         const ratio = o.aspectWidth / o.aspectHeight;
         if (w / h < ratio) w = Math.ceil(h * ratio);
@@ -86,10 +102,16 @@ describe('crop caps', () => {
       return { w, h, ow: Math.max(1, Math.floor(w * scale + 1e-9)), oh: Math.max(1, Math.floor(h * scale + 1e-9)) };
     };
     const image = { width: 90, height: 40 };
+    // Per side: [top, right, bottom, left] shares of the subject width, and pixels.
+    const sides = [
+      { paddingShare: [0.3, 0, 0.05, 0.6], paddingPx: [0, 7, 0, 3] },
+      { paddingShare: [0, 0, 0, 0], paddingPx: [20, 0, 1, 0] },
+    ];
     for (const crop of ['true', '1:1', '7:2', '1:5']) {
-      for (const padding of ['0', '0.1', '0.35', '1']) {
+      for (const padding of ['0', '0.1', '0.35', '1', ...sides.keys()]) {
         for (const size of ['preview', 'full']) {
-          const o = options({ crop, padding, size });
+          const o =
+            typeof padding === 'number' ? ({ ...options({ crop, size }), ...sides[padding] } as ReturnType<typeof options>) : options({ crop, padding, size });
           const M = o.maxPixels / 100; // scaled down with the image, so that the preset bites
           const bounds = cropBounds(image, { ...o, maxPixels: M });
           const worst = { w: 0, h: 0, ow: 0, oh: 0 };

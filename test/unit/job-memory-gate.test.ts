@@ -1,6 +1,7 @@
 /** Admission by estimated memory (src/service/job-memory-gate.ts): fits go at once, others wait in order, no starvation, timeouts, aborts. */
 import { describe, expect, it } from 'vitest';
-import { estimateJobBytes, JobMemoryGate, JobMemoryGateTimeout } from '../../src/service/job-memory-gate.js';
+import { normaliseOptions } from '../../src/lib/options.js';
+import { estimateJobBytes, JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../../src/service/job-memory-gate.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -78,5 +79,31 @@ describe('estimateJobBytes', () => {
     expect(large).toBeGreaterThan(small * 8);
     expect(estimateJobBytes(6000, 6000, { bitsPerSample: 16 }) - large).toBe(6000 * 6000 * 4);
     expect(estimateJobBytes(1000, 1000, { outputScale: 4 }) - estimateJobBytes(1000, 1000)).toBe(3 * 1000 * 1000 * 8);
+  });
+});
+
+describe('jobMemoryEstimate', () => {
+  const jpeg = Buffer.from([0xff, 0xd8, 0xff]);
+  const plain = normaliseOptions({}).native;
+  const image = { width: 2000, height: 1000 };
+
+  it('an exact canvas counts its own pixels where it is larger than the image', () => {
+    const canvas = { ...plain, canvasWidth: 4000, canvasHeight: 4000 };
+    expect(jobMemoryEstimate(jpeg, image, canvas)).toBe(estimateJobBytes(2000, 1000, { outputScale: 8 }));
+    expect(jobMemoryEstimate(jpeg, image, { ...plain, canvasWidth: 100, canvasHeight: 100 })).toBe(estimateJobBytes(2000, 1000));
+  });
+
+  it('a background image adds its decode (shrunk on load to at most twice the covering size per side) and its canvas-sized RGBA', () => {
+    const canvas = { ...plain, canvasWidth: 1000, canvasHeight: 1000 };
+    const base = jobMemoryEstimate(jpeg, image, canvas);
+    // 6000 x 6000 covering 1000 x 1000: a scale of 1/6, decoded at most at 2/6 per side.
+    const large = jobMemoryEstimate(jpeg, image, canvas, { width: 6000, height: 6000 }) - base;
+    expect(large).toBeCloseTo(6000 * 6000 * (4 / 36) * 8 + 1000 * 1000 * 4, -1);
+    // A small background is enlarged: decoded whole.
+    expect(jobMemoryEstimate(jpeg, image, canvas, { width: 100, height: 50 }) - base).toBe(100 * 50 * 8 + 1000 * 1000 * 4);
+    // Without an exact canvas, the canvas is the image (no crop, never upscaled).
+    expect(jobMemoryEstimate(jpeg, image, plain, { width: 2000, height: 1000 }) - jobMemoryEstimate(jpeg, image, plain)).toBe(
+      2000 * 1000 * 8 + 2000 * 1000 * 4,
+    );
   });
 });

@@ -23,7 +23,16 @@ const native = (options: Record<string, unknown>) => normaliseOptions(options as
 describe('defaults', () => {
   it('an empty options object means png, rgba, full size, no crop, no background, refine on', () => {
     const { native: n, model } = normaliseOptions({});
-    expect(n).toMatchObject({ format: 'png', channels: 'rgba', maxPixels: 16_000_000, crop: 'none', padding: 0.1, refine: true, maxSide: 6000 });
+    expect(n).toMatchObject({
+      format: 'png',
+      channels: 'rgba',
+      maxPixels: 16_000_000,
+      crop: 'none',
+      paddingShare: [0.1, 0.1, 0.1, 0.1],
+      refine: true,
+      maxSide: 6000,
+    });
+    expect(n).toMatchObject({ paddingPx: [0, 0, 0, 0], scale: 0, position: null, canvasWidth: 0, canvasHeight: 0, roi: null });
     expect(n.background).toBeNull();
     expect(model).toBeUndefined();
   });
@@ -47,7 +56,13 @@ describe('defaults', () => {
         'maxPixels',
         'maxSide',
         'minSubject',
-        'padding',
+        'paddingShare',
+        'paddingPx',
+        'scale',
+        'position',
+        'canvasWidth',
+        'canvasHeight',
+        'roi',
         'pngCompression',
         'quality',
         'refine',
@@ -211,12 +226,12 @@ describe('padding', () => {
     [0, 0],
     [1, 1],
   ])('accepts %j as %d', (padding, fraction) => {
-    expect(native({ crop: true, padding }).padding).toBeCloseTo(fraction, 10);
+    for (const share of native({ crop: true, padding }).paddingShare) expect(share).toBeCloseTo(fraction, 10);
   });
 
   it('defaults to 10 % of the subject width', () => {
-    expect(native({ crop: true }).padding).toBe(0.1);
-    expect(native({ crop: '1:1' }).padding).toBe(0.1);
+    expect(native({ crop: true }).paddingShare).toEqual([0.1, 0.1, 0.1, 0.1]);
+    expect(native({ crop: '1:1' }).paddingShare).toEqual([0.1, 0.1, 0.1, 0.1]);
   });
 
   it.each([
