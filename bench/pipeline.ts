@@ -93,6 +93,11 @@ const AFTER_JOBS_SETTLE_MS = 2000;
 const REFERENCE_MP = 2;
 const REFERENCE_RUNS = 2;
 const REFERENCE_WARMUP = 1;
+/** Placement variants against the plain job, at this size, interleaved in its case child. */
+const VARIANTS_MP = 2;
+const VARIANT_ITERATIONS = QUICK ? 3 : 5;
+/** Median of a variant / median of the plain job, timed in the same child, interleaved. */
+const VARIANT_TARGETS: Record<string, number> = { background: 1.1, roi: 1.0 };
 const THROUGHPUT_JOBS = 4;
 const THROUGHPUT_MP = 2;
 
@@ -266,6 +271,8 @@ interface CaseResult {
   target: number | null;
   targetMet: boolean | null;
   output: CaseRun['output'];
+  /** At VARIANTS_MP: each placement variant's median (ms) and its ratio to the plain job's median. */
+  variants: Array<{ name: string; medianMs: number; ratio: number; target: number | null }> | null;
   memory: {
     /** RSS after the model is loaded and the process settled (MB). */
     idleAfterLoadMB: number;
@@ -346,6 +353,18 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
       },
     );
     await bench.run();
+    let variants: CaseResult['variants'] = null;
+    if (image.megapixels === VARIANTS_MP) {
+      await waitUntilQuiet(child.pid);
+      const answer = await child.request<Message & { ms: Record<string, number[]> }>({ cmd: 'variants', n: VARIANT_ITERATIONS });
+      const plain = median(answer.ms.plain!);
+      variants = Object.entries(answer.ms).map(([name, times]) => ({
+        name,
+        medianMs: median(times),
+        ratio: median(times) / plain,
+        target: VARIANT_TARGETS[name] ?? null,
+      }));
+    }
     const settled = await child.request<CaseSettled>({ cmd: 'settle', ms: AFTER_JOBS_SETTLE_MS });
     await child.close();
     if (!last) throw new Error(`${name}: no result`);
@@ -386,6 +405,7 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
         target,
         targetMet: target === null ? null : ratioToPureInference <= target,
         output: last.output,
+        variants,
         memory: {
           idleAfterLoadMB: idle,
           betweenJobsMB,
@@ -611,6 +631,23 @@ function report(
     ]),
   );
 
+  const variantRows = cases.flatMap((c) =>
+    (c.variants ?? []).map((v) => [
+      `${c.input.label} ${v.name}`,
+      fmt(v.medianMs),
+      fmt(v.ratio, 3),
+      v.target === null ? '' : `<= ${v.target.toFixed(2)}`,
+      mark(v.target === null ? null : v.ratio <= v.target),
+    ]),
+  );
+  if (variantRows.length > 0) {
+    printTable(
+      `Placement against the plain job (${VARIANT_ITERATIONS} interleaved calls each in the case's process, the addon directly, PNG; background = the input itself as the background image on an exact 1000 x 1000 canvas; roi = the centre 50 % x 50 %)`,
+      ['case', 'p50 ms', 'p50/plain', 'target', 'met'],
+      variantRows,
+    );
+  }
+
   printTable(
     "Memory of each size's process (MB): idle = RSS after load and settle; between = max RSS between two jobs; after = RSS once the jobs settled; after GC = then after a forced GC",
     ['case', 'idle', `<= ${IDLE_RSS_TARGET_MB}`, 'peak', 'peak target', 'met', 'between', 'after', 'after GC', 'returned'],
@@ -711,6 +748,9 @@ async function main(): Promise<void> {
       log(
         `  e2e ${c.endToEnd.mean.toFixed(0)} ms, pure ${c.pureInference.median.toFixed(0)} ms (then quiet after ${mean(c.pureQuietWaitMs).toFixed(0)} ms), core inference ${c.stages.inference.toFixed(0)} ms, ratio ${c.ratioToPureInference.toFixed(3)}; RSS idle ${c.memory.idleAfterLoadMB.toFixed(0)}, peak ${c.memory.peakMB.toFixed(0)}, after ${c.memory.afterJobsMB.toFixed(0)} MB`,
       );
+      for (const v of c.variants ?? []) {
+        log(`  ${v.name}: p50 ${v.medianMs.toFixed(0)} ms, ${v.ratio.toFixed(3)} x plain${v.target === null ? '' : ` (target <= ${v.target})`}`);
+      }
       cases.push(c);
     }
 

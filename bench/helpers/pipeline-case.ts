@@ -12,6 +12,10 @@
  *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
  *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, cpuMs, timings, output, rssBeforeMB, maxRssMB}
  *   {"cmd":"concurrent","n":4,...}       -> {"type":"result", wallMs, timings[], rssBeforeMB, maxRssMB}
+ *   {"cmd":"variants","n":5}             -> {"type":"result", ms: { plain[], background[], roi[] }}: the input as PNG
+ *     through the addon directly (the options prepareJob gives, with placement fields set), the three
+ *     interleaved: plain; the input itself as the background image on an exact 1000 x 1000 canvas;
+ *     roi = the centre 50 % x 50 %
  *   {"cmd":"settle","ms":1000}           -> {"type":"settled", rssMB, rssAfterGcMB, maxRssMB}
  *   {"cmd":"exit"}
  * rssBeforeMB is the RSS when the job is asked for, i.e. between two jobs (the previous one ended a
@@ -22,6 +26,10 @@ import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadLibraryConfig } from '../../src/config/config.js';
 import { addonFileInUse, configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
+import { getModel } from '../../src/lib/models.js';
+import { native } from '../../src/lib/native.js';
+import type { NativeOptions } from '../../src/lib/options.js';
+import { prepareJob } from '../../src/lib/prepare-job.js';
 import { emit, serveLines } from './line-protocol.js';
 
 const rssMB = (): number => process.memoryUsage().rss / 2 ** 20;
@@ -87,6 +95,27 @@ async function main(): Promise<void> {
         const results = await Promise.all(Array.from({ length: n }, () => removeBackground(data, { format, model })));
         const wallMs = performance.now() - start;
         return { type: 'result', wallMs, timings: results.map((r) => r.timings), rssBeforeMB, maxRssMB: maxRssMB() };
+      }
+      case 'variants': {
+        if (!input) throw new Error('no input yet');
+        const job = prepareJob(input, { format: 'png', model });
+        const handle = await getModel(model);
+        const { width: w, height: h } = job.probe;
+        const roi: NativeOptions['roi'] = [Math.round(w / 4), Math.round(h / 4), Math.round((3 * w) / 4), Math.round((3 * h) / 4)];
+        const variants: Record<string, [Partial<NativeOptions>, Buffer | null]> = {
+          plain: [{}, null],
+          background: [{ canvasWidth: 1000, canvasHeight: 1000 }, job.input],
+          roi: [{ roi }, null],
+        };
+        const ms: Record<string, number[]> = { plain: [], background: [], roi: [] };
+        for (let i = 0; i < Number(cmd.n); i++) {
+          for (const [name, [overrides, background]] of Object.entries(variants)) {
+            const start = performance.now();
+            await native().removeBackground(job.input, { ...job.options, ...overrides }, handle, background);
+            ms[name]!.push(performance.now() - start);
+          }
+        }
+        return { type: 'result', ms };
       }
       case 'settle': {
         await sleep(Number(cmd.ms ?? args.settleMs));
