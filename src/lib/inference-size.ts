@@ -35,8 +35,12 @@ export function atInferenceSide(options: NativeOptions, side: number): NativeOpt
   return { ...options, inferenceSize: side, guidedRadius };
 }
 
-/** The job's options with the inference size for its image (width × height after EXIF rotation). */
+/**
+ * The job's options with the inference size for its image (width × height after EXIF rotation). An
+ * exact canvas is the output's size whatever the preset: its pixels decide.
+ */
 export function withInferenceSize(options: NativeOptions, width: number, height: number): NativeOptions {
   if (options.maxPixels > SMALL_PRESET_PIXELS) return options;
-  return atInferenceSide(options, Math.min(options.inferenceSize, inferenceSide(Math.min(width * height, options.maxPixels))));
+  const output = options.canvasWidth > 0 ? options.canvasWidth * options.canvasHeight : Math.min(width * height, options.maxPixels);
+  return atInferenceSide(options, Math.min(options.inferenceSize, inferenceSide(output)));
 }

@@ -99,6 +99,18 @@ describe('scale and position', () => {
     expect(Math.abs((box.y0 + box.y1 + 1) / 2 / result.height - 0.5)).toBeLessThanOrEqual(0.03);
   });
 
+  it('scale without a position: the subject centre stays where it was in the frame', async () => {
+    const plain = await job({});
+    const scaled = await job({ scale: 0.3 });
+    const centre = (b: Box, w: number, h: number) => [(b.x0 + b.x1 + 1) / 2 / w, (b.y0 + b.y1 + 1) / 2 / h];
+    const [px, py] = centre(plain.box, plain.result.width, plain.result.height);
+    const [sx, sy] = centre(scaled.box, scaled.result.width, scaled.result.height);
+    expect(Math.abs(sx! - px!)).toBeLessThanOrEqual(0.03);
+    expect(Math.abs(sy! - py!)).toBeLessThanOrEqual(0.03);
+    const ratio = Math.max((scaled.box.x1 - scaled.box.x0 + 1) / TEDDY.width, (scaled.box.y1 - scaled.box.y0 + 1) / TEDDY.height);
+    expect(Math.abs(ratio - 0.3)).toBeLessThanOrEqual(0.03);
+  });
+
   it('position [0, 1]: the scaled subject touches the left and bottom edges', async () => {
     const { result, box } = await job({ scale: 0.4, position: [0, 1] });
     expect(box.x0).toBeLessThanOrEqual(3);

@@ -26,6 +26,13 @@ describe('the inference size follows the output (preview and medium only)', () =
     expect(withInferenceSize(normalised, 4000, 3000)).toBe(normalised);
   });
 
+  it('an exact canvas decides by its own pixels, not the preset', () => {
+    const large = { ...options('preview'), canvasWidth: 2000, canvasHeight: 2000 };
+    expect(withInferenceSize(large, 4000, 3000)).toBe(large);
+    const small = { ...options('medium'), canvasWidth: 500, canvasHeight: 500 };
+    expect(withInferenceSize(small, 4000, 3000).inferenceSize).toBe(896);
+  });
+
   it.each(['full', 'hd'])('%s keeps 1024 even for a small photo', (size) => {
     const normalised = options(size);
     expect(withInferenceSize(normalised, 640, 480)).toBe(normalised);
