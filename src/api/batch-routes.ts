@@ -18,13 +18,15 @@
  */
 
 import type { BatchMemoryBudget, BudgetRefusal } from '../batches/batch-memory-budget.js';
-import type { BatchRunner, QueuedImage } from '../batches/batch-runner.js';
+import { type BatchRunner, inputBytes, type QueuedImage } from '../batches/batch-runner.js';
 import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import { type Exchange, newRequestId, type ParsedForm } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
-import { MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type OutputFormat, type PreparedJob } from '../lib/index.js';
-import { prepareOwnedJob } from '../lib/prepare-job.js';
+import { type EncodedFormat, MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type PreparedJob } from '../lib/index.js';
+import { checkBackground, prepareOwnedJob } from '../lib/prepare-job.js';
+import { librarySettings } from '../lib/settings.js';
+import { downloadSources, needsDownload } from '../lib/sources.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -33,7 +35,7 @@ import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
-import { batchForm, type OptionField } from './form-fields.js';
+import { BG_IMAGE_FIELD, batchForm, IMAGE_FIELD } from './form-fields.js';
 import { fromLibraryError, optionsFromForm } from './metered-removal.js';
 
 export const BATCHES_PATH = '/api/v1/batches';
@@ -122,24 +124,38 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         if (!why) taken = bytes;
         return why;
       });
-      if (form.images.length === 0) throw new ApiError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
+      const formImages = form.files[IMAGE_FIELD] ?? [];
+      if (formImages.length === 0) throw new ApiError('missing_image', 'The request has no image_file part.', { field: 'image_file' });
       // File names are kept with the batch and sent in its events: the whole request is refused.
-      const badName = form.images.findIndex((image) => hasControlCharacter(image.filename));
+      const badName = formImages.findIndex((image) => hasControlCharacter(image.filename));
       if (badName !== -1)
         throw new ApiError('validation_error', 'An image_file part has a file name with a control character (NUL, line breaks and the like).', {
           field: 'image_file',
           position: badName,
         });
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
-      const options = optionsFromForm(form.fields, deps.model);
+      const background = form.files[BG_IMAGE_FIELD]?.[0];
+      if (background) fields[BG_IMAGE_FIELD] = background.filename || 'file'; // stored as sent: the file's name
+      // The batch's options, its background (a file part, or a URL downloaded once for every image)
+      // checked once for all its images.
+      const { bgImageUrl: _downloaded, ...options } = optionsFromForm({ files: {}, fields: form.fields }, deps.model);
       let normalised: NormalisedOptions;
       try {
-        normalised = normaliseOptions(options);
+        normalised = normaliseOptions(optionsFromForm({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model));
+        if (needsDownload(normalised)) {
+          const done = ticket.downloading();
+          try {
+            normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate });
+          } finally {
+            done();
+          }
+        }
+        checkBackground(normalised);
       } catch (err) {
         throw fromLibraryError(err);
       }
-      const prepared = form.images.map((image) => prepareImage(image.data, normalised));
-      const images: NewBatchImage[] = form.images.map((image, i) => {
+      const prepared = formImages.map((image) => prepareImage(image.data, normalised));
+      const images: NewBatchImage[] = formImages.map((image, i) => {
         const outcome = prepared[i]!;
         return { filename: image.filename, requestId: newRequestId(), error: 'error' in outcome ? outcome.error : undefined };
       });
@@ -165,12 +181,12 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
           accountId,
           filename: image.filename,
           requestId: image.requestId,
-          data: form.images[image.position]!.data,
+          data: formImages[image.position]!.data,
           job: (prepared[image.position] as { job: PreparedJob }).job,
           options,
         }));
       // From here the queued images hold their bytes; the rest of what was taken goes back.
-      const kept = accepted.reduce((sum, image) => sum + image.data.length, 0);
+      const kept = accepted.reduce((sum, image) => sum + inputBytes(image), 0);
       budget.give(accountId, taken - kept);
       taken = 0;
       runner.enqueue(accepted);
@@ -235,7 +251,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         200,
         {
           ...ticket.rateHeaders,
-          'Content-Type': MEDIA_TYPES[held.format as OutputFormat],
+          'Content-Type': MEDIA_TYPES[held.format as EncodedFormat],
           'X-Image-Width': String(held.width),
           'X-Image-Height': String(held.height),
           'X-Request-ID': held.requestId,
@@ -260,7 +276,7 @@ class OverBudget extends Error {
  * connection); `overBudget(bytesSoFar)` is asked as bytes arrive and stops the read (OverBudget)
  * when it answers why they do not fit.
  */
-function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm<OptionField>> {
+function readForm(ex: Exchange, overBudget: (bytes: number) => BudgetRefusal | undefined): Promise<ParsedForm> {
   return ex.readForm({
     form: batchForm(MAX_BATCH_IMAGES, MAX_BATCH_IMAGE_BYTES),
     maxBodyBytes: MAX_BATCH_BODY_BYTES,

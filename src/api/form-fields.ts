@@ -1,28 +1,36 @@
 /**
- * The form of POST /api/v1/remove and of POST /api/v1/batches: the option fields beside the image
- * parts, and how many images of what size each takes. The HTTP layer's multipart reader accepts
- * exactly this shape.
+ * The forms of POST /api/v1/remove and POST /api/v1/batches, derived from the option table
+ * (src/lib/option-table.ts): the text fields with their longest values, the file parts, and how
+ * many images of what size each takes. The HTTP layer's readers (multipart, JSON, urlencoded)
+ * accept exactly these shapes.
  */
 import type { FormShape } from '../http/exchange.js';
-import { MAX_FILE_BYTES } from '../lib/options.js';
+import { MAX_BASE64_LENGTH, MAX_FILE_BYTES, type OptionRow, optionsFor } from '../lib/option-table.js';
 
-/** The form fields besides the images. */
-export const OPTION_FIELDS = ['format', 'channels', 'bg_color', 'size', 'crop', 'padding'] as const;
-export type OptionField = (typeof OPTION_FIELDS)[number];
+function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxTotalBytes: number): FormShape {
+  const fields: Record<string, number> = {};
+  for (const row of rows) {
+    if (row.part === 'field') fields[row.name] = row.maxLength;
+    else files[row.name] ??= 1;
+  }
+  return { fields, files, maxFileBytes: MAX_FILE_BYTES, maxTotalBytes };
+}
 
 /** The name of the image parts. */
 export const IMAGE_FIELD = 'image_file';
+/** The name of the background image's part. */
+export const BG_IMAGE_FIELD = 'bg_image_file';
 
-/** One image of at most 20 MB. */
-export const REMOVE_FORM: FormShape<OptionField> = {
-  fields: OPTION_FIELDS,
-  file: IMAGE_FIELD,
-  maxImages: 1,
-  maxFileBytes: MAX_FILE_BYTES,
-  maxTotalBytes: MAX_FILE_BYTES,
-};
+/** Every option a form may carry: the image (one source) and a background image, 20 MB each. */
+export const REMOVE_FORM: FormShape = shapeOf(optionsFor('form'), {}, 2 * MAX_FILE_BYTES);
 
-/** Up to `maxImages` images of at most 20 MB each and `maxTotalBytes` in all. */
-export function batchForm(maxImages: number, maxTotalBytes: number): FormShape<OptionField> {
-  return { ...REMOVE_FORM, maxImages, maxTotalBytes };
+/**
+ * The largest body of a removal: the image in its longest form (base64), a background file, and
+ * 64 KiB for the other fields and the framing.
+ */
+export const REMOVE_FORM_MAX_BYTES = MAX_BASE64_LENGTH + MAX_FILE_BYTES + 64 * 1024;
+
+/** The batch options (rows carried by batches) beside up to `maxImages` images of at most 20 MB each and `maxTotalBytes` in all. */
+export function batchForm(maxImages: number, maxTotalBytes: number): FormShape {
+  return shapeOf(optionsFor('batch'), { [IMAGE_FIELD]: maxImages }, maxTotalBytes);
 }

@@ -1,8 +1,10 @@
 /**
  * One metered background removal after admission (service/admission.ts), shared by POST
- * /api/v1/remove and the dashboard's try-it endpoint: the upload streamed through busboy (stopping
- * at 20 MB), option validation, one credit (service/metering.ts) reserved, removeBackground, the
- * charge committed only when the answer is a success, and the answer itself. A client that goes away is never charged; a
+ * /api/v1/remove and the dashboard's try-it endpoint: the form read (multipart through busboy, or
+ * JSON, or urlencoded; limits from the option table), option validation, the downloads of
+ * image_url and bg_image_url (each holding an upload place meanwhile), one credit
+ * (service/metering.ts) reserved, removeBackground, the charge committed only when the answer is a
+ * success, and the answer itself (the image, or JSON with it in base64 for `Accept: application/json`). A client that goes away is never charged; a
  * job already running keeps its admission place until it ends, one still queued for the native core
  * is dropped. The body must arrive within the exchange's body deadline (408 otherwise).
  */
@@ -12,22 +14,33 @@ import { HttpError } from '../http/errors.js';
 import type { Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
-import { MAX_FILE_BYTES } from '../lib/options.js';
-import { prepareOwnedJob } from '../lib/prepare-job.js';
+import { optionsFromNames } from '../lib/option-table.js';
+import { type NormalisedOptions, normaliseOptions } from '../lib/options.js';
+import { imageSource, prepareOwnedJob } from '../lib/prepare-job.js';
+import { librarySettings } from '../lib/settings.js';
+import { downloadSources, needsDownload } from '../lib/sources.js';
 import type { Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { Credit } from '../service/metering.js';
 import type { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
-import { REMOVE_FORM } from './form-fields.js';
+import { REMOVE_FORM, REMOVE_FORM_MAX_BYTES } from './form-fields.js';
 
 export type Headers = Record<string, string>;
 
-/** Multipart overhead allowed on top of the 20 MB image before the body itself is too large. */
-export const MAX_BODY_BYTES = MAX_FILE_BYTES + 64 * 1024;
+/** The largest body of a removal (form-fields.ts). */
+export const MAX_BODY_BYTES = REMOVE_FORM_MAX_BYTES;
 
-export const tooLarge = () => new ApiError('image_too_large', 'The image is larger than 20 MB.', { field: 'image_file', limit_bytes: MAX_FILE_BYTES });
+export const tooLarge = () =>
+  new ApiError(
+    'image_too_large',
+    `The request body is larger than ${Math.floor(MAX_BODY_BYTES / 2 ** 20)} MB (an image of at most 20 MB, as a file or in base64, and a background image).`,
+    {
+      field: 'image_file',
+      limit_bytes: MAX_BODY_BYTES,
+    },
+  );
 
 /** Maps the library's error codes onto the HTTP contract. */
 export function fromLibraryError(err: unknown): HttpError {
@@ -40,40 +53,42 @@ export function fromLibraryError(err: unknown): HttpError {
 }
 
 /**
- * What an Idempotency-Key is bound to: the image bytes and the options as the library will apply
- * them (hex SHA-256), so that a replay returns the same result, and another image or other options
- * under a used key are refused. Options that cannot change the output are left out (the padding
- * without a crop, the aspect of any crop but W:H), so that spelling the defaults out is no change.
+ * What an Idempotency-Key is bound to: the image bytes, the background image's and the options as
+ * the native core will apply them (hex SHA-256), so that a replay returns the same result, and
+ * another image or other options under a used key are refused. Every option ends in the native
+ * options, so every option counts; those that cannot change the output are left out (the padding
+ * without a crop, the aspect of any crop but W:H), and so are the inference size and the filter
+ * radius, which follow from the image, which the hash covers already.
  */
 export function requestFingerprint(job: PreparedJob): string {
-  // The inference size in job.options depends on the image, which the hash covers already.
-  const { options: native, model } = job;
-  const applied = {
-    model: model ?? null,
-    format: native.format,
-    channels: native.channels,
-    background: native.background,
-    maxPixels: native.maxPixels,
-    crop: native.crop,
-    aspect: native.crop === 'aspect' ? [native.aspectWidth, native.aspectHeight] : null,
-    padding: native.crop === 'none' ? null : [native.paddingShare, native.paddingPx],
-    placement: [native.scale, native.position, native.canvasWidth, native.canvasHeight, native.roi],
-    refine: native.refine,
+  const { inferenceSize: _side, guidedRadius: _radius, ...applied } = job.options;
+  const canonical = {
+    ...applied,
+    model: job.model ?? null,
+    ...(applied.crop === 'none' ? { paddingShare: null, paddingPx: null } : {}),
+    ...(applied.crop === 'aspect' ? {} : { aspectWidth: null, aspectHeight: null }),
   };
-  return createHash('sha256').update(JSON.stringify(applied)).update('\n').update(job.input).digest('hex');
+  const hash = createHash('sha256').update(JSON.stringify(canonical)).update('\n').update(job.input);
+  if (job.background) hash.update('\n').update(job.background);
+  return hash.digest('hex');
 }
 
-/** The library's options from the form's option fields (the API's names), with the service's model. */
-export function optionsFromForm(fields: ParsedForm['fields'], model: string | undefined): RemoveBackgroundOptions {
-  return {
-    format: fields.format,
-    channels: fields.channels,
-    bgColor: fields.bg_color,
-    size: fields.size,
-    crop: fields.crop,
-    padding: fields.padding,
-    model,
-  };
+/** The library's options from a form (the API's names), with the service's model. */
+export function optionsFromForm(form: ParsedForm, model: string | undefined): RemoveBackgroundOptions {
+  const values: Record<string, unknown> = { ...form.fields };
+  for (const [name, parts] of Object.entries(form.files)) if (parts?.[0]) values[name] = parts[0].data;
+  return { ...optionsFromNames(values), model } as RemoveBackgroundOptions;
+}
+
+/** Whether the client asks for the JSON answer: application/json in Accept, with a q above 0. */
+export function wantsJson(accept: string): boolean {
+  for (const range of accept.split(',')) {
+    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
+    if (type !== 'application/json') continue;
+    const q = params.find((p) => p.startsWith('q='));
+    return q === undefined || Number(q.slice(2)) > 0;
+  }
+  return false;
 }
 
 export interface RemovalDeps {
@@ -108,7 +123,7 @@ export class MeteredRemoval {
     if (!this.open) return;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    void this.run(this.ex.readForm({ form: REMOVE_FORM, maxBodyBytes: MAX_BODY_BYTES, tooLarge }));
+    void this.run(this.ex.readForm({ form: REMOVE_FORM, maxBodyBytes: MAX_BODY_BYTES, tooLarge, textBodies: true }));
   }
 
   /**
@@ -143,15 +158,25 @@ export class MeteredRemoval {
       return this.fail(fromLibraryError(err));
     }
     if (!this.open) return;
-    if (!form.image || form.image.length === 0)
-      return this.fail(new ApiError('missing_image', 'The request has no image_file part, or it is empty.', { field: 'image_file' }));
-    // Options (every value outside the spec is an error, never ignored), the image's bytes and
-    // header (no pixel decoded) and the crop caps, before the reservation: a request refused here
-    // never holds a credit.
+    // Options (every value outside the option table is an error, never ignored), one source of the
+    // image, the downloads, the image's bytes and header (no pixel decoded) and the crop caps, before
+    // the reservation: a request refused here never holds a credit.
     let job: PreparedJob;
     try {
-      job = prepareOwnedJob(form.image, optionsFromForm(form.fields, this.deps.model), jobMemoryEstimate);
+      let normalised: NormalisedOptions = normaliseOptions(optionsFromForm(form, this.deps.model));
+      imageSource(undefined, normalised);
+      if (needsDownload(normalised)) {
+        const done = this.ticket.downloading();
+        try {
+          normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate, signal: this.job.signal });
+        } finally {
+          done();
+        }
+        if (!this.open) return;
+      }
+      job = prepareOwnedJob(undefined, normalised, jobMemoryEstimate);
     } catch (err) {
+      if (this.job.signal.aborted) return; // the client left during a download: abort() answered for it
       return this.fail(fromLibraryError(err));
     }
     // Memory: the job's estimated peak against the budget, before a credit is held for it.
@@ -219,20 +244,32 @@ export class MeteredRemoval {
     }
     const ms = Math.round(this.ex.seconds() * 1000);
     this.open = false;
-    this.ex.send(
-      200,
-      {
-        'Content-Type': MEDIA_TYPES[result.format],
-        'X-Processing-Time-Ms': String(ms),
-        'X-Image-Width': String(result.width),
-        'X-Image-Height': String(result.height),
-        'X-Credits-Charged': String(charged),
-        'X-Credits-Remaining': String(remaining),
-        'Cache-Control': 'no-store',
-        ...this.ticket.rateHeaders,
-      },
-      result.data,
-    );
+    const { foreground } = result;
+    const headers: Record<string, string> = {
+      'X-Processing-Time-Ms': String(ms),
+      'X-Image-Width': String(result.width),
+      'X-Image-Height': String(result.height),
+      'X-Foreground-Top': String(foreground.top),
+      'X-Foreground-Left': String(foreground.left),
+      'X-Foreground-Width': String(foreground.width),
+      'X-Foreground-Height': String(foreground.height),
+      'X-Credits-Charged': String(charged),
+      'X-Credits-Remaining': String(remaining),
+      'Cache-Control': 'no-store',
+      ...this.ticket.rateHeaders,
+    };
+    if (wantsJson(this.ex.req.header('accept'))) {
+      this.ex.json(
+        200,
+        {
+          data: { result_b64: result.data.toString('base64'), width: result.width, height: result.height, foreground },
+          request_id: requestId,
+        },
+        headers,
+      );
+    } else {
+      this.ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
+    }
     logger?.info(
       { requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings },
       'image processed',

@@ -1,6 +1,7 @@
 /** The OpenAPI 3.1 description of the service, served at GET /api/v1/openapi.json. */
 
-import { CHANNELS, FORMATS, PADDING_PATTERN, SIZES } from '../lib/options.js';
+import { type Carrier, type OptionRow, optionsFor } from '../lib/option-table.js';
+import { FORMATS } from '../lib/options.js';
 import { HTTP_STATUS, type HttpErrorCode } from '../service/errors.js';
 
 const ERROR_CODES = Object.keys(HTTP_STATUS) as HttpErrorCode[];
@@ -11,6 +12,17 @@ function errorResponse(description: string, codes: HttpErrorCode[], extraHeaders
     headers: { 'X-Request-ID': { $ref: '#/components/headers/RequestId' }, ...extraHeaders },
     content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
   };
+}
+
+/** The schema of a body's options: the option table's rows that `carrier` takes, as text or files. */
+function optionProperties(carrier: Carrier, files: boolean): Record<string, unknown> {
+  const rows = optionsFor(carrier).filter((row: OptionRow) => files || row.part === 'field');
+  return Object.fromEntries(
+    rows.map((row) => [
+      row.name,
+      { ...row.schema, description: `${row.description} ${row.values[0]!.toUpperCase()}${row.values.slice(1)}.`, examples: [row.example] },
+    ]),
+  );
 }
 
 export function openApiDocument(): Record<string, unknown> {
@@ -63,20 +75,38 @@ export function openApiDocument(): Record<string, unknown> {
         },
         RemoveRequest: {
           type: 'object',
-          required: ['image_file'],
+          additionalProperties: false,
+          description: 'Exactly one of image_file, image_url and image_file_b64; at most one of bg_color, bg_image_file and bg_image_url.',
+          properties: optionProperties('form', true),
+        },
+        RemoveJsonRequest: {
+          type: 'object',
+          additionalProperties: false,
+          description: 'The same options as text: exactly one of image_url and image_file_b64.',
+          properties: optionProperties('json', false),
+        },
+        RemoveJsonAnswer: {
+          type: 'object',
+          required: ['data', 'request_id'],
           additionalProperties: false,
           properties: {
-            image_file: { type: 'string', contentMediaType: 'application/octet-stream', description: 'JPG, PNG or WebP; at most 20 MB and 6000 px per side.' },
-            format: { type: 'string', enum: [...FORMATS], default: 'png' },
-            channels: { type: 'string', enum: [...CHANNELS], default: 'rgba' },
-            bg_color: { type: 'string', description: '#RGB, #RRGGBB, #RRGGBBAA (with or without #), rgb(r, g, b) or a CSS colour name.' },
-            size: { type: 'string', enum: [...SIZES], default: 'full' },
-            crop: { type: 'string', pattern: '^(true|false|[0-9]+:[0-9]+)$', default: 'false' },
-            padding: {
-              type: 'string',
-              pattern: PADDING_PATTERN.source,
-              description: 'From 0% to 100%, or a fraction from 0 to 1. Default 10% when crop is set.',
+            data: {
+              type: 'object',
+              required: ['result_b64', 'width', 'height', 'foreground'],
+              additionalProperties: false,
+              properties: {
+                result_b64: { type: 'string', contentEncoding: 'base64', description: 'The image, as the body would be without Accept: application/json.' },
+                width: { type: 'integer' },
+                height: { type: 'integer' },
+                foreground: {
+                  type: 'object',
+                  required: ['top', 'left', 'width', 'height'],
+                  additionalProperties: false,
+                  properties: { top: { type: 'integer' }, left: { type: 'integer' }, width: { type: 'integer' }, height: { type: 'integer' } },
+                },
+              },
             },
+            request_id: { type: 'string', pattern: '^req_[0-9a-f]+$' },
           },
         },
         BatchImage: {
@@ -89,7 +119,7 @@ export function openApiDocument(): Record<string, unknown> {
             status: { type: 'string', enum: ['queued', 'processing', 'succeeded', 'failed', 'expired'] },
             width: { type: ['integer', 'null'] },
             height: { type: ['integer', 'null'] },
-            format: { type: ['string', 'null'], enum: [...FORMATS, null] },
+            format: { type: ['string', 'null'], enum: [...FORMATS.filter((f) => f !== 'auto'), null] },
             credits_charged: { type: 'integer', enum: [0, 1] },
             result_url: { type: ['string', 'null'], description: 'Where the result is fetched while it is kept (succeeded only).' },
             expires_at: {
@@ -130,8 +160,12 @@ export function openApiDocument(): Record<string, unknown> {
         BatchRequest: {
           type: 'object',
           required: ['image_file'],
-          description: '1 to 50 image_file parts (each within the /remove limits, 200 MB in all) and the option fields of /remove.',
-          properties: { image_file: { type: 'array', items: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+          additionalProperties: false,
+          description: '1 to 50 image_file parts (each within the /remove limits, 200 MB in all) and the options applied to every image.',
+          properties: {
+            image_file: { type: 'array', items: { type: 'string', format: 'binary' } },
+            ...optionProperties('batch', true),
+          },
         },
         WebhookEndpoint: {
           type: 'object',
@@ -228,15 +262,26 @@ export function openApiDocument(): Record<string, unknown> {
                 'A retry with the same key, image and options is not charged twice; another image or other options with a used key are 400; a retry while the first request is still in progress is 409 with Retry-After.',
             },
           ],
-          requestBody: { required: true, content: { 'multipart/form-data': { schema: { $ref: '#/components/schemas/RemoveRequest' } } } },
+          requestBody: {
+            required: true,
+            content: {
+              'multipart/form-data': { schema: { $ref: '#/components/schemas/RemoveRequest' } },
+              'application/json': { schema: { $ref: '#/components/schemas/RemoveJsonRequest' } },
+              'application/x-www-form-urlencoded': { schema: { $ref: '#/components/schemas/RemoveJsonRequest' } },
+            },
+          },
           responses: {
             '200': {
-              description: 'The processed image.',
+              description: 'The processed image; with Accept: application/json, JSON holding it in base64.',
               headers: {
                 'X-Request-ID': { $ref: '#/components/headers/RequestId' },
                 'X-Processing-Time-Ms': { schema: { type: 'integer' } },
                 'X-Image-Width': { schema: { type: 'integer' } },
                 'X-Image-Height': { schema: { type: 'integer' } },
+                'X-Foreground-Top': { schema: { type: 'integer' }, description: "The subject's box in the result's pixels." },
+                'X-Foreground-Left': { schema: { type: 'integer' } },
+                'X-Foreground-Width': { schema: { type: 'integer' } },
+                'X-Foreground-Height': { schema: { type: 'integer' } },
                 'X-Credits-Charged': { schema: { type: 'integer', enum: [0, 1] } },
                 'X-Credits-Remaining': { schema: { type: 'integer' } },
                 ...rateHeaders,
@@ -245,9 +290,10 @@ export function openApiDocument(): Record<string, unknown> {
                 'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
                 'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
                 'image/webp': { schema: { type: 'string', contentMediaType: 'image/webp' } },
+                'application/json': { schema: { $ref: '#/components/schemas/RemoveJsonAnswer' } },
               },
             },
-            '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large'], rateHeaders),
+            '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large', 'invalid_roi', 'invalid_image_url'], rateHeaders),
             '401': errorResponse('Missing or invalid API key.', ['authentication_error'], bearerChallenge),
             '402': errorResponse('No credits left in the billing cycle.', ['payment_required'], rateHeaders),
             '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
@@ -257,7 +303,11 @@ export function openApiDocument(): Record<string, unknown> {
               ...retryAfter,
             }),
             '415': errorResponse('Not a JPG, PNG or WebP image.', ['unsupported_media_type'], rateHeaders),
-            '422': errorResponse('The image cannot be decoded, or has no subject.', ['invalid_image', 'foreground_not_found'], rateHeaders),
+            '422': errorResponse(
+              'The image cannot be decoded or downloaded, or has no subject.',
+              ['invalid_image', 'foreground_not_found', 'failed_image_download'],
+              rateHeaders,
+            ),
             '408': bodyTimeout['408'],
             '429': keyedErrors['429'],
             '500': errorResponse('Internal error; not charged.', ['internal_server_error']),

@@ -12,7 +12,7 @@
  * (store.batches.start / finish), which writes the events in the same transaction.
  */
 import type { Logger } from '../config/logger.js';
-import { BgoneError, type OutputFormat, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
+import { BgoneError, type EncodedFormat, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
@@ -28,17 +28,29 @@ export interface QueuedImage {
   data: Buffer;
   /** Checked on arrival (api/batch-routes.ts), its memory estimate included: run as it is. */
   job: PreparedJob;
-  /** The batch's options as the client gave them: what a peer that claims the image prepares it with. */
+  /**
+   * The batch's text options as the client gave them (a background URL already downloaded: its
+   * bytes are the job's background): what a peer that claims the image prepares it with, given the
+   * bytes of the image and of the background.
+   */
   options: RemoveBackgroundOptions;
   /** Claimed from another node's queue: already 'processing' in the store, run without start(). */
   claimed?: boolean | undefined;
+}
+
+/**
+ * The bytes a queued image holds in the batch memory budget: its own, and its batch's background
+ * image (one Buffer shared by the batch's images, counted with each: an upper bound).
+ */
+export function inputBytes(image: Pick<QueuedImage, 'data' | 'job'>): number {
+  return image.data.length + (image.job.background?.length ?? 0);
 }
 
 export interface HeldResult {
   accountId: number;
   batchId: string;
   data: Buffer;
-  format: OutputFormat;
+  format: EncodedFormat;
   width: number;
   height: number;
   requestId: string;
@@ -127,7 +139,7 @@ export class BatchRunner {
 
   /** Runs an image claimed from another node (its bytes pulled from there), accounted here from now on. */
   enqueueClaimed(image: QueuedImage): void {
-    this.#options.budget.take(image.accountId, image.data.length);
+    this.#options.budget.take(image.accountId, inputBytes(image));
     this.enqueue([{ ...image, claimed: true }]);
   }
 
@@ -150,7 +162,7 @@ export class BatchRunner {
       if (kept.length === 0) this.#queues.delete(image.accountId);
       else this.#queues.set(image.accountId, kept);
     }
-    this.#options.budget.give(image.accountId, image.data.length);
+    this.#options.budget.give(image.accountId, inputBytes(image));
     return true;
   }
 
@@ -170,7 +182,7 @@ export class BatchRunner {
       const kept = queue.filter((image) => {
         if (image.batchId !== batchId) return true;
         this.#inputs.delete(image.imageId);
-        this.#options.budget.give(image.accountId, image.data.length);
+        this.#options.budget.give(image.accountId, inputBytes(image));
         return false;
       });
       if (kept.length === 0) this.#queues.delete(accountId);
@@ -246,7 +258,7 @@ export class BatchRunner {
     const image = this.#inputs.get(imageId);
     if (!image) return;
     this.#inputs.delete(imageId);
-    this.#options.budget.give(image.accountId, image.data.length);
+    this.#options.budget.give(image.accountId, inputBytes(image));
   }
 
   #drop(imageId: string): void {
@@ -341,7 +353,7 @@ export class BatchRunner {
   ): Promise<void> {
     const { store, logger, budget } = this.#options;
     this.#inputs.delete(image.imageId);
-    budget.give(image.accountId, image.data.length);
+    budget.give(image.accountId, inputBytes(image));
     try {
       if (outcome.status === 'succeeded' && result) {
         // Kept for the TTL from now, when it ends (the store's finished_at, a moment later, gives

@@ -4,6 +4,7 @@
  * value or an unexpected argument is a UsageError (exit code 2) naming the command and its options.
  */
 import { parseArgs as parseArgv } from 'node:util';
+import { cliFlag, optionsFor } from '../lib/option-table.js';
 
 export class UsageError extends Error {}
 
@@ -27,18 +28,12 @@ const ACCOUNT = { account: { type: 'string' } } as const satisfies OptionTable;
 
 const NONE = { max: 0, name: '' };
 
-/** The library's options, as `bgone remove` takes them (the same names as the API's fields). */
-const REMOVE_OPTIONS = {
+/** The library's options, as `bgone remove` takes them: the option table's CLI rows, the API's names with dashes. */
+const REMOVE_OPTIONS: OptionTable = {
   ...HELP_OPTIONS,
   out: { type: 'string' },
-  format: { type: 'string' },
-  channels: { type: 'string' },
-  'bg-color': { type: 'string' },
-  size: { type: 'string' },
-  crop: { type: 'string' },
-  padding: { type: 'string' },
-  model: { type: 'string' },
-} as const satisfies OptionTable;
+  ...Object.fromEntries(optionsFor('cli').map((row) => [cliFlag(row), { type: 'string' } as const])),
+};
 
 /** Every command line bgone accepts, by its command words. */
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {

@@ -8,7 +8,7 @@ import { StoreError } from '../store/index.js';
 import { adminCommand } from './admin.js';
 import { parseCommandLine, UsageError } from './args.js';
 import { modelsCommand } from './models.js';
-import { removeCommand } from './remove.js';
+import { REMOVE_FLAGS_HELP, removeCommand } from './remove.js';
 import { serveCommand } from './serve.js';
 
 const USAGE = `usage: bgone <command>
@@ -30,9 +30,8 @@ const USAGE = `usage: bgone <command>
   models list                               the manifest's models, and which are installed
   models add <name...>                      install more models (npm install puts only the default;
                                             BGONE_MODELS=a,b at install time asks for others)
-  remove <files or folders> --out DIR       run the library locally over many images
-        [--format png|jpg|webp] [--channels rgba|alpha] [--bg-color C] [--size S]
-        [--crop true|W:H] [--padding 10%] [--model M]
+  remove <files or folders> --out DIR       run the library locally over many images, with:
+${REMOVE_FLAGS_HELP}
 
 A is an account id or e-mail. Operator commands use BGONE_DB (default data/bgone.db) or --db,
 or PostgreSQL with BGONE_DATABASE_URL or --database-url.
@@ -48,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serveCommand();
     case 'remove':
-      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY, _ADDON_BUILD
+      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _ORT_LIBRARY, _ADDON_BUILD, _FETCH_ALLOW_PRIVATE
       return removeCommand(parsed);
     case 'models':
       return modelsCommand(parsed);

@@ -6,11 +6,39 @@
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
 import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { cliFlag, type OptionRow, optionsFor } from '../lib/option-table.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
+import { librarySettings } from '../lib/settings.js';
+import { downloadSources, needsDownload } from '../lib/sources.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
 const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp' } as const;
+
+/** One help line per option the command line takes (the option table's CLI rows). */
+export const REMOVE_FLAGS_HELP = optionsFor('cli')
+  .map((row) => {
+    const flag = `--${cliFlag(row)} ${row.part === 'file' ? 'FILE' : row.example}`;
+    return `        ${flag.padEnd(34)} ${row.description.split('. ')[0]!.replace(/\.$/, '')}`;
+  })
+  .join('\n');
+
+/** The library's options from the flags: a file row's flag names a file, read here. */
+function optionsFromFlags(args: ParsedArgs): RemoveBackgroundOptions {
+  const options: Record<string, unknown> = {};
+  for (const row of optionsFor('cli') as OptionRow[]) {
+    const value = stringFlag(args, cliFlag(row));
+    if (value === undefined) continue;
+    if (row.part === 'file') {
+      try {
+        options[row.key] = readFileSync(value);
+      } catch (err) {
+        throw new UsageError(`--${cliFlag(row)}: ${value} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      }
+    } else options[row.key] = value;
+  }
+  return options as RemoveBackgroundOptions;
+}
 
 function collect(paths: string[]): string[] {
   const files: string[] = [];
@@ -36,16 +64,9 @@ function progress(done: number, total: number, failed: number, started: number):
 export async function removeCommand(args: ParsedArgs): Promise<number> {
   if (args.positionals.length === 0) throw new UsageError('remove needs at least one file or folder');
   const out = resolve(requiredFlag(args, 'out'));
-  const options: RemoveBackgroundOptions = {
-    format: stringFlag(args, 'format'),
-    channels: stringFlag(args, 'channels'),
-    bgColor: stringFlag(args, 'bg-color'),
-    size: stringFlag(args, 'size'),
-    crop: stringFlag(args, 'crop'),
-    padding: stringFlag(args, 'padding'),
-    model: stringFlag(args, 'model'),
-  };
-  const normalised = normaliseOptions(options); // fail before reading any file, and once for them all
+  let normalised = normaliseOptions(optionsFromFlags(args)); // fail before reading any file, and once for them all
+  // A background by URL is downloaded once for every image.
+  if (needsDownload(normalised)) normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate });
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');
   mkdirSync(out, { recursive: true });

@@ -12,7 +12,7 @@
  */
 import type { BatchRunner } from '../batches/batch-runner.js';
 import type { Logger } from '../config/logger.js';
-import type { PreparedJob } from '../lib/index.js';
+import type { PreparedJob, RemoveBackgroundOptions } from '../lib/index.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -102,7 +102,7 @@ export class ClaimWorker {
       requestId: claimed.requestId,
       data: input.data,
       job,
-      options: input.options,
+      options: textOptions(input.options),
     });
     await peers.dropInput(claimed.holder, claimed.imageId);
   }
@@ -134,4 +134,10 @@ export class ClaimWorker {
     });
     this.#options.onEvent?.();
   }
+}
+
+/** The options without the background image's bytes, which the job holds. */
+function textOptions(options: RemoveBackgroundOptions): RemoveBackgroundOptions {
+  const { bgImageFile: _bytes, ...text } = options;
+  return text;
 }

@@ -55,8 +55,10 @@ export function mountInternal(router: Router, deps: InternalDeps): void {
     handsHeld('image', (imageId) => {
       const image = runner.input(imageId);
       if (!image) return undefined;
-      const meta: InputMeta = { options: image.options };
-      return { data: image.data, meta };
+      // The batch's background image, if any, follows the image's bytes in the body.
+      const background = image.job.background;
+      const meta: InputMeta = { options: image.options, imageBytes: image.data.length };
+      return { data: background ? Buffer.concat([image.data, background]) : image.data, meta };
     }),
     fallback,
   );

@@ -8,7 +8,7 @@
  * only that one. An unmarked 404 is a refusal, never "the image is gone".
  */
 import type { HeldResult } from '../batches/batch-runner.js';
-import type { OutputFormat, RemoveBackgroundOptions } from '../lib/index.js';
+import type { EncodedFormat, RemoveBackgroundOptions } from '../lib/index.js';
 import type { PeerNode } from '../store/index.js';
 import { CLUSTER_SECRET_HEADER, type ClusterSecrets } from './secret.js';
 
@@ -54,8 +54,9 @@ function decodeMeta<T>(value: string | null): T {
   return JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as T;
 }
 
-export type InputMeta = { options: RemoveBackgroundOptions };
-export type ResultMeta = Pick<HeldResult, 'format' | 'width' | 'height' | 'requestId' | 'expiresAt'> & { format: OutputFormat };
+/** A queued image's options, and where its bytes end in the body (the batch's background image follows them). */
+export type InputMeta = { options: RemoveBackgroundOptions; imageBytes: number };
+export type ResultMeta = Pick<HeldResult, 'format' | 'width' | 'height' | 'requestId' | 'expiresAt'> & { format: EncodedFormat };
 
 /** What this node moved to and from its peers, for the metrics and the bench. */
 export interface PeerTraffic {
@@ -88,9 +89,12 @@ export class PeerClient {
     if (!accepted(res)) throw new Error(`peer refused the cluster secret (${res.status}) when copying an input`);
     if (res.status === 404) return undefined;
     if (!res.ok) throw new Error(`peer answered ${res.status} to copying an input`);
-    const data = Buffer.from(await res.arrayBuffer());
-    this.traffic.bytesIn += data.length;
-    return { data, options: decodeMeta<InputMeta>(res.headers.get(META_HEADER)).options };
+    const body = Buffer.from(await res.arrayBuffer());
+    this.traffic.bytesIn += body.length;
+    const { options, imageBytes } = decodeMeta<InputMeta>(res.headers.get(META_HEADER));
+    if (!(imageBytes >= 0 && imageBytes <= body.length)) throw new Error('peer answer whose metadata does not fit its body');
+    if (imageBytes === body.length) return { data: body, options };
+    return { data: body.subarray(0, imageBytes), options: { ...options, bgImageFile: body.subarray(imageBytes) } };
   }
 
   /**

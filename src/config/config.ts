@@ -24,6 +24,11 @@ export interface LibraryConfig {
   onnxRuntimeLibrary: string | undefined;
   /** BGONE_ADDON_BUILD: 'auto' (default: the AVX2 build where the CPU runs it) or 'baseline'. */
   addonBuild: AddonBuild;
+  /**
+   * BGONE_FETCH_ALLOW_PRIVATE=true: image URLs (image_url, bg_image_url) may lead to loopback,
+   * private or link-local addresses (local setups, tests).
+   */
+  fetchAllowPrivate: boolean;
 }
 
 /** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
@@ -114,11 +119,6 @@ export interface Config {
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
-  /**
-   * BGONE_FETCH_ALLOW_PRIVATE=true: image URLs (image_url, bg_image_url) may lead to loopback,
-   * private or link-local addresses (local setups, tests); the library's fetchImageUrl allowPrivate.
-   */
-  fetchAllowPrivate: boolean;
   /** The dashboard's sign-up (docs/contract.md, "Abuse limits"). */
   signup: SignupConfig;
   batches: BatchConfig;
@@ -229,7 +229,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrapAccount: bool(env, 'BGONE_BOOTSTRAP_ACCOUNT', true),
     http: httpChoice(env),
     trustProxy: bool(env, 'BGONE_TRUST_PROXY', false),
-    fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),
     signup: {
       enabled: bool(env, 'BGONE_SIGNUP', true),
       perIpPerHour: int(env, 'BGONE_SIGNUP_PER_IP_PER_HOUR', 5, 1, 1_000_000),
@@ -272,6 +271,7 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     cudaMemLimitMb,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
     addonBuild: addonBuildChoice(env),
+    fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),
   };
 }
 

@@ -131,14 +131,14 @@ export const JS = `
 
   form.addEventListener('submit', function (event) {
     event.preventDefault();
-    var file = form.elements.image_file.files[0];
-    if (!file) { status.textContent = 'Choose an image first.'; return; }
+    // Every control of the form that holds something: a chosen file, or a value.
     var data = new FormData();
-    ['format', 'channels', 'size', 'crop', 'padding', 'bg_color'].forEach(function (name) {
-      var field = form.elements[name];
-      if (field && field.value.trim() !== '') data.append(name, field.value.trim());
+    Array.prototype.forEach.call(form.elements, function (field) {
+      if (!field.name) return;
+      if (field.type === 'file') { if (field.files[0]) data.append(field.name, field.files[0], field.files[0].name); }
+      else if (field.value.trim() !== '') data.append(field.name, field.value.trim());
     });
-    data.append('image_file', file, file.name);
+    if (!data.has('image_file') && !data.has('image_url')) { status.textContent = 'Choose an image first, or give its URL.'; return; }
     submit.disabled = true;
     status.textContent = 'Processing…';
     var started = Date.now();

@@ -13,6 +13,7 @@
 import { type HttpError, httpError } from './errors.js';
 import { type FormShape, MultipartParser, type ParsedForm } from './multipart.js';
 import { newRequestId } from './request-id.js';
+import { parseTextForm, textFormKind } from './text-form.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
 
 export type { FormShape, ParsedForm, UploadedImage } from './multipart.js';
@@ -84,6 +85,8 @@ export interface FormLimits<F extends string = string> {
    * with that error (the batch memory budget, which the bytes must keep fitting).
    */
   check?: ((bytesSoFar: number) => Error | undefined) | undefined;
+  /** Also take the form as application/json or application/x-www-form-urlencoded (text-form.ts; no file parts then). */
+  textBodies?: boolean | undefined;
 }
 
 type BodyHandler = (chunk: Uint8Array, isLast: boolean) => void;
@@ -277,6 +280,15 @@ export class Exchange {
    * of a body too late or too slow, or ClientGoneError, whichever comes first: parsing stops there.
    */
   readForm<F extends string>(limits: FormLimits<F>): Promise<ParsedForm<F>> {
+    const textKind = limits.textBodies ? textFormKind(this.req.header('content-type')) : undefined;
+    if (textKind) {
+      return this.readBody(limits.maxBodyBytes).then(
+        (body) => parseTextForm(textKind, body, limits.form),
+        (err) => {
+          throw err instanceof BodyTooLargeError ? limits.tooLarge() : err;
+        },
+      );
+    }
     if (this.bodyTaken) return Promise.reject(new Error('the body was already read'));
     this.bodyTaken = true;
     const parser = new MultipartParser(this.req.header('content-type'), limits.form);

@@ -1,20 +1,19 @@
 /**
  * Streaming multipart/form-data parsing with busboy, fed chunk by chunk by the exchange's readForm
  * (routes use that, not this module). Every limit is set (busboy's defaults are unlimited): the
- * caller's shape of the form (its text fields, its file parts' name, how many files of what size),
- * small text fields, bounded part count and header sizes. The images stay in memory only.
+ * caller's shape of the form (its text fields and the longest value of each, its file parts' names,
+ * how many files of what size), bounded part count and header sizes. The files stay in memory only.
  */
 import busboy from 'busboy';
 import { type HttpError, httpError } from './errors.js';
 
 /** What a form may hold, as its route declares it. */
 export interface FormShape<F extends string = string> {
-  /** The text fields allowed, each at most once. */
-  fields: readonly F[];
-  /** The name of the file parts (the images). */
-  file: string;
-  /** How many file parts, each of at most maxFileBytes, all of them together at most maxTotalBytes. */
-  maxImages: number;
+  /** The text fields allowed, each at most once, with the longest value of each in bytes. */
+  fields: Readonly<Record<F, number>>;
+  /** The file parts allowed, by name, with how many parts of that name. */
+  files: Readonly<Record<string, number>>;
+  /** Each file part at most maxFileBytes, all of them together at most maxTotalBytes. */
   maxFileBytes: number;
   maxTotalBytes: number;
 }
@@ -26,10 +25,8 @@ export interface UploadedImage {
 }
 
 export interface ParsedForm<F extends string = string> {
-  /** The first file part. */
-  image: Buffer | undefined;
-  /** Every file part, in order. */
-  images: UploadedImage[];
+  /** The file parts by name, each name's in order. */
+  files: Partial<Record<string, UploadedImage[]>>;
   fields: Partial<Record<F, string>>;
 }
 
@@ -40,18 +37,20 @@ export class MultipartParser<F extends string = string> {
   private resolve!: (form: ParsedForm<F>) => void;
   private reject!: (err: HttpError) => void;
   private totalBytes = 0;
-  private readonly images: UploadedImage[] = [];
+  private readonly files: Record<string, UploadedImage[]> = {};
   private readonly fields: Partial<Record<F, string>> = {};
   /** File parts announced whose stream has not ended yet. */
   private pendingFiles = 0;
-  /** File parts announced so far: each one's place in `images`. */
-  private announced = 0;
+  /** File parts announced so far, by name: each one's place in `files[name]`. */
+  private readonly announced: Record<string, number> = {};
   private parserClosed = false;
 
   constructor(contentType: string, shape: FormShape<F>) {
-    const limits = shape;
-    const file = shape.file;
-    const allowed = [...shape.fields, file];
+    const fieldNames = Object.keys(shape.fields) as F[];
+    const fileNames = Object.keys(shape.files);
+    const maxFiles = fileNames.reduce((sum, name) => sum + shape.files[name]!, 0);
+    const allowed = [...fieldNames, ...fileNames];
+    const longest = Math.max(256, ...fieldNames.map((name) => shape.fields[name]));
     this.done = new Promise<ParsedForm<F>>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
@@ -63,16 +62,17 @@ export class MultipartParser<F extends string = string> {
     }
     try {
       // busboy reports fileSize, fieldSize and parts as exceeded as soon as a count *reaches* its
-      // limit, hence one more than what is allowed: an image of exactly maxFileBytes, a field of 256
-      // bytes, the images with every field.
+      // limit, hence one more than what is allowed: a file of exactly maxFileBytes, the longest
+      // field's longest value, the files with every field.
       this.parser = busboy({
         headers: { 'content-type': contentType },
         limits: {
           fileSize: shape.maxFileBytes + 1,
-          files: limits.maxImages,
-          fields: shape.fields.length,
-          parts: shape.fields.length + limits.maxImages + 1,
-          fieldSize: 257,
+          // One file more than allowed reaches the 'file' handler, which names the part refused.
+          files: maxFiles + 1,
+          fields: fieldNames.length,
+          parts: fieldNames.length + maxFiles + 2,
+          fieldSize: longest + 1,
           fieldNameSize: 64,
           headerPairs: 8,
         },
@@ -85,29 +85,37 @@ export class MultipartParser<F extends string = string> {
     const p = this.parser;
     p.on('file', (name, stream, info) => {
       stream.on('error', () => {}); // see below: every file stream needs an error listener
-      if (name !== file) {
+      const most = Object.hasOwn(shape.files, name) ? shape.files[name]! : 0;
+      if (most === 0) {
         stream.resume();
-        this.fail(httpError('validation_error', `Unknown file part "${name}": the image goes in ${file}.`, { field: name }));
+        const where = fieldNames.includes(name as F) ? `${name} is a text field, not a file part.` : `Unknown file part "${name}".`;
+        this.fail(httpError('validation_error', `${where} The file parts are ${fileNames.join(', ')}.`, { field: name, allowed }));
         return;
       }
-      if (limits.maxImages === 1 && this.announced >= 1) {
+      const position = this.announced[name] ?? 0;
+      if (position >= most) {
         stream.resume();
-        this.fail(httpError('validation_error', `Only one ${file} part is allowed.`, { field: file }));
+        this.fail(
+          httpError('validation_error', most === 1 ? `Only one ${name} part is allowed.` : `At most ${most} ${name} parts are allowed.`, {
+            field: name,
+            limit: most,
+          }),
+        );
         return;
       }
+      this.announced[name] = position + 1;
       // Per part: busboy may announce the next part before the previous one's stream has ended.
       this.pendingFiles++;
-      const position = this.announced++;
       const chunks: Buffer[] = [];
       let bytes = 0;
       stream.on('data', (chunk: Buffer) => {
         bytes += chunk.length;
         this.totalBytes += chunk.length;
-        if (this.totalBytes > limits.maxTotalBytes) {
+        if (this.totalBytes > shape.maxTotalBytes) {
           this.fail(
-            httpError('image_too_large', `The images are larger than ${limits.maxTotalBytes / 1024 / 1024} MB in all.`, {
-              field: file,
-              limit_bytes: limits.maxTotalBytes,
+            httpError('image_too_large', `The files are larger than ${shape.maxTotalBytes / 1024 / 1024} MB in all.`, {
+              field: name,
+              limit_bytes: shape.maxTotalBytes,
             }),
           );
           return;
@@ -116,30 +124,34 @@ export class MultipartParser<F extends string = string> {
       });
       // A body that ends inside the part makes busboy destroy the file stream with an error;
       // unhandled, it would crash the process.
-      stream.on('error', () => this.fail(httpError('validation_error', 'Malformed multipart/form-data body: the image part is incomplete.', { field: file })));
+      stream.on('error', () =>
+        this.fail(httpError('validation_error', `Malformed multipart/form-data body: the ${name} part is incomplete.`, { field: name })),
+      );
       stream.on('limit', () =>
         this.fail(
-          httpError('image_too_large', `The image is larger than ${shape.maxFileBytes / 1024 / 1024} MB.`, {
-            field: file,
+          httpError('image_too_large', `The ${name} part is larger than ${shape.maxFileBytes / 1024 / 1024} MB.`, {
+            field: name,
             limit_bytes: shape.maxFileBytes,
           }),
         ),
       );
       stream.on('end', () => {
         if (this.settled) return;
-        this.images[position] = { filename: (info.filename ?? '').slice(0, 255), data: Buffer.concat(chunks, bytes) };
+        const parts = this.files[name] ?? [];
+        parts[position] = { filename: (info.filename ?? '').slice(0, 255), data: Buffer.concat(chunks, bytes) };
+        this.files[name] = parts;
         this.pendingFiles--;
         this.maybeFinish();
       });
     });
     p.on('field', (name, value, info) => {
-      if (!(shape.fields as readonly string[]).includes(name)) {
-        if (name === file) this.fail(httpError('validation_error', `${file} must be a file part.`, { field: file }));
+      if (!Object.hasOwn(shape.fields, name)) {
+        if (Object.hasOwn(shape.files, name)) this.fail(httpError('validation_error', `${name} must be a file part.`, { field: name }));
         else this.fail(httpError('validation_error', `Unknown field "${name}".`, { field: name, allowed }));
         return;
       }
-      if (info.valueTruncated) {
-        this.fail(httpError('validation_error', `Field "${name}" is too long.`, { field: name }));
+      if (info.valueTruncated || Buffer.byteLength(value) > shape.fields[name as F]) {
+        this.fail(httpError('validation_error', `Field "${name}" is too long (at most ${shape.fields[name as F]} bytes).`, { field: name }));
         return;
       }
       if (this.fields[name as F] !== undefined) {
@@ -148,14 +160,7 @@ export class MultipartParser<F extends string = string> {
       }
       this.fields[name as F] = value;
     });
-    p.on('filesLimit', () =>
-      this.fail(
-        httpError('validation_error', limits.maxImages === 1 ? `Only one ${file} part is allowed.` : `At most ${limits.maxImages} ${file} parts are allowed.`, {
-          field: file,
-          limit: limits.maxImages,
-        }),
-      ),
-    );
+    p.on('filesLimit', () => this.fail(httpError('validation_error', `At most ${maxFiles} file parts are allowed.`, { limit: maxFiles })));
     p.on('fieldsLimit', () => this.fail(httpError('validation_error', 'Too many fields.', { allowed })));
     p.on('partsLimit', () => this.fail(httpError('validation_error', 'Too many parts.', { allowed })));
     p.on('error', () => this.fail(httpError('validation_error', 'Malformed multipart/form-data body.')));
@@ -191,7 +196,7 @@ export class MultipartParser<F extends string = string> {
   /** Stops parsing after an answer was already decided (or the client went away). */
   abort(): void {
     this.settled = true;
-    this.images.length = 0;
+    this.dropFiles();
     this.parser?.removeAllListeners();
     this.parser?.on('error', () => {});
   }
@@ -199,13 +204,17 @@ export class MultipartParser<F extends string = string> {
   private maybeFinish(): void {
     if (this.settled || !this.parserClosed || this.pendingFiles > 0) return;
     this.settled = true;
-    this.resolve({ image: this.images[0]?.data, images: this.images, fields: this.fields });
+    this.resolve({ files: this.files, fields: this.fields });
   }
 
   private fail(err: HttpError): void {
     if (this.settled) return;
     this.settled = true;
-    this.images.length = 0;
+    this.dropFiles();
     this.reject(err);
+  }
+
+  private dropFiles(): void {
+    for (const name of Object.keys(this.files)) delete this.files[name];
   }
 }

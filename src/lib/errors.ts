@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'invalid_image_url',
   'failed_image_download',
   'internal_error',
+  'invalid_roi',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -32,6 +33,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   invalid_image_url: 400,
   failed_image_download: 422,
   internal_error: 500,
+  invalid_roi: 400,
 });
 
 const MESSAGES: Record<ErrorCode, string> = {
@@ -44,6 +46,7 @@ const MESSAGES: Record<ErrorCode, string> = {
   invalid_image_url: 'The image URL is not valid: it must be an http:// or https:// URL without credentials, at most 2048 characters.',
   failed_image_download: 'The image could not be downloaded from its URL.',
   internal_error: 'The image could not be processed because of an internal error.',
+  invalid_roi: 'The region of interest is empty or reaches outside the image.',
 };
 
 export class BgoneError extends Error {

@@ -9,17 +9,20 @@ import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { forgetModels, getModel } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
-import type { OutputFormat, RemoveBackgroundOptions } from './options.js';
-import { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
+import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
+import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
+import { downloadSources, needsDownload } from './sources.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
 export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
 export { addonFileInUse, type ForegroundBox, type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
+export { type Carrier, cliFlag, OPTION_TABLE, OPTIONS, type OptionRow, optionsFor } from './option-table.js';
 export {
   CHANNELS,
   type Channels,
+  type EncodedFormat,
   FORMATS,
   MAX_FILE_BYTES,
   MAX_SIDE,
@@ -53,7 +56,8 @@ export interface RemoveBackgroundResult {
   data: Buffer;
   width: number;
   height: number;
-  format: OutputFormat;
+  /** What the data is (format=auto becomes png or jpg). */
+  format: EncodedFormat;
   /** 1 (alpha mask), 3 (opaque) or 4 (with transparency). */
   channels: number;
   /** The subject's box in the result's pixels (clipped to it; all 0 when it falls outside). */
@@ -62,7 +66,7 @@ export interface RemoveBackgroundResult {
   timings: Timings;
 }
 
-export const MEDIA_TYPES: Record<OutputFormat, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
+export const MEDIA_TYPES: Record<EncodedFormat, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
 
 /** Background jobs (batch work) wait this long after a normal job ends before they go in. */
 const BACKGROUND_GRACE_MS = 250;
@@ -178,13 +182,16 @@ function checkRunOptions(run: unknown): { priority: RunPriority; signal: AbortSi
 }
 
 /**
- * Runs a job: `input` and `options` (checked by prepareJob first), or a job prepareJob already
- * checked, which is not checked again. Queues for the native core as `run` says.
+ * Runs a job: `input` and `options` (checked by prepareJob first), options that carry the image
+ * themselves (imageFile, imageUrl or imageFileB64), or a job prepareJob already checked, which is
+ * not checked again. URLs are downloaded first (the fetchAllowPrivate setting says whether private
+ * addresses may be). Queues for the native core as `run` says.
  */
 export async function removeBackground(input: Buffer | Uint8Array, options?: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
+export async function removeBackground(options: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(job: PreparedJob, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(
-  input: Buffer | Uint8Array | PreparedJob,
+  input: Buffer | Uint8Array | PreparedJob | RemoveBackgroundOptions,
   second?: RemoveBackgroundOptions | RunOptions,
   third?: RunOptions,
 ): Promise<RemoveBackgroundResult> {
@@ -194,12 +201,21 @@ export async function removeBackground(
     job = input;
     run = checkRunOptions(second);
   } else {
-    job = prepareJob(input as Buffer | Uint8Array, second as RemoveBackgroundOptions | undefined); // null stays null: a validation_error
-    run = checkRunOptions(third);
+    // The image as the first argument, or inside the options (null stays null: a validation_error).
+    const bytes = input instanceof Uint8Array ? input : undefined;
+    const options = (bytes ? second : input) as RemoveBackgroundOptions | undefined;
+    run = checkRunOptions(bytes ? third : second);
+    if (bytes === undefined && (input === undefined || input === null)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
+    let normalised = normaliseOptions(options);
+    imageSource(bytes, normalised); // one source, before anything is downloaded
+    if (needsDownload(normalised)) {
+      normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate, signal: run.signal });
+    }
+    job = prepareJob(bytes, normalised);
   }
   const handle = await getModel(job.model);
   try {
-    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle, null), run.priority, run.signal);
+    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle, job.background), run.priority, run.signal);
     return result;
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason

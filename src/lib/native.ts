@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
-import type { NativeOptions, OutputFormat } from './options.js';
+import type { EncodedFormat, NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { type AddonBuild, librarySettings } from './settings.js';
 
@@ -48,7 +48,7 @@ export interface NativeResult {
   height: number;
   channels: number;
   /** What was encoded (format auto decided). */
-  format: OutputFormat;
+  format: EncodedFormat;
   /** The subject's box (mask ≥ 0.5) in the result's pixels, clipped to it; all 0 when it falls outside. */
   foreground: ForegroundBox;
   timings: NativeTimings;

@@ -1,23 +1,28 @@
 /**
- * Validation and normalisation of the processing options, shared by the library API, the HTTP
- * service and the CLI. The service's form fields arrive as strings; the library also accepts
- * booleans and numbers. Every value outside the spec is a validation_error naming the field and its
- * allowed values: nothing is silently ignored. The result is the one flat object the addon reads,
- * with every field set: the defaults live here (DEFAULTS, TUNING), and the C++ side has none.
+ * What the options mean together, shared by the library API, the HTTP service, batches and the CLI:
+ * each option is parsed by its row of the option table (option-table.ts); here are the rules
+ * between them (one source of the image, one background, the default position), the defaults
+ * (DEFAULTS, TUNING) and the one flat object the addon reads, with every field set (the C++ side has
+ * no defaults). Every value outside the table is an error naming the field: nothing is silently
+ * ignored, an unknown option included.
  */
-import { COLOR_FORMS, parseColor, type Rgba } from './colors.js';
+import type { Rgba } from './colors.js';
 import { BgoneError } from './errors.js';
+import { type Channels, MAX_SIDE, type OutputFormat, type Padding, type ParsedOptions, parseOptions, type RoiValue, type SizePreset } from './option-table.js';
 
 export { parseColor } from './colors.js';
-
-export const FORMATS = ['png', 'jpg', 'webp'] as const;
-export const CHANNELS = ['rgba', 'alpha'] as const;
-export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
-export type OutputFormat = (typeof FORMATS)[number];
-/** What the native core is asked for: a format, or auto (PNG where the output has transparency, else JPG). */
-export type NativeFormat = OutputFormat | 'auto';
-export type Channels = (typeof CHANNELS)[number];
-export type SizePreset = (typeof SIZES)[number];
+export {
+  CHANNELS,
+  type Channels,
+  type EncodedFormat,
+  FORMATS,
+  MAX_FILE_BYTES,
+  MAX_SIDE,
+  type OutputFormat,
+  PADDING_PATTERN,
+  SIZES,
+  type SizePreset,
+} from './option-table.js';
 
 /** Pixel budget of each size preset (docs/contract.md): the output is scaled down to fit, never up. */
 export const SIZE_PIXELS: Record<SizePreset, number> = {
@@ -26,9 +31,6 @@ export const SIZE_PIXELS: Record<SizePreset, number> = {
   hd: 4_000_000,
   full: 16_000_000,
 };
-
-export const MAX_FILE_BYTES = 20 * 1024 * 1024;
-export const MAX_SIDE = 6000;
 
 /** What each public option means when it is left out (undefined, null or ''). */
 const DEFAULTS = {
@@ -70,19 +72,44 @@ export const TUNING = {
   pngCompression: 1,
 };
 
+/**
+ * The library's options: every row of the option table (src/lib/option-table.ts) that the library
+ * takes, by its key. Any other key is a validation_error naming it.
+ */
 export interface RemoveBackgroundOptions {
-  /** png (default), jpg or webp. */
+  /** The image's bytes, when the first argument of removeBackground is this object. */
+  imageFile?: Buffer | Uint8Array;
+  /** The image, downloaded from an http or https URL (removeBackground only: prepareJob does not download). */
+  imageUrl?: string;
+  /** The image as base64 text, with or without a data: prefix. */
+  imageFileB64?: string;
+  /** png (default), jpg, webp, or auto: PNG when the result has any transparency, else JPG. */
   format?: OutputFormat | string;
   /** rgba (default): the cut-out; alpha: a one-channel greyscale mask. */
   channels?: Channels | string;
   /** #RGB, #RRGGBB, #RRGGBBAA (with or without #), rgb(r, g, b), or a CSS colour name. */
   bgColor?: string | null;
+  /** An image behind the subject (JPG, PNG or WebP bytes), scaled to cover the result. */
+  bgImageFile?: Buffer | Uint8Array;
+  /** An image behind the subject, downloaded from an http or https URL (removeBackground only). */
+  bgImageUrl?: string;
   /** preview (0.25 MP), medium (1.5 MP), hd (4 MP), full (default, up to 16 MP). */
   size?: SizePreset | string;
   /** false (default), true (crop to the subject), or an aspect ratio "W:H" centred on the subject. */
   crop?: boolean | string;
-  /** Margin around the cropped subject as a share of its width: "10%", "0.1" or 0.1. Default 10 %. */
+  /**
+   * Margins around the cropped subject: one, two or four values (CSS order), each a percentage of
+   * the subject's width ("10%"), pixels ("20px") or a fraction (0.1). Default 10 %.
+   */
   padding?: string | number;
+  /** "10%".."100%" (or 0.1..1): the subject's larger side ratio to the result; "original" (default). */
+  scale?: string | number;
+  /** "original", "center", "x%" or "x% y%": where the subject (or the cut-out) sits in the result. */
+  position?: string;
+  /** "WxH": the exact size of the result. */
+  outputSize?: string;
+  /** "x1 y1 x2 y2", each px or %: the subject is looked for only inside this box. */
+  roi?: string;
   /** Model name from models/manifest.json; default: the manifest's default. */
   model?: string;
   /** Edge-aware matte refinement and foreground colour estimation (default true). */
@@ -94,8 +121,8 @@ export interface RemoveBackgroundOptions {
  * (a missing, mistyped or extra field is a TypeError there, never a default).
  */
 export interface NativeOptions extends Readonly<typeof TUNING> {
-  /** auto: PNG where any pixel of the output has alpha below 255 (always for channels=alpha), else JPG. */
-  format: NativeFormat;
+  /** auto: the native core picks PNG when the result has any transparency (always for channels=alpha), else JPG. */
+  format: OutputFormat;
   channels: Channels;
   /** bg_color as RGBA, or null: transparent (or white for JPEG). Always null for channels=alpha. */
   background: Rgba | null;
@@ -104,76 +131,44 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   /** The W:H of crop=aspect; 1:1 otherwise (unused then, but always valid). */
   aspectWidth: number;
   aspectHeight: number;
-  /** The crop's margin per side [top, right, bottom, left]: round(share × subject width) + px (source pixels). */
+  /** The crop's margins, top, right, bottom, left: each round(share x the subject's width) + px. */
   paddingShare: [number, number, number, number];
   paddingPx: [number, number, number, number];
-  /** 0: the subject keeps its size; else 0.1..1, its box's larger share of the canvas (width or height). */
+  /** 0: the subject keeps its size; else 0.1..1, the larger of its box's side ratios to the canvas. */
   scale: number;
-  /** null: "original"; else [x, y] in 0..1: the placed thing's left at x × (room left), top at y × (room left). */
+  /** null: original; else where the placed box sits, as shares of the free space (0.5, 0.5: centred). */
   position: [number, number] | null;
-  /** 0, 0: not set; else the exact output size (the size preset does not apply). */
+  /** The exact canvas (output_size); 0 x 0 when not set. */
   canvasWidth: number;
   canvasHeight: number;
-  /** The region the subject is looked for in, [x0, y0, x1, y1] image pixels (x1, y1 exclusive); outside it alpha is 0. */
+  /** The region of interest in image pixels (after EXIF orientation), x1 and y1 exclusive; null: the whole image. */
   roi: [number, number, number, number] | null;
   maxSide: number;
   refine: boolean;
 }
 
-function invalid(field: string, message: string, allowed?: unknown): never {
-  throw new BgoneError('validation_error', message, allowed === undefined ? { field } : { field, allowed });
+/** The image and background sources of a job, as given (downloads not yet done). */
+export interface JobSources {
+  imageFile: Buffer | undefined;
+  imageUrl: string | undefined;
+  imageFileB64: Buffer | undefined;
+  bgImageFile: Buffer | undefined;
+  bgImageUrl: string | undefined;
 }
 
-function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[], fallback: T): T {
-  if (value === undefined || value === null || value === '') return fallback;
-  if (typeof value === 'string' && (allowed as readonly string[]).includes(value.trim().toLowerCase())) {
-    return value.trim().toLowerCase() as T;
-  }
-  invalid(field, `${field} must be one of ${allowed.join(', ')}.`, allowed);
-}
-
-function parseCrop(value: unknown): Pick<NativeOptions, 'crop' | 'aspectWidth' | 'aspectHeight'> {
-  const none = { crop: 'none' as const, aspectWidth: 1, aspectHeight: 1 };
-  if (value === undefined || value === null || value === false || value === '') return none;
-  if (value === true) return { ...none, crop: 'subject' };
-  if (typeof value === 'string') {
-    const v = value.trim().toLowerCase();
-    if (v === 'false') return none;
-    if (v === 'true') return { ...none, crop: 'subject' };
-    const ratio = /^(\d{1,5}):(\d{1,5})$/.exec(v);
-    if (ratio) {
-      const w = Number(ratio[1]);
-      const h = Number(ratio[2]);
-      if (w > 0 && h > 0 && w / h <= 100 && h / w <= 100) return { crop: 'aspect', aspectWidth: w, aspectHeight: h };
-    }
-  }
-  invalid('crop', 'crop must be true, false or an aspect ratio W:H of positive integers (at most 100:1).', ['true', 'false', 'W:H']);
-}
-
-/**
- * Every padding text accepted: a percentage from 0% to 100% (up to 3 digits before the point), or a
- * fraction from 0 to 1. The OpenAPI document publishes this very pattern.
- */
-export const PADDING_PATTERN = /^(?:(\d{1,2}(?:\.\d+)?|0\d{2}(?:\.\d+)?|100(?:\.0+)?)%|0(?:\.\d+)?|1(?:\.0+)?|\.\d+)$/;
-
-function parsePadding(value: unknown): number | undefined {
-  if (value === undefined || value === null || value === '') return undefined;
-  let fraction = NaN;
-  if (typeof value === 'number') fraction = value;
-  else if (typeof value === 'string') {
-    const v = value.trim();
-    const match = PADDING_PATTERN.exec(v);
-    if (match) fraction = match[1] === undefined ? Number(v) : Number(match[1]) / 100;
-  }
-  if (!Number.isFinite(fraction) || fraction < 0 || fraction > 1) {
-    invalid('padding', 'padding must be a percentage between 0% and 100% (e.g. 10%) or a fraction between 0 and 1 (e.g. 0.1).', ['<n>%', '0.<n>']);
-  }
-  return fraction;
-}
+/** The roi as given: resolved to pixels against the image's size (resolveRoi) once it is known. */
+export type RoiSpec = [RoiValue, RoiValue, RoiValue, RoiValue];
 
 export interface NormalisedOptions {
+  /** The native options; `roi` is null here, and set from `roiSpec` for each image by prepareJob. */
   native: NativeOptions;
   model: string | undefined;
+  roiSpec: RoiSpec | undefined;
+  sources: JobSources;
+}
+
+function invalid(field: string, message: string, details: Record<string, unknown> = {}): never {
+  throw new BgoneError('validation_error', message, { field, ...details });
 }
 
 /**
@@ -188,38 +183,95 @@ export function isNormalised(options: unknown): options is NormalisedOptions {
   return typeof options === 'object' && options !== null && normalisedResults.has(options);
 }
 
-/** Validates public options; throws BgoneError('validation_error') naming the field. */
+/** At most one of `keys` given; two are a validation_error naming both (their API names). */
+function atMostOne(parsed: ParsedOptions, keys: ReadonlyArray<keyof ParsedOptions>, names: readonly string[], what: string): void {
+  const given = keys.flatMap((key, i) => (parsed[key] === undefined ? [] : [names[i]!]));
+  if (given.length > 1) invalid(given[0]!, `${given.join(' and ')} were both given: ${what}.`, { fields: given });
+}
+
+function paddingArrays(padding: Padding | undefined): Pick<NativeOptions, 'paddingShare' | 'paddingPx'> {
+  if (!padding) return { paddingShare: [DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding], paddingPx: [0, 0, 0, 0] };
+  return {
+    paddingShare: padding.map((m) => m.share) as NativeOptions['paddingShare'],
+    paddingPx: padding.map((m) => m.px) as NativeOptions['paddingPx'],
+  };
+}
+
+/**
+ * Validates public options by the option table; throws BgoneError naming the field (its API name).
+ * Sources are checked against each other (at most one), not for presence: the image may come as
+ * removeBackground's first argument.
+ */
 export function normaliseOptions(options: RemoveBackgroundOptions = {}): NormalisedOptions {
-  if (options === null || typeof options !== 'object') invalid('options', 'options must be an object.');
-  const format = oneOf('format', options.format, FORMATS, DEFAULTS.format);
-  const channels = oneOf('channels', options.channels, CHANNELS, DEFAULTS.channels);
-  const size = oneOf('size', options.size, SIZES, DEFAULTS.size);
-  const crop = parseCrop(options.crop);
-  const padding = parsePadding(options.padding);
-  const bg = options.bgColor;
-  if (bg !== undefined && bg !== null && typeof bg !== 'string') invalid('bg_color', 'bg_color must be a string.', COLOR_FORMS);
-  const background = typeof bg === 'string' && bg.trim() !== '' ? parseColor(bg) : undefined;
-  if (options.refine !== undefined && typeof options.refine !== 'boolean') invalid('refine', 'refine must be a boolean.');
-  if (options.model !== undefined && typeof options.model !== 'string') invalid('model', 'model must be a string.');
+  if (options === null || typeof options !== 'object' || Array.isArray(options) || options instanceof Uint8Array) {
+    invalid('options', 'options must be an object.');
+  }
+  const parsed = parseOptions(options as Record<string, unknown>);
+  atMostOne(parsed, ['imageFile', 'imageUrl', 'imageFileB64'], ['image_file', 'image_url', 'image_file_b64'], 'give exactly one source of the image');
+  atMostOne(parsed, ['bgColor', 'bgImageFile', 'bgImageUrl'], ['bg_color', 'bg_image_file', 'bg_image_url'], 'give at most one background');
+  const channels = parsed.channels ?? DEFAULTS.channels;
+  const crop = parsed.crop ?? { crop: 'none' as const, aspectWidth: 1, aspectHeight: 1 };
+  const [canvasWidth, canvasHeight] = parsed.outputSize ?? [0, 0];
+  const scale = parsed.scale ?? null;
+  // The default position: centred once something is placed, else where it was.
+  const position = parsed.position !== undefined ? parsed.position : scale !== null || canvasWidth > 0 ? ([0.5, 0.5] as [number, number]) : null;
+  const alphaOnly = channels === 'alpha';
   const native: NativeOptions = {
-    format,
+    format: parsed.format ?? DEFAULTS.format,
     channels,
     // A mask has no background.
-    background: background && channels === 'rgba' ? background : null,
-    maxPixels: SIZE_PIXELS[size],
+    background: parsed.bgColor && !alphaOnly ? parsed.bgColor : null,
+    maxPixels: SIZE_PIXELS[parsed.size ?? DEFAULTS.size],
     ...crop,
-    paddingShare: Array(4).fill(padding ?? DEFAULTS.padding) as NativeOptions['paddingShare'],
-    paddingPx: [0, 0, 0, 0],
-    scale: 0,
-    position: null,
-    canvasWidth: 0,
-    canvasHeight: 0,
+    ...paddingArrays(parsed.padding),
+    scale: scale ?? 0,
+    position,
+    canvasWidth,
+    canvasHeight,
     roi: null,
     maxSide: MAX_SIDE,
-    refine: options.refine ?? DEFAULTS.refine,
+    refine: parsed.refine ?? DEFAULTS.refine,
     ...TUNING,
   };
-  const normalised: NormalisedOptions = { native, model: options.model };
+  const normalised: NormalisedOptions = {
+    native,
+    model: parsed.model,
+    roiSpec: parsed.roi,
+    sources: {
+      imageFile: parsed.imageFile,
+      imageUrl: parsed.imageUrl,
+      imageFileB64: parsed.imageFileB64,
+      bgImageFile: alphaOnly ? undefined : parsed.bgImageFile,
+      bgImageUrl: alphaOnly ? undefined : parsed.bgImageUrl,
+    },
+  };
   normalisedResults.add(normalised);
   return normalised;
+}
+
+/** The same options with other sources (downloaded bytes in place of URLs), registered as normalised. */
+export function withSources(normalised: NormalisedOptions, sources: JobSources): NormalisedOptions {
+  const next: NormalisedOptions = { ...normalised, sources };
+  normalisedResults.add(next);
+  return next;
+}
+
+/**
+ * The roi in image pixels for an image of width x height (after EXIF orientation): each corner
+ * rounded to the nearest pixel. A box outside the image, or empty, is invalid_roi.
+ */
+export function resolveRoi(spec: RoiSpec | undefined, width: number, height: number): NativeOptions['roi'] {
+  if (!spec) return null;
+  const sides = [width, height, width, height];
+  const [x1, y1, x2, y2] = spec.map((v, i) => Math.round(v.share * sides[i]! + v.px)) as [number, number, number, number];
+  if (x2 > width || y2 > height) {
+    throw new BgoneError('invalid_roi', `The region of interest reaches outside the image (${width}x${height} px).`, {
+      field: 'roi',
+      image: { width, height },
+    });
+  }
+  if (x2 <= x1 || y2 <= y1) {
+    throw new BgoneError('invalid_roi', 'The region of interest is empty: x2 must be right of x1 and y2 below y1.', { field: 'roi' });
+  }
+  return [x1, y1, x2, y2];
 }

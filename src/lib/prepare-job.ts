@@ -1,10 +1,11 @@
 /**
  * Every check a job passes before a pixel is decoded, in one step that each path runs once: the
  * library's removeBackground, /remove (before a credit is reserved), a batch image (on arrival,
- * kept for the run). The order is the one removeBackground has always had: the input's type and
- * size, the options, a broken installation (the addon, the manifest and the model's file; the model
- * itself is not loaded), the header, the crop caps; then the inference size for the image, and the
- * memory estimate when the caller gives an estimator (the service's lives beside its memory gate).
+ * kept for the run). The order: the options, the image's source, type and size, a broken
+ * installation (the addon, the manifest and the model's file; the model itself is not loaded), the
+ * header, the background image's header, the region of interest, the crop caps; then the inference
+ * size for the image, and the memory estimate when the caller gives an estimator (the service's
+ * lives beside its memory gate). URLs are downloaded before this step (sources.ts).
  */
 import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
@@ -12,20 +13,31 @@ import { BgoneError } from './errors.js';
 import { withInferenceSize } from './inference-size.js';
 import { resolveModel } from './models.js';
 import { native } from './native.js';
-import { isNormalised, MAX_FILE_BYTES, type NativeOptions, type NormalisedOptions, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
+import {
+  isNormalised,
+  MAX_FILE_BYTES,
+  type NativeOptions,
+  type NormalisedOptions,
+  normaliseOptions,
+  type RemoveBackgroundOptions,
+  resolveRoi,
+} from './options.js';
 import { asBuffer, type ImageProbe, probeImage } from './probe.js';
 
-/** Estimates a job's peak memory from its bytes, its probed size and its normalised options. */
-export type MemoryEstimator = (input: Uint8Array, probe: ImageProbe, options: NativeOptions) => number;
+/** Estimates a job's peak memory from its bytes, its probed size, its options and its background's probed size. */
+export type MemoryEstimator = (input: Uint8Array, probe: ImageProbe, options: NativeOptions, background?: ImageProbe) => number;
 
 /** A job that passed every check: removeBackground(job) runs it as it is. */
 export interface PreparedJob {
   readonly input: Buffer;
-  /** What the native core reads, the inference size for this image included. */
+  /** What the native core reads, the inference size and the roi for this image included. */
   readonly options: Readonly<NativeOptions>;
   /** The model's name (undefined: the manifest's default). */
   readonly model: string | undefined;
   readonly probe: Readonly<ImageProbe>;
+  /** The background image's bytes (bg_image_file or a downloaded bg_image_url), null when none. */
+  readonly background: Buffer | null;
+  readonly backgroundProbe: Readonly<ImageProbe> | null;
   /** The estimator's answer in bytes; undefined when none was given. */
   readonly memoryBytes: number | undefined;
 }
@@ -40,13 +52,15 @@ export function isPreparedJob(value: unknown): value is PreparedJob {
 
 /**
  * Checks a job and returns it ready to run, or throws the BgoneError removeBackground would.
- * `options` are public options, or the result of normaliseOptions (taken as they are: a batch
- * validates its options once for all its images). The job holds a copy of `input`: the native core
- * reads it on other threads until the job ends, whatever the caller does with its own memory
- * meanwhile (transfers its ArrayBuffer to a worker, say, which frees it here).
+ * `input` is the image's bytes, or undefined when the options carry it (imageFile, imageFileB64;
+ * imageUrl and bgImageUrl must be downloaded first: removeBackground does). `options` are public
+ * options, or the result of normaliseOptions (taken as they are: a batch validates its options once
+ * for all its images). The job holds a copy of its bytes: the native core reads them on other
+ * threads until the job ends, whatever the caller does with its own memory meanwhile (transfers its
+ * ArrayBuffer to a worker, say, which frees it here).
  */
 export function prepareJob(
-  input: Buffer | Uint8Array,
+  input: Buffer | Uint8Array | undefined,
   options: RemoveBackgroundOptions | NormalisedOptions = {},
   estimateMemory?: MemoryEstimator,
 ): PreparedJob {
@@ -59,7 +73,7 @@ export function prepareJob(
  * from the package.
  */
 export function prepareOwnedJob(
-  input: Buffer | Uint8Array,
+  input: Buffer | Uint8Array | undefined,
   options: RemoveBackgroundOptions | NormalisedOptions = {},
   estimateMemory?: MemoryEstimator,
 ): PreparedJob {
@@ -74,26 +88,77 @@ function ownCopy(input: Uint8Array): Buffer {
   return copy;
 }
 
+/**
+ * The one image of the job: from the first argument or from exactly one source option (a URL not
+ * yet downloaded is its text). None is missing_image; two are a validation_error naming both.
+ */
+export function imageSource(input: unknown, { sources }: NormalisedOptions): Uint8Array | string {
+  if (input !== undefined && !(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
+  const given: Array<[string, Uint8Array | string]> = [];
+  if (input !== undefined) given.push(['image_file', input]);
+  if (sources.imageFile !== undefined) given.push(['image_file', sources.imageFile]);
+  if (sources.imageFileB64 !== undefined) given.push(['image_file_b64', sources.imageFileB64]);
+  if (sources.imageUrl !== undefined) given.push(['image_url', sources.imageUrl]);
+  if (given.length > 1) {
+    const fields = given.map(([name]) => name);
+    throw new BgoneError('validation_error', `${fields.join(' and ')} were both given: give exactly one source of the image.`, {
+      field: fields[0],
+      fields,
+    });
+  }
+  const [source] = given;
+  if (!source) throw new BgoneError('missing_image', 'No image was provided: give one of image_file, image_url and image_file_b64.');
+  return source[1];
+}
+
+/** Checks the background image's header (its errors naming bg_image_file), once for a batch's images. */
+export function checkBackground(normalised: NormalisedOptions): void {
+  probeBackground(normalised);
+}
+
+/** The background image's probe, its errors naming bg_image_file. */
+function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe: ImageProbe } | null {
+  const { bgImageFile, bgImageUrl } = normalised.sources;
+  if (bgImageUrl !== undefined) {
+    throw new BgoneError('validation_error', 'bg_image_url is downloaded by removeBackground; prepareJob takes bytes.', { field: 'bg_image_url' });
+  }
+  if (bgImageFile === undefined) return null;
+  try {
+    return { bytes: asBuffer(bgImageFile), probe: probeImage(bgImageFile) };
+  } catch (err) {
+    if (!(err instanceof BgoneError) || err.code === 'internal_error') throw err;
+    const message = err.code === 'missing_image' ? 'The background image is empty.' : `The background image: ${err.message}`;
+    throw new BgoneError(err.code === 'missing_image' ? 'validation_error' : err.code, message, { ...err.details, field: 'bg_image_file' }, err.detail);
+  }
+}
+
 function prepare(
-  input: Buffer | Uint8Array,
+  input: Buffer | Uint8Array | undefined,
   options: RemoveBackgroundOptions | NormalisedOptions,
   estimateMemory: MemoryEstimator | undefined,
   copy: boolean,
 ): PreparedJob {
-  if (!(input instanceof Uint8Array)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
-  if (input.length === 0) throw new BgoneError('missing_image');
-  if (input.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
-  const { native: normalised, model } = isNormalised(options) ? options : normaliseOptions(options);
+  const normalised = isNormalised(options) ? options : normaliseOptions(options);
+  const image = imageSource(input, normalised);
+  if (typeof image === 'string') {
+    throw new BgoneError('validation_error', 'image_url is downloaded by removeBackground; prepareJob takes bytes.', { field: 'image_url' });
+  }
+  if (image.length === 0) throw new BgoneError('missing_image');
+  if (image.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
   native();
-  resolveModel(model);
-  const probe = probeImage(input);
-  checkCropBox(probe, normalised);
+  resolveModel(normalised.model);
+  const probe = probeImage(image);
+  const background = probeBackground(normalised);
+  const applied: NativeOptions = { ...normalised.native, roi: resolveRoi(normalised.roiSpec, probe.width, probe.height) };
+  checkCropBox(probe, applied);
   const job: PreparedJob = Object.freeze({
-    input: copy ? ownCopy(input) : asBuffer(input),
-    options: Object.freeze({ ...withInferenceSize(normalised, probe.width, probe.height) }),
-    model,
+    input: copy ? ownCopy(image) : asBuffer(image),
+    options: Object.freeze({ ...withInferenceSize(applied, probe.width, probe.height) }),
+    model: normalised.model,
     probe: Object.freeze(probe),
-    memoryBytes: estimateMemory?.(input, probe, normalised),
+    background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,
+    backgroundProbe: background ? Object.freeze(background.probe) : null,
+    memoryBytes: estimateMemory?.(image, probe, applied, background?.probe),
   });
   prepared.add(job);
   return job;

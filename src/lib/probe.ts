@@ -5,11 +5,11 @@
 import { BgoneError, fromNativeError } from './errors.js';
 import { checkClaimedSize } from './header-size.js';
 import { native } from './native.js';
-import { MAX_FILE_BYTES, MAX_SIDE, type OutputFormat } from './options.js';
+import { type EncodedFormat, MAX_FILE_BYTES, MAX_SIDE } from './options.js';
 
 /** What probeImage tells without decoding a pixel. */
 export interface ImageProbe {
-  format: OutputFormat;
+  format: EncodedFormat;
   width: number;
   height: number;
 }

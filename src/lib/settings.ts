@@ -41,6 +41,11 @@ export interface LibrarySettings {
    * core has started.
    */
   addonBuild: AddonBuild;
+  /**
+   * Whether removeBackground may download imageUrl and bgImageUrl from loopback and private
+   * addresses (false by default: a URL that resolves to one is refused; src/lib/address-guard.ts).
+   */
+  fetchAllowPrivate: boolean;
 }
 
 /** 'auto' or 'baseline': see LibrarySettings.addonBuild. */
@@ -63,6 +68,7 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   cudaMemLimitMb: 0,
   onnxRuntimeLibrary: undefined,
   addonBuild: 'auto',
+  fetchAllowPrivate: false,
 });
 
 /** Above this, a value is a typo rather than a machine (the native core refuses more than 4096). */
@@ -165,6 +171,7 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'cudaMemLimitMb',
   'onnxRuntimeLibrary',
   'addonBuild',
+  'fetchAllowPrivate',
 ];
 
 /**
@@ -192,5 +199,9 @@ export function mergeSettings(input: unknown): LibrarySettings {
   }
   if (given.onnxRuntimeLibrary !== undefined) next.onnxRuntimeLibrary = libraryFileSetting(given.onnxRuntimeLibrary);
   if (given.addonBuild !== undefined) next.addonBuild = addonBuildSetting(given.addonBuild);
+  if (given.fetchAllowPrivate !== undefined) {
+    if (typeof given.fetchAllowPrivate !== 'boolean') invalid('fetchAllowPrivate', 'fetchAllowPrivate must be a boolean.');
+    next.fetchAllowPrivate = given.fetchAllowPrivate;
+  }
   return next;
 }

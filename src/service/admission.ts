@@ -46,6 +46,11 @@ export interface Ticket {
   rateHeaders: Record<string, string>;
   /** Gives the place back (idempotent). */
   release(): void;
+  /**
+   * A download for the request (image_url, bg_image_url) holds an upload place, as a body arriving
+   * does, until the function returned is called.
+   */
+  downloading(): () => void;
 }
 
 export interface AdmissionOptions {
@@ -266,6 +271,18 @@ export class Admission {
         if (left > 0) this.byAccount.set(accountId, left);
         else this.byAccount.delete(accountId);
         if (this.draining && this.inFlight === 0) this.drained?.();
+      },
+      downloading: () => {
+        if (phase !== 'job') return () => {};
+        phase = 'upload';
+        this.jobs--;
+        this.uploads++;
+        return () => {
+          if (phase !== 'upload') return;
+          phase = 'job';
+          this.uploads--;
+          this.jobs++;
+        };
       },
     };
   }

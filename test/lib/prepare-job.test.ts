@@ -50,9 +50,10 @@ describe('prepareJob', () => {
 
   it('a look-alike of a prepared job is refused; look-alike normalised options are validated as public ones', async () => {
     const job = prepareJob(teddy, { size: 'preview' });
-    await expect(removeBackground({ ...job } as never)).rejects.toMatchObject({ code: 'missing_image' });
+    // Taken as options: its fields are no options, the first of them named.
+    await expect(removeBackground({ ...job } as never)).rejects.toMatchObject({ code: 'validation_error', details: { field: 'input' } });
     const lookAlike = { ...normaliseOptions({ size: 'preview' }) };
-    expect(prepareJob(teddy, lookAlike as never).options.maxPixels).toBe(16_000_000); // its fields are no options: the defaults
+    expect(() => prepareJob(teddy, lookAlike as never)).toThrow(expect.objectContaining({ code: 'validation_error', details: expect.objectContaining({ field: 'native' }) }));
     expect(Object.isFrozen(job) && Object.isFrozen(job.options)).toBe(true);
   });
 });

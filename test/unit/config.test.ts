@@ -24,7 +24,6 @@ describe('loadConfig', () => {
       postgres: undefined,
       http: 'auto',
       trustProxy: false,
-      fetchAllowPrivate: false,
       library: {
         modelsDir: undefined,
         inferenceThreads: 0,
@@ -33,6 +32,7 @@ describe('loadConfig', () => {
         cudaMemLimitMb: 0,
         onnxRuntimeLibrary: undefined,
         addonBuild: 'auto',
+        fetchAllowPrivate: false,
       },
     });
   });
@@ -68,8 +68,7 @@ describe('loadConfig', () => {
       bootstrapAccount: false,
       http: 'node',
       trustProxy: true,
-      fetchAllowPrivate: true,
-      library: { modelsDir: '/opt/models', inferenceThreads: 2, nativeConcurrency: 1 },
+      library: { modelsDir: '/opt/models', inferenceThreads: 2, nativeConcurrency: 1, fetchAllowPrivate: true },
     });
     expect(config.rateLimits.pro).toBe(61);
     expect(loadConfig({ PORT: '9000' }).port).toBe(9000);
@@ -157,6 +156,7 @@ describe('loadConfig', () => {
       cudaMemLimitMb: 0,
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
+      fetchAllowPrivate: false,
     });
   });
 

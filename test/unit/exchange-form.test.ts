@@ -38,8 +38,7 @@ describe('Exchange.readForm', () => {
     const image = Buffer.from('not really a png, the parser does not care');
     const { headers, body } = form(image, { format: 'png', size: 'preview' }, 4);
     const parsed = await exchange(headers, body).readForm({ form: REMOVE_FORM, maxBodyBytes: 1_000_000, tooLarge });
-    expect(parsed.image).toEqual(image);
-    expect(parsed.images).toEqual([{ filename: 'a.png', data: image }]);
+    expect(parsed.files.image_file).toEqual([{ filename: 'a.png', data: image }]);
     expect(parsed.fields).toEqual({ format: 'png', size: 'preview' });
   });
 

@@ -4,14 +4,14 @@
  * refusal it makes, each with its exact error code, message and details.
  */
 import { describe, expect, it } from 'vitest';
-import { batchForm, OPTION_FIELDS, REMOVE_FORM } from '../../src/api/form-fields.js';
+import { batchForm, REMOVE_FORM } from '../../src/api/form-fields.js';
 import { HttpError } from '../../src/http/errors.js';
 import { MultipartParser, type ParsedForm } from '../../src/http/multipart.js';
 import { MAX_FILE_BYTES } from '../../src/lib/options.js';
 
 const BOUNDARY = '----bgone-unit-7f3a';
 const CONTENT_TYPE = `multipart/form-data; boundary=${BOUNDARY}`;
-const ALLOWED = [...OPTION_FIELDS, 'image_file'];
+const ALLOWED = [...Object.keys(REMOVE_FORM.fields), ...Object.keys(REMOVE_FORM.files)];
 
 type Part = { name: string; value: string } | { name: string; filename: string; data: Buffer };
 
@@ -58,13 +58,13 @@ describe('a good form', () => {
     const parts: Part[] = [...Object.entries(fields).map(([name, value]) => ({ name, value })), image()];
     const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body(parts), size);
     expect(form.fields).toEqual(fields);
-    expect(form.image?.equals(IMAGE)).toBe(true);
+    expect(form.files.image_file?.[0]?.data.equals(IMAGE)).toBe(true);
   });
 
   it('keeps bytes that look like a boundary or CRLF inside the image', async () => {
     const tricky = Buffer.concat([Buffer.from(`\r\n--${BOUNDARY.slice(0, -1)}\r\n--\r\n`), IMAGE]);
     const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([image(tricky)]), 3);
-    expect(form.image?.equals(tricky)).toBe(true);
+    expect(form.files.image_file?.[0]?.data.equals(tricky)).toBe(true);
   });
 
   it('accepts the image part before the fields, and the type parameter in any letter case', async () => {
@@ -74,17 +74,17 @@ describe('a good form', () => {
       13,
     );
     expect(form.fields).toEqual({ size: 'full' });
-    expect(form.image?.length).toBe(IMAGE.length);
+    expect(form.files.image_file?.[0]?.data.length).toBe(IMAGE.length);
   });
 
   it('gives no image for a form without an image_file part (the route answers missing_image)', async () => {
     const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'format', value: 'png' }]), 5);
-    expect(form).toEqual({ image: undefined, images: [], fields: { format: 'png' } });
+    expect(form).toEqual({ files: {}, fields: { format: 'png' } });
   });
 
   it('gives an empty image for an empty image_file part', async () => {
     const form = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([image(Buffer.alloc(0))]), 5);
-    expect(form.image?.length).toBe(0);
+    expect(form.files.image_file?.[0]?.data.length).toBe(0);
   });
 });
 
@@ -114,8 +114,8 @@ describe('refusals of the parts', () => {
     const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'photo', filename: 'a.jpg', data: IMAGE }]), 50);
     expect(await refusal(done)).toEqual({
       code: 'validation_error',
-      message: 'Unknown file part "photo": the image goes in image_file.',
-      details: { field: 'photo' },
+      message: 'Unknown file part "photo". The file parts are image_file, bg_image_file.',
+      details: { field: 'photo', allowed: ALLOWED },
     });
   });
 
@@ -147,7 +147,11 @@ describe('refusals of the parts', () => {
     const at = await feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'bg_color', value: 'a'.repeat(256) }]), 50);
     expect(at.fields.bg_color).toBe('a'.repeat(256));
     const over = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'bg_color', value: 'a'.repeat(257) }]), 50);
-    expect(await refusal(over)).toEqual({ code: 'validation_error', message: 'Field "bg_color" is too long.', details: { field: 'bg_color' } });
+    expect(await refusal(over)).toEqual({
+      code: 'validation_error',
+      message: 'Field "bg_color" is too long (at most 256 bytes).',
+      details: { field: 'bg_color' },
+    });
   });
 });
 
@@ -157,7 +161,7 @@ describe('refusals of a body that ends early', () => {
     const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), whole.subarray(0, whole.length - 1000), 100);
     expect(await refusal(done)).toEqual({
       code: 'validation_error',
-      message: 'Malformed multipart/form-data body: the image part is incomplete.',
+      message: 'Malformed multipart/form-data body: the image_file part is incomplete.',
       details: { field: 'image_file' },
     });
   });
@@ -199,14 +203,14 @@ describe('the 20 MB image limit', () => {
   it('refuses an image one byte over the limit with image_too_large', async () => {
     expect(await refusal(feedImageOf(MAX_FILE_BYTES + 1))).toEqual({
       code: 'image_too_large',
-      message: 'The image is larger than 20 MB.',
+      message: 'The image_file part is larger than 20 MB.',
       details: { field: 'image_file', limit_bytes: MAX_FILE_BYTES },
     });
   });
 
   it('accepts an image of exactly the limit', async () => {
     const form = await feedImageOf(MAX_FILE_BYTES);
-    expect(form.image?.length).toBe(MAX_FILE_BYTES);
+    expect(form.files.image_file?.[0]?.data.length).toBe(MAX_FILE_BYTES);
   });
 });
 
@@ -237,11 +241,11 @@ describe('several images (the batch endpoint)', () => {
     const images = [distinct(1, 3000), distinct(2, 1), distinct(3, 4000)];
     const parts: Part[] = images.map((data, i) => ({ name: 'image_file', filename: `p${i}.jpg`, data }));
     const form = await feed(new MultipartParser(CONTENT_TYPE, BATCH), body([{ name: 'format', value: 'png' }, ...parts]), size);
-    expect(form.images.map((i) => i.filename)).toEqual(['p0.jpg', 'p1.jpg', 'p2.jpg']);
-    form.images.forEach((img, i) => {
+    expect(form.files.image_file!.map((i) => i.filename)).toEqual(['p0.jpg', 'p1.jpg', 'p2.jpg']);
+    form.files.image_file!.forEach((img, i) => {
       expect(img.data.equals(images[i]!), `image ${i}`).toBe(true);
     });
-    expect(form.image?.equals(images[0]!)).toBe(true);
+    expect(form.files.image_file?.[0]?.data.equals(images[0]!)).toBe(true);
     expect(form.fields).toEqual({ format: 'png' });
   });
 

@@ -29,10 +29,15 @@ describe('defaults', () => {
       maxPixels: 16_000_000,
       crop: 'none',
       paddingShare: [0.1, 0.1, 0.1, 0.1],
+      paddingPx: [0, 0, 0, 0],
+      scale: 0,
+      position: null,
+      canvasWidth: 0,
+      canvasHeight: 0,
+      roi: null,
       refine: true,
       maxSide: 6000,
     });
-    expect(n).toMatchObject({ paddingPx: [0, 0, 0, 0], scale: 0, position: null, canvasWidth: 0, canvasHeight: 0, roi: null });
     expect(n.background).toBeNull();
     expect(model).toBeUndefined();
   });
@@ -103,6 +108,7 @@ describe('defaults', () => {
         'internal_error',
         'invalid_image',
         'invalid_image_url',
+        'invalid_roi',
         'missing_image',
         'unsupported_media_type',
         'validation_error',
@@ -123,7 +129,7 @@ describe('format', () => {
 
   it.each(['jpeg', 'gif', 'tiff', 'avif', 'png8', 'p ng'])('rejects %j', (format) => {
     const error = rejects({ format }, 'format');
-    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp']);
+    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp', 'auto']);
   });
 
   it.each([1, true, ['png'], { png: true }])('rejects the non-string %j', (format) => {
@@ -232,6 +238,13 @@ describe('padding', () => {
   it('defaults to 10 % of the subject width', () => {
     expect(native({ crop: true }).paddingShare).toEqual([0.1, 0.1, 0.1, 0.1]);
     expect(native({ crop: '1:1' }).paddingShare).toEqual([0.1, 0.1, 0.1, 0.1]);
+  });
+
+  it('takes one, two or four values in CSS order, each %, px or a fraction', () => {
+    expect(native({ crop: true, padding: '10px 20px 30px 40px' })).toMatchObject({ paddingPx: [10, 20, 30, 40], paddingShare: [0, 0, 0, 0] });
+    expect(native({ crop: true, padding: '5% 8px' })).toMatchObject({ paddingPx: [0, 8, 0, 8], paddingShare: [0.05, 0, 0.05, 0] });
+    expect(native({ crop: true, padding: '0.2 0 6000px 1%' })).toMatchObject({ paddingPx: [0, 0, 6000, 0], paddingShare: [0.2, 0, 0, 0.01] });
+    for (const padding of ['1px 2px 3px', '1px 2px 3px 4px 5px', '6001px', '10PX', '-1px', '1.5px']) rejects({ crop: true, padding }, 'padding');
   });
 
   it.each([

@@ -15,7 +15,7 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime, the addon build the CPU runs best", () => {
+  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
     expect(librarySettings()).toEqual({
       modelsDir: join(REPO_ROOT, 'models'),
       inferenceThreads: 0,
@@ -24,6 +24,7 @@ describe('defaults', () => {
       cudaMemLimitMb: 0,
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
+      fetchAllowPrivate: false,
     });
     expect(DEFAULT_SETTINGS).toEqual(librarySettings());
   });

@@ -1,25 +1,57 @@
-/** The try-it panel: upload a photo with the API's options and see the cut-out over a checkerboard. */
+/**
+ * The try-it panel: upload a photo with the API's options and see the cut-out over a checkerboard.
+ * Its form has one control per option of the option table that a form carries (src/lib/option-table.ts),
+ * but the base64 source, which is for programs: a select where the option has a closed list of
+ * values, a file input for a file part, a text input otherwise.
+ */
+import { type OptionRow, optionsFor } from '../../lib/option-table.js';
 import type { Balance } from '../../store/index.js';
-import { html } from '../html.js';
+import { html, type SafeHtml } from '../html.js';
 import { page, type Viewer } from './layout.js';
+
+/** Form options the panel leaves out. */
+export const TRY_LEFT_OUT: readonly string[] = ['image_file_b64'];
+
+/** Values the panel starts with where they differ from the API's default: a quick, cheap first try. */
+const TRY_DEFAULTS: Readonly<Record<string, string>> = { size: 'medium' };
+
+/** The panel's options, in the table's order. */
+export function tryOptions(): OptionRow[] {
+  return optionsFor('form').filter((row) => !TRY_LEFT_OUT.includes(row.name));
+}
+
+function control(row: OptionRow): SafeHtml {
+  const label = row.name.replaceAll('_', ' ');
+  const title = row.description;
+  if (row.part === 'file') {
+    return html`<div><label for="${row.name}">${label}</label><input id="${row.name}" name="${row.name}" type="file" accept="image/jpeg,image/png,image/webp" title="${title}"></div>`;
+  }
+  if (row.choices) {
+    const selected = TRY_DEFAULTS[row.name] ?? row.default;
+    return html`<div><label for="${row.name}">${label}</label><select id="${row.name}" name="${row.name}" title="${title}">${row.choices.map(
+      (choice) => html`<option value="${choice}"${choice === selected ? html` selected` : ''}>${choice}</option>`,
+    )}</select></div>`;
+  }
+  return html`<div><label for="${row.name}">${label}</label><input id="${row.name}" name="${row.name}" type="text" placeholder="${row.example}" maxlength="${Math.min(row.maxLength, 2048)}" title="${title}"></div>`;
+}
 
 export function tryPage(options: { viewer: Viewer; balance: Balance }): string {
   const { viewer, balance } = options;
+  const rows = tryOptions();
+  const image = rows.filter((row) => row.name.startsWith('image_'));
+  const rest = rows.filter((row) => !row.name.startsWith('image_'));
   return page(
     { title: 'Try it', viewer, section: 'try' },
     html`<h1>Try it</h1>
 <section class="card">
 <p class="small muted">Runs exactly like <code>POST /api/v1/remove</code> and costs 1 credit per successful image. Credits remaining: <strong id="credits-remaining">${balance.remaining}</strong>.</p>
 <form id="try-form" method="post" action="/dashboard/try" enctype="multipart/form-data" data-csrf="${viewer.csrf}">
-<label for="image_file">Image (JPG, PNG or WebP, up to 20 MB)</label>
-<input id="image_file" name="image_file" type="file" accept="image/jpeg,image/png,image/webp" required>
+<p class="small muted">The image (JPG, PNG or WebP, up to 20 MB), as a file or by URL:</p>
 <div class="try-grid">
-<div><label for="size">Size</label><select id="size" name="size"><option value="preview">preview (0.25 MP)</option><option value="medium" selected>medium (1.5 MP)</option><option value="hd">hd (4 MP)</option><option value="full">full</option></select></div>
-<div><label for="format">Format</label><select id="format" name="format"><option value="png" selected>png</option><option value="webp">webp</option><option value="jpg">jpg</option></select></div>
-<div><label for="channels">Channels</label><select id="channels" name="channels"><option value="rgba" selected>rgba (cut-out)</option><option value="alpha">alpha (mask)</option></select></div>
-<div><label for="crop">Crop</label><select id="crop" name="crop"><option value="false" selected>no</option><option value="true">to the subject</option><option value="1:1">1:1</option><option value="4:3">4:3</option><option value="3:4">3:4</option><option value="16:9">16:9</option></select></div>
-<div><label for="padding">Padding</label><input id="padding" name="padding" type="text" placeholder="10%" maxlength="16"></div>
-<div><label for="bg_color">Background</label><input id="bg_color" name="bg_color" type="text" placeholder="transparent, e.g. #ffffff" maxlength="32"></div>
+${image.map(control)}
+</div>
+<div class="try-grid">
+${rest.map(control)}
 </div>
 <div class="actions"><button type="submit">Remove the background</button><span id="try-status" class="small" role="status" aria-live="polite"></span></div>
 </form>

@@ -1,0 +1,582 @@
+/**
+ * Every request option, declared once: its API name (the form field, the JSON key, what a batch
+ * stores), its library key, how it arrives in a multipart body (a text field or a file part), which
+ * inputs carry it, the longest text it takes, its allowed values and default in words, a one-line
+ * description, an example, the error code of a wrong value, its JSON Schema, and its parser. The
+ * multipart reader's fields, the JSON body's keys, the OpenAPI schema, the CLI's flags and help, the
+ * try-it page's form, what a batch stores, the idempotency fingerprint and the table in docs/api.md
+ * all come from OPTION_TABLE (test/unit/option-table.test.ts checks each against it).
+ *
+ * A parser takes the value as given (a string from a form, JSON or the command line; a library
+ * caller may also give a number, a boolean or bytes where the row says so) and returns its parsed
+ * form, or undefined when the option is left out (undefined, null or ''); a value outside the row's
+ * values is a BgoneError with the row's code naming the field. What options mean together (one
+ * source, one background, the default position) is in options.ts, which builds the native options.
+ */
+import { MAX_URL_LENGTH } from './address-guard.js';
+import { COLOR_FORMS, parseColor, type Rgba } from './colors.js';
+import { BgoneError, type ErrorCode } from './errors.js';
+
+export const FORMATS = ['png', 'jpg', 'webp', 'auto'] as const;
+export const CHANNELS = ['rgba', 'alpha'] as const;
+export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
+export type OutputFormat = (typeof FORMATS)[number];
+/** What an encoded result is: `auto` becomes one of these. */
+export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
+export type Channels = (typeof CHANNELS)[number];
+export type SizePreset = (typeof SIZES)[number];
+
+export const MAX_FILE_BYTES = 20 * 1024 * 1024;
+export const MAX_SIDE = 6000;
+/** The most pixels of an exact canvas (output_size). */
+export const MAX_CANVAS_PIXELS = 16_000_000;
+/** The longest base64 text of an image: 20 MB encoded, plus a data: prefix and line breaks. */
+export const MAX_BASE64_LENGTH = Math.ceil(MAX_FILE_BYTES / 3) * 4 + 64 * 1024;
+
+/** Where an option is accepted. */
+export type Carrier = 'form' | 'json' | 'cli' | 'batch' | 'library';
+
+/** A length or offset: a share (of the subject's width, or of the image's side) and pixels. */
+export interface Measure {
+  share: number;
+  px: number;
+}
+
+export interface OptionRow<T = unknown> {
+  /** The API's name: form field, file part, JSON key, batch option. */
+  readonly name: string;
+  /** The library's key in RemoveBackgroundOptions (and the CLI's flag, spelt with dashes from `name`). */
+  readonly key: string;
+  /** A text field, or a file part of a multipart body (bytes in the library). */
+  readonly part: 'field' | 'file';
+  readonly carriers: readonly Carrier[];
+  /** The longest text taken (a file part: its bytes). */
+  readonly maxLength: number;
+  /** The allowed values in words. */
+  readonly values: string;
+  /** The default in words ('' when leaving it out means "none"). */
+  readonly default: string;
+  readonly description: string;
+  /** A value as a client would send it. */
+  readonly example: string;
+  /** The code of a value outside `values`. */
+  readonly code: ErrorCode;
+  /** JSON Schema of the text (OpenAPI). */
+  readonly schema: Readonly<Record<string, unknown>>;
+  /** The closed list of values, where there is one (a select on the try-it page). */
+  readonly choices?: readonly string[];
+  readonly parse: (value: unknown) => T | undefined;
+}
+
+function invalid(field: string, message: string, allowed?: unknown, code: ErrorCode = 'validation_error'): never {
+  throw new BgoneError(code, message, allowed === undefined ? { field } : { field, allowed });
+}
+
+function absent(value: unknown): boolean {
+  return value === undefined || value === null || value === '';
+}
+
+/** A string option's text, trimmed; anything else is a validation_error. */
+function text(field: string, value: unknown): string {
+  if (typeof value !== 'string') invalid(field, `${field} must be a string.`);
+  return value.trim();
+}
+
+function oneOf<T extends string>(field: string, allowed: readonly T[]): (value: unknown) => T | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    if (typeof value === 'string' && (allowed as readonly string[]).includes(value.trim().toLowerCase())) return value.trim().toLowerCase() as T;
+    invalid(field, `${field} must be one of ${allowed.join(', ')}.`, allowed);
+  };
+}
+
+function bytes(field: string): (value: unknown) => Buffer | undefined {
+  return (value) => {
+    if (value === undefined || value === null) return undefined;
+    if (!(value instanceof Uint8Array)) invalid(field, `${field} must be a Buffer or Uint8Array.`);
+    return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  };
+}
+
+function url(field: string): (value: unknown) => string | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    const v = text(field, value);
+    if (v.length > MAX_URL_LENGTH) invalid(field, `${field} is longer than ${MAX_URL_LENGTH} characters.`, undefined, 'invalid_image_url');
+    return v;
+  };
+}
+
+/** Base64 text, with or without a data: prefix; line breaks and spaces are skipped. */
+const DATA_PREFIX = /^data:[a-z0-9.+/-]*(?:;[a-z0-9=.+-]+)*;base64,/i;
+const BASE64 = /^[A-Za-z0-9+/\-_]*={0,2}$/;
+
+function base64(field: string): (value: unknown) => Buffer | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    if (typeof value !== 'string') invalid(field, `${field} must be a string.`);
+    if (value.length > MAX_BASE64_LENGTH) {
+      throw new BgoneError('image_too_large', `${field} is longer than 20 MB of image encoded in base64.`, { field, limit_bytes: MAX_FILE_BYTES });
+    }
+    const body = value.trim().replace(DATA_PREFIX, '').replace(/\s+/g, '');
+    if (!BASE64.test(body) || body.length % 4 === 1) invalid(field, `${field} is not base64 text.`);
+    const decoded = Buffer.from(body, 'base64');
+    if (decoded.length === 0) throw new BgoneError('missing_image', `${field} is empty.`, { field });
+    if (decoded.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large', `${field} holds more than 20 MB.`, { field, limit_bytes: MAX_FILE_BYTES });
+    return decoded;
+  };
+}
+
+function parseCrop(value: unknown): { crop: 'none' | 'subject' | 'aspect'; aspectWidth: number; aspectHeight: number } | undefined {
+  const none = { crop: 'none' as const, aspectWidth: 1, aspectHeight: 1 };
+  if (absent(value)) return undefined;
+  if (value === false) return none;
+  if (value === true) return { ...none, crop: 'subject' };
+  if (typeof value === 'string') {
+    const v = value.trim().toLowerCase();
+    if (v === 'false') return none;
+    if (v === 'true') return { ...none, crop: 'subject' };
+    const ratio = /^(\d{1,5}):(\d{1,5})$/.exec(v);
+    if (ratio) {
+      const w = Number(ratio[1]);
+      const h = Number(ratio[2]);
+      if (w > 0 && h > 0 && w / h <= 100 && h / w <= 100) return { crop: 'aspect', aspectWidth: w, aspectHeight: h };
+    }
+  }
+  invalid('crop', 'crop must be true, false or an aspect ratio W:H of positive integers (at most 100:1).', ['true', 'false', 'W:H']);
+}
+
+/**
+ * One padding value: a percentage of the subject's width from 0% to 100%, pixels from 0px to 6000px,
+ * or a fraction from 0 to 1. The OpenAPI document publishes PADDING_PATTERN: this, 1, 2 or 4 times.
+ */
+const PADDING_PERCENT = '(?:100(?:\\.0+)?|0?\\d{1,2}(?:\\.\\d+)?)%';
+const PADDING_PX = '(?:6000|[0-5]?\\d{1,3})px';
+const PADDING_FRACTION = '(?:0(?:\\.\\d+)?|1(?:\\.0+)?|\\.\\d+)';
+const PADDING_VALUE = `(?:${PADDING_PERCENT}|${PADDING_PX}|${PADDING_FRACTION})`;
+export const PADDING_PATTERN = new RegExp(`^\\s*${PADDING_VALUE}(?:\\s+${PADDING_VALUE}(?:\\s+${PADDING_VALUE}\\s+${PADDING_VALUE})?)?\\s*$`);
+const ONE_PADDING = new RegExp(`^${PADDING_VALUE}$`);
+const PADDING_FORMS = ['<n>%', '<n>px', '0.<n>', 'one, two or four of them (top right bottom left)'];
+
+function paddingValue(token: string): Measure | undefined {
+  if (!ONE_PADDING.test(token)) return undefined;
+  const v = token;
+  if (v.endsWith('%')) return { share: Number(v.slice(0, -1)) / 100, px: 0 };
+  if (v.endsWith('px')) return { share: 0, px: Number(v.slice(0, -2)) };
+  return { share: Number(v), px: 0 };
+}
+
+/** Margins per side, top, right, bottom, left (CSS order: one value for all, two for vertical and horizontal). */
+export type Padding = [Measure, Measure, Measure, Measure];
+
+function parsePadding(value: unknown): Padding | undefined {
+  if (absent(value)) return undefined;
+  const fail = () =>
+    invalid(
+      'padding',
+      'padding must be one, two or four values, each a percentage of the subject width (0% to 100%), pixels (0px to 6000px) or a fraction from 0 to 1, e.g. "10%" or "10px 20px".',
+      PADDING_FORMS,
+    );
+  if (typeof value !== 'number' && typeof value !== 'string') fail();
+  const tokens = typeof value === 'number' ? [String(value)] : (value as string).trim().split(/\s+/);
+  if (![1, 2, 4].includes(tokens.length)) fail();
+  const values = tokens.map(paddingValue);
+  if (values.some((v) => v === undefined) || (typeof value === 'number' && !(value >= 0 && value <= 1))) fail();
+  const [a, b, c, d] = values as Measure[];
+  if (tokens.length === 1) return [a!, a!, a!, a!];
+  if (tokens.length === 2) return [a!, b!, a!, b!];
+  return [a!, b!, c!, d!];
+}
+
+/** scale: the share of the canvas the subject's box takes (its larger side ratio), or null for original. */
+function parseScale(value: unknown): number | null | undefined {
+  if (absent(value)) return undefined;
+  const fail = () => invalid('scale', 'scale must be a percentage from 10% to 100%, or original.', ['10%..100%', 'original']);
+  if (typeof value === 'number') return value >= 0.1 && value <= 1 ? value : fail();
+  if (typeof value !== 'string') fail();
+  const v = (value as string).trim().toLowerCase();
+  if (v === 'original') return null;
+  const m = /^(\d{1,3}(?:\.\d+)?)%$/.exec(v);
+  if (!m || Number(m[1]) < 10 || Number(m[1]) > 100) fail();
+  return Number(m![1]) / 100;
+}
+
+/** position: [x, y] shares of the free space (0.5 0.5 is centred), or null for original. */
+function parsePosition(value: unknown): [number, number] | null | undefined {
+  if (absent(value)) return undefined;
+  const fail = () =>
+    invalid('position', 'position must be original, center, or one or two percentages from 0% to 100% (horizontal, vertical).', [
+      'original',
+      'center',
+      '<x>%',
+      '<x>% <y>%',
+    ]);
+  if (typeof value !== 'string') fail();
+  const v = (value as string).trim().toLowerCase();
+  if (v === 'original') return null;
+  if (v === 'center' || v === 'centre') return [0.5, 0.5];
+  const parts = v.split(/\s+/);
+  if (parts.length > 2) fail();
+  const shares = parts.map((p) => {
+    const m = /^(\d{1,3}(?:\.\d+)?)%$/.exec(p);
+    return m && Number(m[1]) <= 100 ? Number(m[1]) / 100 : fail();
+  });
+  return [shares[0]!, shares[1] ?? shares[0]!];
+}
+
+function parseOutputSize(value: unknown): [number, number] | undefined {
+  if (absent(value)) return undefined;
+  const m = typeof value === 'string' ? /^\s*(\d{1,5})\s*x\s*(\d{1,5})\s*$/i.exec(value) : null;
+  const w = Number(m?.[1]);
+  const h = Number(m?.[2]);
+  if (!m || w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || w * h > MAX_CANVAS_PIXELS) {
+    invalid('output_size', `output_size must be WxH, each side from 1 to ${MAX_SIDE} px and at most 16 MP in all, e.g. 1000x1000.`, ['<w>x<h>']);
+  }
+  return [w, h];
+}
+
+/** A roi corner coordinate: pixels, or a share of the image's side. */
+export type RoiValue = Measure;
+
+function parseRoi(value: unknown): [RoiValue, RoiValue, RoiValue, RoiValue] | undefined {
+  if (absent(value)) return undefined;
+  const fail = () =>
+    invalid(
+      'roi',
+      'roi must be four values x1 y1 x2 y2 (the box\'s top-left and bottom-right corners), each in px or %, e.g. "0% 0% 50% 100%".',
+      ['<x1> <y1> <x2> <y2>'],
+      'invalid_roi',
+    );
+  if (typeof value !== 'string') fail();
+  const parts = (value as string).trim().toLowerCase().split(/\s+/);
+  if (parts.length !== 4) fail();
+  return parts.map((p) => {
+    const m = /^(\d{1,5}(?:\.\d+)?)(px|%)$/.exec(p);
+    if (!m) fail();
+    return m![2] === '%' ? { share: Number(m![1]) / 100, px: 0 } : { share: 0, px: Number(m![1]) };
+  }) as [RoiValue, RoiValue, RoiValue, RoiValue];
+}
+
+function parseBgColor(value: unknown): Rgba | undefined {
+  if (absent(value)) return undefined;
+  if (typeof value !== 'string') invalid('bg_color', 'bg_color must be a string.', COLOR_FORMS);
+  return value.trim() === '' ? undefined : parseColor(value);
+}
+
+function parseBoolean(field: string): (value: unknown) => boolean | undefined {
+  return (value) => {
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'boolean') invalid(field, `${field} must be a boolean.`);
+    return value;
+  };
+}
+
+function parseModel(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') invalid('model', 'model must be a string.');
+  return value;
+}
+
+const ALL: readonly Carrier[] = ['form', 'json', 'cli', 'batch', 'library'];
+const PERCENT_OR_PX = '(?:\\d{1,5}(?:\\.\\d+)?)(?:px|%)';
+
+/**
+ * The options, in the order the docs list them. Each is typed by its parser; OPTION_TABLE is the
+ * same rows as a list.
+ */
+export const OPTIONS = {
+  imageFile: {
+    name: 'image_file',
+    key: 'imageFile',
+    part: 'file',
+    carriers: ['form', 'library'],
+    maxLength: MAX_FILE_BYTES,
+    values: 'a JPG, PNG or WebP file, at most 20 MB and 6000 px per side',
+    default: '',
+    description: 'The image, as a file part. Exactly one of image_file, image_url and image_file_b64.',
+    example: '@photo.jpg',
+    code: 'missing_image',
+    schema: { type: 'string', format: 'binary' },
+    parse: bytes('image_file'),
+  },
+  imageUrl: {
+    name: 'image_url',
+    key: 'imageUrl',
+    part: 'field',
+    carriers: ['form', 'json', 'library'],
+    maxLength: MAX_URL_LENGTH,
+    values: 'an http or https URL of a JPG, PNG or WebP image (at most 20 MB, downloaded within 10 s)',
+    default: '',
+    description: 'The image, downloaded from this URL.',
+    example: 'https://example.com/photo.jpg',
+    code: 'invalid_image_url',
+    schema: { type: 'string', format: 'uri', maxLength: MAX_URL_LENGTH },
+    parse: url('image_url'),
+  },
+  imageFileB64: {
+    name: 'image_file_b64',
+    key: 'imageFileB64',
+    part: 'field',
+    carriers: ['form', 'json', 'library'],
+    maxLength: MAX_BASE64_LENGTH,
+    values: 'the image in base64, with or without a data: prefix',
+    default: '',
+    description: 'The image, as base64 text.',
+    example: 'iVBORw0KGgoAAAANSUhEUgAA',
+    code: 'validation_error',
+    schema: { type: 'string', contentEncoding: 'base64', maxLength: MAX_BASE64_LENGTH },
+    parse: base64('image_file_b64'),
+  },
+  format: {
+    name: 'format',
+    key: 'format',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'png, jpg, webp, auto (PNG when the result has any transparency, else JPG)',
+    default: 'png',
+    description: "The result's file format.",
+    example: 'auto',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...FORMATS], default: 'png' },
+    choices: FORMATS,
+    parse: oneOf('format', FORMATS),
+  },
+  channels: {
+    name: 'channels',
+    key: 'channels',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'rgba (the cut-out), alpha (a greyscale mask)',
+    default: 'rgba',
+    description: 'The cut-out, or its mask alone.',
+    example: 'alpha',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...CHANNELS], default: 'rgba' },
+    choices: CHANNELS,
+    parse: oneOf('channels', CHANNELS),
+  },
+  size: {
+    name: 'size',
+    key: 'size',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'preview (0.25 MP), medium (1.5 MP), hd (4 MP), full (up to 16 MP)',
+    default: 'full',
+    description: 'The largest result, in pixels; never upscaled. Ignored with output_size.',
+    example: 'hd',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...SIZES], default: 'full' },
+    choices: SIZES,
+    parse: oneOf('size', SIZES),
+  },
+  bgColor: {
+    name: 'bg_color',
+    key: 'bgColor',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 256,
+    values: '#RGB, #RRGGBB, #RRGGBBAA (with or without #), rgb(r, g, b) or a CSS colour name',
+    default: 'transparent (white for jpg)',
+    description: 'A colour behind the subject.',
+    example: '#ffffff',
+    code: 'validation_error',
+    schema: { type: 'string', maxLength: 256 },
+    parse: parseBgColor,
+  },
+  bgImageFile: {
+    name: 'bg_image_file',
+    key: 'bgImageFile',
+    part: 'file',
+    carriers: ['form', 'cli', 'batch', 'library'],
+    maxLength: MAX_FILE_BYTES,
+    values: 'a JPG, PNG or WebP file, at most 20 MB and 6000 px per side',
+    default: '',
+    description: 'An image behind the subject, scaled to cover the result (centred, aspect ratio kept). At most one of bg_color, bg_image_file, bg_image_url.',
+    example: '@background.jpg',
+    code: 'validation_error',
+    schema: { type: 'string', format: 'binary' },
+    parse: bytes('bg_image_file'),
+  },
+  bgImageUrl: {
+    name: 'bg_image_url',
+    key: 'bgImageUrl',
+    part: 'field',
+    carriers: ALL,
+    maxLength: MAX_URL_LENGTH,
+    values: 'an http or https URL of a JPG, PNG or WebP image (at most 20 MB, downloaded within 10 s)',
+    default: '',
+    description: 'An image behind the subject, downloaded from this URL, as bg_image_file.',
+    example: 'https://example.com/background.jpg',
+    code: 'invalid_image_url',
+    schema: { type: 'string', format: 'uri', maxLength: MAX_URL_LENGTH },
+    parse: url('bg_image_url'),
+  },
+  crop: {
+    name: 'crop',
+    key: 'crop',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'true (to the subject), false, or an aspect ratio W:H centred on the subject',
+    default: 'false',
+    description: 'Crops the result to the subject and its padding.',
+    example: '1:1',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^(true|false|[0-9]{1,5}:[0-9]{1,5})$', default: 'false' },
+    parse: parseCrop,
+  },
+  padding: {
+    name: 'padding',
+    key: 'padding',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 64,
+    values: "one, two or four values (CSS order: top right bottom left), each n% of the subject's width, npx, or a fraction 0..1",
+    default: '10%',
+    description: 'The margins around the subject when cropping.',
+    example: '10px 20px 30px 40px',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: PADDING_PATTERN.source, default: '10%' },
+    parse: parsePadding,
+  },
+  scale: {
+    name: 'scale',
+    key: 'scale',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: '10% to 100%, or original',
+    default: 'original',
+    description: 'Resizes the subject so that the larger of its width and height ratios to the result is this share.',
+    example: '50%',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^(original|[0-9]{1,3}(\\.[0-9]+)?%)$', default: 'original' },
+    parse: parseScale,
+  },
+  position: {
+    name: 'position',
+    key: 'position',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 32,
+    values: 'original, center, or one or two percentages (horizontal, vertical) of the free space',
+    default: 'original; center once scale or output_size is set',
+    description: 'Where the subject (with scale) or the cut-out (with output_size) sits in the result.',
+    example: 'center',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^(original|center|centre|[0-9]{1,3}(\\.[0-9]+)?%(\\s+[0-9]{1,3}(\\.[0-9]+)?%)?)$', default: 'original' },
+    parse: parsePosition,
+  },
+  outputSize: {
+    name: 'output_size',
+    key: 'outputSize',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'WxH, each side 1 to 6000 px, at most 16 MP',
+    default: '',
+    description: 'The exact size of the result: the cut-out (cropped when crop is set) fitted inside it and placed by position.',
+    example: '1000x1000',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^[0-9]{1,4}[xX][0-9]{1,4}$' },
+    parse: parseOutputSize,
+  },
+  roi: {
+    name: 'roi',
+    key: 'roi',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 64,
+    values: 'x1 y1 x2 y2 (top-left and bottom-right corners), each in px or % of the image',
+    default: '0% 0% 100% 100%',
+    description: 'The region of interest: the subject is looked for only inside it; the result is transparent outside it.',
+    example: '0% 0% 50% 100%',
+    code: 'invalid_roi',
+    schema: { type: 'string', pattern: `^${PERCENT_OR_PX}(\\s+${PERCENT_OR_PX}){3}$` },
+    parse: parseRoi,
+  },
+  refine: {
+    name: 'refine',
+    key: 'refine',
+    part: 'field',
+    carriers: ['library'],
+    maxLength: 8,
+    values: 'true, false',
+    default: 'true',
+    description: 'Edge-aware matte refinement and foreground colour estimation.',
+    example: 'false',
+    code: 'validation_error',
+    schema: { type: 'boolean', default: true },
+    parse: parseBoolean('refine'),
+  },
+  model: {
+    name: 'model',
+    key: 'model',
+    part: 'field',
+    carriers: ['cli', 'library'],
+    maxLength: 64,
+    values: 'a model name from models/manifest.json',
+    default: "the manifest's default",
+    description: 'The model that runs.',
+    example: 'isnet-medium',
+    code: 'validation_error',
+    schema: { type: 'string' },
+    parse: parseModel,
+  },
+} as const satisfies Record<string, OptionRow>;
+
+export type OptionKey = keyof typeof OPTIONS;
+export type OptionName = (typeof OPTIONS)[OptionKey]['name'];
+/** Each option's parsed value (undefined: left out). */
+export type ParsedOptions = { [K in OptionKey]: ReturnType<(typeof OPTIONS)[K]['parse']> };
+
+export const OPTION_TABLE: readonly OptionRow[] = Object.values(OPTIONS);
+
+/** The rows a carrier takes. */
+export function optionsFor(carrier: Carrier): OptionRow[] {
+  return OPTION_TABLE.filter((row) => row.carriers.includes(carrier));
+}
+
+/** The row of an API name, if any. */
+export function optionByName(name: string): OptionRow | undefined {
+  return OPTION_TABLE.find((row) => row.name === name);
+}
+
+/** The CLI's flag of a row: its API name with dashes. */
+export function cliFlag(row: OptionRow): string {
+  return row.name.replaceAll('_', '-');
+}
+
+/** The source rows: exactly one of them carries the image. */
+export const SOURCE_KEYS = ['imageFile', 'imageUrl', 'imageFileB64'] as const satisfies readonly OptionKey[];
+/** The background rows: at most one of them. */
+export const BACKGROUND_KEYS = ['bgColor', 'bgImageFile', 'bgImageUrl'] as const satisfies readonly OptionKey[];
+
+/**
+ * Parses every option of `input` (library keys) by its row; a key that is no row's is a
+ * validation_error naming it. Cross-option rules are the caller's.
+ */
+export function parseOptions(input: Record<string, unknown>): ParsedOptions {
+  const parsed: Record<string, unknown> = {};
+  for (const key of Object.keys(input)) {
+    if (!Object.hasOwn(OPTIONS, key)) {
+      const allowed = optionsFor('library').map((row) => row.key);
+      throw new BgoneError('validation_error', `${key} is not an option (${allowed.join(', ')}).`, { field: key, allowed });
+    }
+  }
+  for (const [key, row] of Object.entries(OPTIONS) as Array<[OptionKey, OptionRow]>) parsed[key] = row.parse(input[key]);
+  return parsed as ParsedOptions;
+}
+
+/** Library options from API-named values (a form, a JSON body, a batch's stored options). */
+export function optionsFromNames(values: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const options: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(values)) {
+    const row = optionByName(name);
+    options[row ? row.key : name] = value;
+  }
+  return options;
+}
