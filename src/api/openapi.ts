@@ -1,5 +1,6 @@
 /** The OpenAPI 3.1 description of the service, served at GET /api/v1/openapi.json. */
 
+import { ERROR_STATUS, ERROR_CODES as LIBRARY_CODES } from '../lib/errors.js';
 import { type Carrier, type OptionRow, optionsFor } from '../lib/option-table.js';
 import { FORMATS } from '../lib/options.js';
 import { HTTP_STATUS, type HttpErrorCode } from '../service/errors.js';
@@ -23,6 +24,11 @@ function optionProperties(carrier: Carrier, files: boolean): Record<string, unkn
       { ...row.schema, description: `${row.description} ${row.values[0]!.toUpperCase()}${row.values.slice(1)}.`, examples: [row.example] },
     ]),
   );
+}
+
+/** The library's codes (an image's and its options' refusals) answered with `status`. */
+function imageCodes(status: number): HttpErrorCode[] {
+  return LIBRARY_CODES.filter((code) => code !== 'internal_error' && ERROR_STATUS[code] === status) as HttpErrorCode[];
 }
 
 export function openApiDocument(): Record<string, unknown> {
@@ -293,7 +299,7 @@ export function openApiDocument(): Record<string, unknown> {
                 'application/json': { schema: { $ref: '#/components/schemas/RemoveJsonAnswer' } },
               },
             },
-            '400': errorResponse('Bad request.', ['missing_image', 'validation_error', 'image_too_large', 'invalid_roi', 'invalid_image_url'], rateHeaders),
+            '400': errorResponse('Bad request.', imageCodes(400), rateHeaders),
             '401': errorResponse('Missing or invalid API key.', ['authentication_error'], bearerChallenge),
             '402': errorResponse('No credits left in the billing cycle.', ['payment_required'], rateHeaders),
             '403': errorResponse('Account disabled.', ['permission_denied'], rateHeaders),
@@ -302,12 +308,8 @@ export function openApiDocument(): Record<string, unknown> {
               ...rateHeaders,
               ...retryAfter,
             }),
-            '415': errorResponse('Not a JPG, PNG or WebP image.', ['unsupported_media_type'], rateHeaders),
-            '422': errorResponse(
-              'The image cannot be decoded or downloaded, or has no subject.',
-              ['invalid_image', 'foreground_not_found', 'failed_image_download'],
-              rateHeaders,
-            ),
+            '415': errorResponse('Not a JPG, PNG or WebP image.', imageCodes(415), rateHeaders),
+            '422': errorResponse('The image cannot be decoded or downloaded, or has no subject.', imageCodes(422), rateHeaders),
             '408': bodyTimeout['408'],
             '429': keyedErrors['429'],
             '500': errorResponse('Internal error; not charged.', ['internal_server_error']),

@@ -203,9 +203,11 @@ export async function removeBackground(
   } else {
     // The image as the first argument, or inside the options (null stays null: a validation_error).
     const bytes = input instanceof Uint8Array ? input : undefined;
+    if (bytes === undefined && Object.prototype.toString.call(input) !== '[object Object]') {
+      throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array, or options holding the image.');
+    }
     const options = (bytes ? second : input) as RemoveBackgroundOptions | undefined;
     run = checkRunOptions(bytes ? third : second);
-    if (bytes === undefined && (input === undefined || input === null)) throw new BgoneError('missing_image', 'input must be a Buffer or Uint8Array.');
     let normalised = normaliseOptions(options);
     imageSource(bytes, normalised); // one source, before anything is downloaded
     if (needsDownload(normalised)) {

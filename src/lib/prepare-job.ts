@@ -107,7 +107,12 @@ export function imageSource(input: unknown, { sources }: NormalisedOptions): Uin
     });
   }
   const [source] = given;
-  if (!source) throw new BgoneError('missing_image', 'No image was provided: give one of image_file, image_url and image_file_b64.');
+  if (!source) {
+    throw new BgoneError('missing_image', 'No image was provided: give one of image_file, image_url and image_file_b64.', {
+      field: 'image_file',
+      fields: ['image_file', 'image_url', 'image_file_b64'],
+    });
+  }
   return source[1];
 }
 
@@ -143,7 +148,7 @@ function prepare(
   if (typeof image === 'string') {
     throw new BgoneError('validation_error', 'image_url is downloaded by removeBackground; prepareJob takes bytes.', { field: 'image_url' });
   }
-  if (image.length === 0) throw new BgoneError('missing_image');
+  if (image.length === 0) throw new BgoneError('missing_image', 'The image is empty (0 bytes).', { field: 'image_file' });
   if (image.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
   native();
   resolveModel(normalised.model);

@@ -185,9 +185,9 @@ describe('400 validation_error', () => {
     expect(body.details).toMatchObject({ field: 'Content-Type' });
   });
 
-  it('a non-multipart Content-Type (JSON)', async () => {
+  it('a JSON body carrying image_file, a file part (the base64 goes in image_file_b64)', async () => {
     const { body } = await expectUncharged(ts, 400, 'validation_error', send('application/json', JSON.stringify({ image_file: teddy.toString('base64') })));
-    expect(body.details).toMatchObject({ field: 'Content-Type' });
+    expect(body.details).toMatchObject({ field: 'image_file' });
   });
 
   it('the raw image as the body (image/jpeg Content-Type)', async () => {
@@ -207,10 +207,10 @@ describe('400 validation_error', () => {
 });
 
 describe('400 image_too_large', () => {
-  it('a 25 MB upload with its Content-Length: answered before the client has sent it all', async () => {
+  it('a 50 MB upload with its Content-Length (over an image in base64 and a background): answered before the client has sent it all', async () => {
     const before = await credits(ts);
-    // The client sends 1 MB of the 25 MB, then waits: the answer must come without the rest.
-    const out = await streamUpload(ts.port, ts.key, 25 * MB, false, MB);
+    // The client sends 1 MB of the 50 MB, then waits: the answer must come without the rest.
+    const out = await streamUpload(ts.port, ts.key, 50 * MB, false, MB);
     const res = asHttpResult(out);
     const body = expectError(res, 400, 'image_too_large');
     expect(body.details).toMatchObject({ field: 'image_file' });

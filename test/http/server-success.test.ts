@@ -247,6 +247,7 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
         'unsupported_media_type',
         'invalid_image',
         'foreground_not_found',
+        'invalid_roi',
         'invalid_image_url',
         'failed_image_download',
         'authentication_error',

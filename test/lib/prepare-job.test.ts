@@ -53,7 +53,9 @@ describe('prepareJob', () => {
     // Taken as options: its fields are no options, the first of them named.
     await expect(removeBackground({ ...job } as never)).rejects.toMatchObject({ code: 'validation_error', details: { field: 'input' } });
     const lookAlike = { ...normaliseOptions({ size: 'preview' }) };
-    expect(() => prepareJob(teddy, lookAlike as never)).toThrow(expect.objectContaining({ code: 'validation_error', details: expect.objectContaining({ field: 'native' }) }));
+    expect(() => prepareJob(teddy, lookAlike as never)).toThrow(
+      expect.objectContaining({ code: 'validation_error', details: expect.objectContaining({ field: 'native' }) }),
+    );
     expect(Object.isFrozen(job) && Object.isFrozen(job.options)).toBe(true);
   });
 });
