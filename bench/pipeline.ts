@@ -93,7 +93,7 @@ const AFTER_JOBS_SETTLE_MS = 2000;
 const REFERENCE_MP = 2;
 const REFERENCE_RUNS = 2;
 const REFERENCE_WARMUP = 1;
-/** Placement variants against the plain job, at this size, interleaved in its case child. */
+/** Placement variants against the plain job, at this size, interleaved in its case child once its memory is measured. */
 const VARIANTS_MP = 2;
 const VARIANT_ITERATIONS = QUICK ? 3 : 5;
 /** Median of a variant / median of the plain job, timed in the same child, interleaved. */
@@ -353,6 +353,9 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
       },
     );
     await bench.run();
+    // Memory first: the peak and the return to idle are the plain jobs' (a variant's other inference
+    // size would add its own memory plan).
+    const settled = await child.request<CaseSettled>({ cmd: 'settle', ms: AFTER_JOBS_SETTLE_MS });
     let variants: CaseResult['variants'] = null;
     if (image.megapixels === VARIANTS_MP) {
       await waitUntilQuiet(child.pid);
@@ -365,7 +368,6 @@ async function benchSize(image: InputImage, model: string, pure: PureInference):
         target: VARIANT_TARGETS[name] ?? null,
       }));
     }
-    const settled = await child.request<CaseSettled>({ cmd: 'settle', ms: AFTER_JOBS_SETTLE_MS });
     await child.close();
     if (!last) throw new Error(`${name}: no result`);
 

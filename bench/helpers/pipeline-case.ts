@@ -28,8 +28,7 @@ import { loadLibraryConfig } from '../../src/config/config.js';
 import { addonFileInUse, configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
 import { getModel } from '../../src/lib/models.js';
 import { native } from '../../src/lib/native.js';
-import type { NativeOptions } from '../../src/lib/options.js';
-import { prepareJob } from '../../src/lib/prepare-job.js';
+import { type PreparedJob, prepareJob } from '../../src/lib/prepare-job.js';
 import { emit, serveLines } from './line-protocol.js';
 
 const rssMB = (): number => process.memoryUsage().rss / 2 ** 20;
@@ -98,20 +97,18 @@ async function main(): Promise<void> {
       }
       case 'variants': {
         if (!input) throw new Error('no input yet');
-        const job = prepareJob(input, { format: 'png', model });
+        // Each variant as prepareJob makes it (the inference size for it included), run on the addon directly.
         const handle = await getModel(model);
-        const { width: w, height: h } = job.probe;
-        const roi: NativeOptions['roi'] = [Math.round(w / 4), Math.round(h / 4), Math.round((3 * w) / 4), Math.round((3 * h) / 4)];
-        const variants: Record<string, [Partial<NativeOptions>, Buffer | null]> = {
-          plain: [{}, null],
-          background: [{ canvasWidth: 1000, canvasHeight: 1000 }, job.input],
-          roi: [{ roi }, null],
+        const variants: Record<string, PreparedJob> = {
+          plain: prepareJob(input, { format: 'png', model }),
+          background: prepareJob(input, { format: 'png', model, outputSize: '1000x1000', bgImageFile: input }),
+          roi: prepareJob(input, { format: 'png', model, roi: '25% 25% 75% 75%' }),
         };
         const ms: Record<string, number[]> = { plain: [], background: [], roi: [] };
         for (let i = 0; i < Number(cmd.n); i++) {
-          for (const [name, [overrides, background]] of Object.entries(variants)) {
+          for (const [name, job] of Object.entries(variants)) {
             const start = performance.now();
-            await native().removeBackground(job.input, { ...job.options, ...overrides }, handle, background);
+            await native().removeBackground(job.input, job.options, handle, job.background);
             ms[name]!.push(performance.now() - start);
           }
         }

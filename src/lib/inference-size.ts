@@ -37,10 +37,20 @@ export function atInferenceSide(options: NativeOptions, side: number): NativeOpt
 
 /**
  * The job's options with the inference size for its image (width × height after EXIF rotation). An
- * exact canvas is the output's size whatever the preset: its pixels decide.
+ * exact canvas is the output's size whatever the preset: its pixels decide. A region of interest is
+ * all the model sees, so its pixels bound the detail the matte can have, whatever the preset: a roi
+ * of up to 0.6 MP gets the side of an output of its size (the same sweep: its matte is scored at its
+ * own resolution there).
  */
 export function withInferenceSize(options: NativeOptions, width: number, height: number): NativeOptions {
-  if (options.maxPixels > SMALL_PRESET_PIXELS) return options;
-  const output = options.canvasWidth > 0 ? options.canvasWidth * options.canvasHeight : Math.min(width * height, options.maxPixels);
-  return atInferenceSide(options, Math.min(options.inferenceSize, inferenceSide(output)));
+  const roi = options.roi;
+  const roiPixels = roi ? (roi[2] - roi[0]) * (roi[3] - roi[1]) : Number.POSITIVE_INFINITY;
+  const smallPreset = options.maxPixels <= SMALL_PRESET_PIXELS;
+  if (!smallPreset && !roi) return options;
+  const output = !smallPreset
+    ? Number.POSITIVE_INFINITY
+    : options.canvasWidth > 0
+      ? options.canvasWidth * options.canvasHeight
+      : Math.min(width * height, options.maxPixels);
+  return atInferenceSide(options, Math.min(options.inferenceSize, inferenceSide(Math.min(output, roiPixels))));
 }

@@ -26,6 +26,13 @@ describe('the inference size follows the output (preview and medium only)', () =
     expect(withInferenceSize(normalised, 4000, 3000)).toBe(normalised);
   });
 
+  it('a region of interest of up to 0.6 MP decides by its own pixels, whatever the preset', () => {
+    const full = options('full');
+    expect(withInferenceSize({ ...full, roi: [0, 0, 960, 540] }, 1920, 1080).inferenceSize).toBe(896);
+    expect(withInferenceSize({ ...full, roi: [0, 0, 1920, 540] }, 1920, 1080).inferenceSize).toBe(1024);
+    expect(withInferenceSize({ ...options('preview'), roi: [0, 0, 4000, 3000] }, 4000, 3000).inferenceSize).toBe(896);
+  });
+
   it('an exact canvas decides by its own pixels, not the preset', () => {
     const large = { ...options('preview'), canvasWidth: 2000, canvasHeight: 2000 };
     expect(withInferenceSize(large, 4000, 3000)).toBe(large);
