@@ -23,6 +23,12 @@ export { newRequestId } from './request-id.js';
 /** The challenge of every 401: API keys are Bearer tokens (`Authorization: Bearer rb-sk_...`). */
 const BEARER_CHALLENGE: OutgoingHeaders = { 'WWW-Authenticate': 'Bearer realm="bgone"' };
 
+/**
+ * A route's own error answer: the status and the JSON body it writes for an HttpError (a dialect
+ * of the API with another error shape). Headers of the error and of the call are still added.
+ */
+export type ErrorRenderer = (err: HttpError, requestId: string) => { status: number; body: unknown };
+
 /** What the exchange reports when it is answered or abandoned (metrics). */
 export type AnswerRecorder = (route: string, status: number, code: string, seconds: number) => void;
 
@@ -104,6 +110,8 @@ export class Exchange {
   private bodyMinRate: BodyMinRate | undefined;
   private rateTimer: NodeJS.Timeout | undefined;
   private readonly bodyCompleteListeners: Array<() => void> = [];
+  /** The route's error renderer (renderErrors); none: the contract's body. */
+  private renderer: ErrorRenderer | undefined;
 
   constructor(
     readonly req: HttpRequest,
@@ -216,18 +224,32 @@ export class Exchange {
   }
 
   /**
-   * The error answer: the error's status, the JSON body { code, message, details?, request_id }. A 401 names the scheme the API takes (RFC 9110 §11.6.1).
+   * Writes every later error() of this exchange with `renderer`: set by a route before admission,
+   * so the refusals of the shared path (authentication, rate limit, credits, body, validation) come
+   * out in that route's shape too.
+   */
+  renderErrors(renderer: ErrorRenderer): void {
+    this.renderer = renderer;
+  }
+
+  /**
+   * The error answer: the error's status, the JSON body { code, message, details?, request_id }, or
+   * what the route's renderer makes of the error. A 401 names the scheme the API takes (RFC 9110 §11.6.1).
    */
   error(err: HttpError, headers: OutgoingHeaders = {}): void {
-    const body: Record<string, unknown> = { code: err.code, message: err.message, request_id: this.requestId };
-    if (err.details !== undefined) body.details = err.details;
-    const status = err.status;
+    const { status, body } = this.renderer ? this.renderer(err, this.requestId) : { status: err.status, body: this.contractBody(err) };
     this.send(
       status,
       { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...(status === 401 ? BEARER_CHALLENGE : {}), ...headers, ...err.headers },
       JSON.stringify(body),
       err.code,
     );
+  }
+
+  private contractBody(err: HttpError): Record<string, unknown> {
+    const body: Record<string, unknown> = { code: err.code, message: err.message, request_id: this.requestId };
+    if (err.details !== undefined) body.details = err.details;
+    return body;
   }
 
   /**
