@@ -13,9 +13,13 @@ function bearer(header: string): string | null {
 }
 
 /** The principal of the request's API key; null for a missing, malformed, unknown or revoked key. */
-export async function principalOfApiKey(store: Store, ex: Exchange): Promise<Principal | null> {
-  const key = bearer(ex.req.header('authorization'));
-  if (!key) return null; // a malformed header never reaches the database
+export function principalOfApiKey(store: Store, ex: Exchange): Promise<Principal | null> {
+  return principalOfKey(store, bearer(ex.req.header('authorization')));
+}
+
+/** The principal of an API key, however the request carried it; null for none, or an unknown or revoked one. */
+export async function principalOfKey(store: Store, key: string | null): Promise<Principal | null> {
+  if (!key) return null; // a missing or malformed header never reaches the database
   const auth = await store.keys.authenticate(key);
   if (!auth) return null;
   return { accountId: auth.accountId, keyId: auth.keyId, disabled: auth.disabled, rateLimitPerMinute: auth.rateLimitPerMinute, rateKey: `key:${auth.keyId}` };

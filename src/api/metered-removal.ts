@@ -1,6 +1,7 @@
 /**
  * One metered background removal after admission (service/admission.ts), shared by POST
- * /api/v1/remove and the dashboard's try-it endpoint: the form read (multipart through busboy, or
+ * /api/v1/remove, the dashboard's try-it endpoint and the dialects of other APIs (dialects/,
+ * which give their own form, option names and success answer): the form read (multipart through busboy, or
  * JSON, or urlencoded; limits from the option table), option validation, the downloads of
  * image_url and bg_image_url (each holding an upload place meanwhile), one credit
  * (service/metering.ts) reserved, removeBackground, the charge committed only when the answer is a
@@ -11,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import { HttpError } from '../http/errors.js';
-import type { Exchange, ParsedForm } from '../http/exchange.js';
+import type { Exchange, FormShape, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { optionsFromNames } from '../lib/option-table.js';
@@ -91,6 +92,70 @@ export function wantsJson(accept: string): boolean {
   return false;
 }
 
+/** Idempotency-Key: 1 to 255 visible ASCII characters (or none). */
+export function validIdempotencyKey(value: string): boolean {
+  return value.length <= 255 && !/[^\x21-\x7e]/.test(value);
+}
+
+export const idempotencyKeyError = () =>
+  new ApiError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' });
+
+/** What a successful removal answers with, besides the image. */
+export interface RemovalOutcome {
+  result: RemoveBackgroundResult;
+  /** Credits charged: 1, or 0 for an idempotent replay. */
+  charged: number;
+  /** The balance after the charge. */
+  remaining: number;
+  ms: number;
+  rateHeaders: Headers;
+}
+
+/**
+ * The names a removal is asked and answered in: the form it reads, how its fields become the
+ * library's options (a value outside the dialect's lists throws an HttpError or a BgoneError), and
+ * the success answer. The pipeline, the ledger and the errors' meaning stay the same.
+ */
+export interface RemovalDialect {
+  form: FormShape;
+  options(form: ParsedForm, model: string | undefined): RemoveBackgroundOptions;
+  answer(ex: Exchange, outcome: RemovalOutcome): void;
+}
+
+/** bgone's own dialect: the option table's names, X-Image-* headers, the JSON answer with request_id. */
+export const BGONE_DIALECT: RemovalDialect = {
+  form: REMOVE_FORM,
+  options: optionsFromForm,
+  answer(ex, { result, charged, remaining, ms, rateHeaders }) {
+    const { foreground } = result;
+    const headers: Record<string, string> = {
+      'X-Processing-Time-Ms': String(ms),
+      'X-Image-Width': String(result.width),
+      'X-Image-Height': String(result.height),
+      'X-Foreground-Top': String(foreground.top),
+      'X-Foreground-Left': String(foreground.left),
+      'X-Foreground-Width': String(foreground.width),
+      'X-Foreground-Height': String(foreground.height),
+      'X-Credits-Charged': String(charged),
+      'X-Credits-Remaining': String(remaining),
+      'Cache-Control': 'no-store',
+      ...rateHeaders,
+    };
+    if (wantsJson(ex.req.header('accept'))) {
+      ex.json(
+        200,
+        {
+          data: { result_b64: result.data.toString('base64'), width: result.width, height: result.height, foreground },
+          request_id: ex.requestId,
+        },
+        headers,
+      );
+    } else {
+      ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
+    }
+  },
+};
+
 export interface RemovalDeps {
   store: Store;
   model?: string | undefined;
@@ -113,6 +178,7 @@ export class MeteredRemoval {
     private readonly ex: Exchange,
     private readonly ticket: Ticket,
     private readonly deps: RemovalDeps,
+    private readonly dialect: RemovalDialect = BGONE_DIALECT,
   ) {
     this.credit = new Credit({ store: deps.store, logger: deps.logger, requestId: ex.requestId, retryAfterSeconds: deps.overloadRetryAfter ?? 5 });
   }
@@ -123,7 +189,7 @@ export class MeteredRemoval {
     if (!this.open) return;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    void this.run(this.ex.readForm({ form: REMOVE_FORM, maxBodyBytes: MAX_BODY_BYTES, tooLarge, textBodies: true }));
+    void this.run(this.ex.readForm({ form: this.dialect.form, maxBodyBytes: MAX_BODY_BYTES, tooLarge, textBodies: true }));
   }
 
   /**
@@ -163,7 +229,7 @@ export class MeteredRemoval {
     // the reservation: a request refused here never holds a credit.
     let job: PreparedJob;
     try {
-      let normalised: NormalisedOptions = normaliseOptions(optionsFromForm(form, this.deps.model));
+      let normalised: NormalisedOptions = normaliseOptions(this.dialect.options(form, this.deps.model));
       imageSource(undefined, normalised);
       if (needsDownload(normalised)) {
         const done = this.ticket.downloading();
@@ -244,32 +310,7 @@ export class MeteredRemoval {
     }
     const ms = Math.round(this.ex.seconds() * 1000);
     this.open = false;
-    const { foreground } = result;
-    const headers: Record<string, string> = {
-      'X-Processing-Time-Ms': String(ms),
-      'X-Image-Width': String(result.width),
-      'X-Image-Height': String(result.height),
-      'X-Foreground-Top': String(foreground.top),
-      'X-Foreground-Left': String(foreground.left),
-      'X-Foreground-Width': String(foreground.width),
-      'X-Foreground-Height': String(foreground.height),
-      'X-Credits-Charged': String(charged),
-      'X-Credits-Remaining': String(remaining),
-      'Cache-Control': 'no-store',
-      ...this.ticket.rateHeaders,
-    };
-    if (wantsJson(this.ex.req.header('accept'))) {
-      this.ex.json(
-        200,
-        {
-          data: { result_b64: result.data.toString('base64'), width: result.width, height: result.height, foreground },
-          request_id: requestId,
-        },
-        headers,
-      );
-    } else {
-      this.ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
-    }
+    this.dialect.answer(this.ex, { result, charged, remaining, ms, rateHeaders: this.ticket.rateHeaders });
     logger?.info(
       { requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings },
       'image processed',

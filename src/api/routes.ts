@@ -1,5 +1,5 @@
 /**
- * The public API's routes: POST /api/v1/remove plus health, readiness, metrics and the OpenAPI
+ * The public API's routes: POST /api/v1/remove, remove.bg's dialect of it (dialects/removebg.ts), plus health, readiness, metrics and the OpenAPI
  * document. The remove route only authenticates (by API key), admits (service/admission.ts) and
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
@@ -14,7 +14,8 @@ import type { JobMemoryGate } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
-import { MeteredRemoval } from './metered-removal.js';
+import { mountRemoveBg } from './dialects/removebg.js';
+import { idempotencyKeyError, MeteredRemoval, validIdempotencyKey } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
 
 export const REMOVE_PATH = '/api/v1/remove';
@@ -52,11 +53,6 @@ export function mountMetrics(router: Router, metrics: Metrics, token?: string): 
   });
 }
 
-/** Idempotency-Key: 1 to 255 visible ASCII characters. */
-function validIdempotencyKey(value: string): boolean {
-  return value.length <= 255 && !/[^\x21-\x7e]/.test(value);
-}
-
 export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
   // Where inference runs: the configured provider (the model loaded with it, or the service would
@@ -75,15 +71,14 @@ export function mountApi(router: Router, deps: ApiDeps): void {
     const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new ApiError('authentication_error'), { metered: true });
     if (!ticket) return;
     if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
-      ex.error(
-        new ApiError('validation_error', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', { field: 'Idempotency-Key' }),
-        ticket.rateHeaders,
-      );
+      ex.error(idempotencyKeyError(), ticket.rateHeaders);
       ticket.release();
       return;
     }
     new MeteredRemoval(ex, ticket, { store, model: deps.model, logger, metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter }).start();
   });
+
+  mountRemoveBg(router, deps);
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
   // Ready: not draining, and the database answers (a load balancer takes a node whose database is

@@ -1,0 +1,270 @@
+/**
+ * remove.bg's dialect through real HTTP on a fresh service: POST /v1.0/removebg with remove.bg's
+ * names, defaults and answer (multipart, JSON and urlencoded bodies; the image by file, base64 and
+ * URL from a photo server on loopback), GET /v1.0/account from the real balance, and the refusals
+ * in remove.bg's shape (403 for a key, 402, 429, 400 with remove.bg's codes), none of them charged.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configure } from '../../src/lib/index.js';
+import { PHOTOS } from '../helpers/constants.js';
+import { trackUncaught } from '../helpers/http-assert.js';
+import { decode } from '../helpers/image.js';
+import { readPhoto } from '../helpers/paths.js';
+import { blob, credits, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+
+const teddy = readPhoto(PHOTOS.teddy); // 284x398
+const swan = readPhoto(PHOTOS.swan); // 854x480: 0.41 MP, over preview's 0.25 MP
+const TEDDY = { width: 284, height: 398 };
+
+let ts: TestServer;
+let photos: Server;
+let photosUrl: string;
+const uncaught = trackUncaught();
+
+beforeAll(async () => {
+  configure({ fetchAllowPrivate: true });
+  photos = createServer((req, res) => {
+    if (req.url !== '/teddy.jpg') {
+      res.writeHead(404);
+      res.end('no');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
+    res.end(teddy);
+  });
+  await new Promise<void>((resolve) => photos.listen(0, '127.0.0.1', resolve));
+  photosUrl = `http://127.0.0.1:${(photos.address() as AddressInfo).port}`;
+  ts = await startTestServer({ plan: 'pro' });
+});
+
+afterAll(async () => {
+  await ts?.close();
+  photos?.closeAllConnections();
+  await new Promise((resolve) => photos?.close(resolve));
+  configure({ fetchAllowPrivate: false });
+});
+
+type Key = string | null;
+
+/** POST /v1.0/removebg as multipart, with `X-Api-Key` (none when key is null). */
+async function post(
+  fields: Record<string, string>,
+  files: Record<string, Buffer> = {},
+  headers: Record<string, string> = {},
+  server = ts,
+): Promise<HttpResult> {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
+  for (const [name, data] of Object.entries(files)) form.append(name, blob(data, 'image/jpeg'), `${name}.jpg`);
+  return toResult(await fetch(`${server.url}/v1.0/removebg`, { method: 'POST', headers: { 'X-Api-Key': server.key, ...headers }, body: form }));
+}
+
+/** POST /v1.0/removebg with a text body of the given content type. */
+async function postText(contentType: string, body: string, key: Key = ts.key): Promise<HttpResult> {
+  const headers: Record<string, string> = { 'content-type': contentType };
+  if (key !== null) headers['X-API-Key'] = key;
+  return toResult(await fetch(`${ts.url}/v1.0/removebg`, { method: 'POST', headers, body }));
+}
+
+async function account(key: Key = ts.key, server = ts): Promise<HttpResult> {
+  return toResult(await fetch(`${server.url}/v1.0/account`, { headers: key === null ? {} : { 'x-api-key': key } }));
+}
+
+function ok(res: HttpResult): HttpResult {
+  expect(res.status, JSON.stringify(res.json ?? res.headers.get('content-type'))).toBe(200);
+  return res;
+}
+
+/** A remove.bg error answer: its status, its one error's code, a title and a detail. */
+function expectError(res: HttpResult, status: number, code: string): void {
+  expect(res.status, JSON.stringify(res.json)).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(res.json).toEqual({ errors: [{ title: expect.any(String), code, detail: expect.any(String) }] });
+}
+
+describe('POST /v1.0/removebg', () => {
+  it("remove.bg's defaults: size preview (at most 0.25 MP) and format auto (PNG for a cut-out), with its headers", async () => {
+    const res = ok(await post({}, { image_file: swan }));
+    expect(res.headers.get('content-type')).toBe('image/png');
+    const meta = await sharp(res.body).metadata();
+    expect(meta.format).toBe('png');
+    expect(meta.width! * meta.height!).toBeLessThanOrEqual(250_000);
+    expect(meta.width! * meta.height!).toBeGreaterThan(200_000);
+    expect(res.headers.get('x-width')).toBe(String(meta.width));
+    expect(res.headers.get('x-height')).toBe(String(meta.height));
+    expect(res.headers.get('x-type')).toBe('other');
+    expect(res.headers.get('x-credits-charged')).toBe('1');
+    expect(res.headers.get('x-request-id')).toMatch(/\S/);
+    expect(res.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/);
+    for (const side of ['top', 'left', 'width', 'height']) expect(res.headers.get(`x-foreground-${side}`)).toMatch(/^\d+$/);
+    expect(Number(res.headers.get('x-foreground-width'))).toBeGreaterThan(0);
+  });
+
+  it('bg_color gives a JPEG (format auto, nothing transparent); the 4-digit #RGBA form is taken', async () => {
+    const res = ok(await post({ bg_color: '#0f0' }, { image_file: teddy }));
+    expect(res.headers.get('content-type')).toBe('image/jpeg');
+    const withAlpha = ok(await post({ bg_color: '0f08', format: 'png' }, { image_file: teddy }));
+    const image = await decode(withAlpha.body);
+    expect(image.channels).toBe(4);
+    expect(image.data[3]).toBeGreaterThan(100); // a corner: the background at alpha 0x88
+    expect(image.data[3]).toBeLessThan(160);
+  });
+
+  it('channels=alpha gives the mask alone', async () => {
+    const res = ok(await post({ channels: 'alpha', format: 'png' }, { image_file: teddy }));
+    expect((await decode(res.body)).channels).toBe(1);
+  });
+
+  it('image_file_b64 in a JSON body and in a urlencoded body, and image_url, give the bytes of the upload', async () => {
+    const plain = ok(await post({}, { image_file: teddy }));
+    const json = ok(await postText('application/json', JSON.stringify({ image_file_b64: teddy.toString('base64') })));
+    expect(json.body.equals(plain.body)).toBe(true);
+    const urlencoded = ok(await postText('application/x-www-form-urlencoded', new URLSearchParams({ image_file_b64: teddy.toString('base64') }).toString()));
+    expect(urlencoded.body.equals(plain.body)).toBe(true);
+    const byUrl = ok(await post({ image_url: `${photosUrl}/teddy.jpg` }));
+    expect(byUrl.body.equals(plain.body)).toBe(true);
+  });
+
+  it('bg_image_file puts an image behind the subject: no transparency left, so a JPEG', async () => {
+    const res = ok(await post({}, { image_file: teddy, bg_image_file: swan }));
+    expect(res.headers.get('content-type')).toBe('image/jpeg');
+    expect((await sharp(res.body).metadata()).width).toBe(TEDDY.width);
+  });
+
+  it('every optional field with a valid value is taken', async () => {
+    const res = ok(
+      await post(
+        {
+          size: 'full',
+          type: 'product',
+          type_level: '2',
+          format: 'webp',
+          roi: '0% 0% 100% 100%',
+          crop: 'true',
+          crop_margin: '10px 5%',
+          scale: '80%',
+          position: 'center',
+          channels: 'rgba',
+          bg_color: '',
+          add_shadow: 'true',
+          shadow_type: '3D',
+          shadow_opacity: '50',
+          semitransparency: 'false',
+        },
+        { image_file: teddy },
+      ),
+    );
+    expect(res.headers.get('content-type')).toBe('image/webp');
+    expect(res.headers.get('x-type')).toBe('other');
+  });
+
+  it('crop=true without crop_margin crops to the subject with no margin', async () => {
+    const res = ok(await post({ crop: 'true', size: 'full' }, { image_file: teddy }));
+    expect(res.headers.get('x-foreground-left')).toBe('0');
+    expect(res.headers.get('x-foreground-top')).toBe('0');
+    expect(res.headers.get('x-foreground-width')).toBe(res.headers.get('x-width'));
+  });
+
+  it("Accept: application/json answers remove.bg's JSON: the image in base64 and the subject's box", async () => {
+    const res = ok(await post({ size: 'full' }, { image_file: teddy }, { accept: 'application/json' }));
+    expect(Object.keys(res.json)).toEqual(['data']);
+    expect(Object.keys(res.json.data).sort()).toEqual(['foreground_height', 'foreground_left', 'foreground_top', 'foreground_width', 'result_b64']);
+    const meta = await sharp(Buffer.from(res.json.data.result_b64, 'base64')).metadata();
+    expect({ width: meta.width, height: meta.height }).toEqual(TEDDY);
+    expect(res.json.data.foreground_width).toBe(Number(res.headers.get('x-foreground-width')));
+  });
+
+  it('one image costs exactly one credit of the balance GET /v1.0/account shows', async () => {
+    const before = ok(await account());
+    const { remaining } = await credits(ts);
+    expect(before.json).toEqual({
+      data: { attributes: { credits: { total: remaining, subscription: remaining, payg: 0, enterprise: 0 }, api: { free_calls: 0, sizes: 'all' } } },
+    });
+    ok(await post({}, { image_file: teddy }));
+    const after = ok(await account());
+    expect(after.json.data.attributes.credits.total).toBe(remaining - 1);
+  });
+
+  it.each([
+    ['type', 'dog', 'invalid_type'],
+    ['format', 'zip', 'invalid_format'],
+    ['format', 'gif', 'invalid_format'],
+    ['crop_margin', '60%', 'invalid_crop_margin'],
+    ['crop_margin', '501px', 'invalid_crop_margin'],
+    ['size', 'huge', 'invalid_size'],
+    ['channels', 'rgb', 'invalid_channels'],
+    ['bg_color', 'not-a-colour', 'invalid_bg_color'],
+    ['scale', '5%', 'invalid_scale'],
+    ['position', 'left', 'invalid_position'],
+    ['roi', '0 0 10', 'invalid_roi'],
+    ['roi', '0px 0px 9999px 10px', 'roi_exceeds_bounds'],
+    ['type_level', '3', 'invalid_type_level'],
+    ['shadow_opacity', '101', 'invalid_shadow_opacity'],
+    ['semitransparency', 'maybe', 'invalid_semitransparency'],
+  ])('%s=%s → 400 %s, nothing charged', async (field, value, code) => {
+    const before = await credits(ts);
+    expectError(await post({ [field]: value }, { image_file: teddy }), 400, code);
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it('sources: none is missing_source, two are multiple_sources, two backgrounds multiple_bg_sources; a bad image is failed_to_read_image', async () => {
+    const before = await credits(ts);
+    expectError(await post({}), 400, 'missing_source');
+    expectError(await post({ image_url: `${photosUrl}/teddy.jpg` }, { image_file: teddy }), 400, 'multiple_sources');
+    expectError(await post({ bg_color: 'red' }, { image_file: teddy, bg_image_file: teddy }), 400, 'multiple_bg_sources');
+    expectError(await post({}, { image_file: Buffer.from('not an image at all') }), 400, 'invalid_file_type');
+    expectError(await post({ image_url: `${photosUrl}/missing.jpg` }), 400, 'failed_image_download');
+    expect(await credits(ts)).toEqual(before);
+  });
+});
+
+describe("refusals of the shared path, in remove.bg's shape", () => {
+  it('a wrong key and no key: 403, for the image and the account alike', async () => {
+    const before = await credits(ts);
+    expectError(await post({}, { image_file: teddy }, { 'X-Api-Key': 'rb-sk_wrong' }), 403, 'auth_failed');
+    const none = await postText('application/json', JSON.stringify({ image_file_b64: teddy.toString('base64') }), null);
+    expectError(none, 403, 'auth_failed');
+    expect(none.headers.get('www-authenticate')).toBeNull();
+    expectError(await account('rb-sk_wrong'), 403, 'auth_failed');
+    expectError(await account(null), 403, 'auth_failed');
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it('no credits left: 402, while the account still answers', async () => {
+    const broke = await startTestServer({ credits: 0 });
+    try {
+      expectError(await post({}, { image_file: teddy }, {}, broke), 402, 'insufficient_credits');
+      expect(ok(await account(broke.key, broke)).json.data.attributes.credits.total).toBe(0);
+    } finally {
+      await broke.close();
+    }
+  });
+
+  it('over the rate limit: 429 with Retry-After and X-RateLimit-*', async () => {
+    const limited = await startTestServer({ rateLimits: { free: 1, pro: 1, ultra: 1, mega: 1 } });
+    try {
+      expectError(await post({ size: 'huge' }, { image_file: teddy }, {}, limited), 400, 'invalid_size');
+      const res = await post({}, { image_file: teddy }, {}, limited);
+      expectError(res, 429, 'rate_limit_exceeded');
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(res.headers.get('x-ratelimit-remaining')).toBe('0');
+      expect(await credits(limited)).toMatchObject({ used: 0, reserved: 0 });
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('an idempotent replay is charged 0', async () => {
+    const key = { 'Idempotency-Key': 'removebg-replay-1' };
+    const first = ok(await post({}, { image_file: teddy }, key));
+    const replay = ok(await post({}, { image_file: teddy }, key));
+    expect(first.headers.get('x-credits-charged')).toBe('1');
+    expect(replay.headers.get('x-credits-charged')).toBe('0');
+    expect(replay.body.equals(first.body)).toBe(true);
+  });
+
+  it('no uncaught error in the process', () => uncaught.check());
+});
