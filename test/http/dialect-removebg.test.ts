@@ -210,13 +210,15 @@ describe('POST /v1.0/removebg', () => {
     expect(await credits(ts)).toEqual(before);
   });
 
-  it('sources: none is missing_source, two are multiple_sources, two backgrounds multiple_bg_sources; a bad image is failed_to_read_image', async () => {
+  it('sources and fields: none, two images, two backgrounds, a file that is no image, a failed download, an unknown field', async () => {
     const before = await credits(ts);
     expectError(await post({}), 400, 'missing_source');
     expectError(await post({ image_url: `${photosUrl}/teddy.jpg` }, { image_file: teddy }), 400, 'multiple_sources');
     expectError(await post({ bg_color: 'red' }, { image_file: teddy, bg_image_file: teddy }), 400, 'multiple_bg_sources');
     expectError(await post({}, { image_file: Buffer.from('not an image at all') }), 400, 'invalid_file_type');
     expectError(await post({ image_url: `${photosUrl}/missing.jpg` }), 400, 'failed_image_download');
+    expectError(await post({ colour: 'red' }, { image_file: teddy }), 400, 'invalid_parameters');
+    expectError(await postText('application/json', JSON.stringify({ image_file_b64: 'not base64 at all!' })), 400, 'failed_to_read_image');
     expect(await credits(ts)).toEqual(before);
   });
 });
