@@ -1,0 +1,166 @@
+/**
+ * A remove.bg client that nobody on the team wrote, from the npm registry (`remove.bg` 1.3.0, a
+ * devDependency), pointed at a real bgone. It hard-codes remove.bg's address, so its own file is
+ * loaded as it is with only that constant replaced: the copy lives in memory, nothing is written to
+ * the repository. Every call goes through the client's own request code (unirest): files, base64,
+ * URLs, its default options and every optional field it sends, a background colour, the mask, and
+ * its failures (a bad key, no credits).
+ */
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { createRequire, Module } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import { dirname } from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configure } from '../../src/lib/index.js';
+import { PHOTOS } from '../helpers/constants.js';
+import { trackUncaught } from '../helpers/http-assert.js';
+import { photoPath, readPhoto } from '../helpers/paths.js';
+import { credits, setBalance, startTestServer, type TestServer } from '../helpers/server.js';
+
+const REMOVE_BG_ENDPOINT = 'https://api.remove.bg/v1.0/removebg';
+
+interface ClientResult {
+  base64img: string;
+  creditsCharged: string;
+  detectedType: string;
+  resultWidth: string;
+  resultHeight: string;
+  rateLimit: string;
+}
+interface Client {
+  removeBackgroundFromImageFile(options: Record<string, unknown>): Promise<ClientResult>;
+  removeBackgroundFromImageBase64(options: Record<string, unknown>): Promise<ClientResult>;
+  removeBackgroundFromImageUrl(options: Record<string, unknown>): Promise<ClientResult>;
+}
+
+/** The client's own module, its endpoint constant pointed at `endpoint`; its dependencies resolve from its folder. */
+function loadClient(endpoint: string): Client {
+  const require = createRequire(import.meta.url);
+  const file = require.resolve('remove.bg');
+  const source = readFileSync(file, 'utf8');
+  expect(source, "the client's endpoint constant").toContain(`"${REMOVE_BG_ENDPOINT}"`);
+  const copy = new Module(file) as Module & { _compile(code: string, filename: string): void; paths: string[] };
+  copy.filename = file;
+  copy.paths = (Module as unknown as { _nodeModulePaths(dir: string): string[] })._nodeModulePaths(dirname(file));
+  copy._compile(source.replace(REMOVE_BG_ENDPOINT, endpoint), file);
+  return copy.exports as Client;
+}
+
+const teddyPath = photoPath(PHOTOS.teddy); // 284x398
+const teddy = readPhoto(PHOTOS.teddy);
+
+let ts: TestServer;
+let client: Client;
+let photos: Server;
+let photosUrl: string;
+const uncaught = trackUncaught();
+
+beforeAll(async () => {
+  configure({ fetchAllowPrivate: true });
+  photos = createServer((_, res) => {
+    res.writeHead(200, { 'Content-Type': 'image/jpeg' });
+    res.end(teddy);
+  });
+  await new Promise<void>((resolve) => photos.listen(0, '127.0.0.1', resolve));
+  photosUrl = `http://127.0.0.1:${(photos.address() as AddressInfo).port}/teddy.jpg`;
+  ts = await startTestServer({ plan: 'pro' });
+  client = loadClient(`${ts.url}/v1.0/removebg`);
+});
+
+afterAll(async () => {
+  await ts?.close();
+  photos?.closeAllConnections();
+  await new Promise((resolve) => photos?.close(resolve));
+  configure({ fetchAllowPrivate: false });
+});
+
+async function decoded(result: ClientResult): Promise<{ format: string | undefined; width: number; height: number; channels: number }> {
+  const meta = await sharp(Buffer.from(result.base64img, 'base64')).metadata();
+  return { format: meta.format, width: meta.width!, height: meta.height!, channels: meta.channels! };
+}
+
+describe('the npm remove.bg client, pointed at bgone', () => {
+  it('a file with its defaults (size preview, type auto, format auto) and every optional field it sends', async () => {
+    const before = await credits(ts);
+    const result = await client.removeBackgroundFromImageFile({
+      path: teddyPath,
+      apiKey: ts.key,
+      size: 'regular',
+      type: 'product',
+      crop: true,
+      crop_margin: '10px',
+      scale: '90%',
+      position: 'center',
+      roi: '0% 0% 100% 100%',
+      channels: 'rgba',
+      add_shadow: false,
+    });
+    const image = await decoded(result);
+    expect(image.format).toBe('png');
+    expect(image.channels).toBe(4);
+    expect({ width: String(image.width), height: String(image.height) }).toEqual({ width: result.resultWidth, height: result.resultHeight });
+    expect(result.detectedType).toBe('other');
+    expect(Number.parseInt(result.creditsCharged, 10)).toBe(1);
+    const after = await credits(ts);
+    expect(before.remaining - after.remaining).toBe(Number.parseInt(result.creditsCharged, 10));
+  });
+
+  it('a background colour: format auto answers JPEG', async () => {
+    const result = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: ts.key, bg_color: '81d4fa' });
+    const image = await decoded(result);
+    expect(image.format).toBe('jpeg');
+    expect(image.channels).toBe(3);
+  });
+
+  it('channels=alpha: the mask', async () => {
+    const result = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: ts.key, channels: 'alpha' });
+    const image = await decoded(result);
+    expect(image.format).toBe('png');
+    expect(image.channels).toBe(1);
+  });
+
+  it('base64 and a URL give the bytes of the file', async () => {
+    const file = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: ts.key, size: 'medium' });
+    const b64 = await client.removeBackgroundFromImageBase64({ base64img: teddy.toString('base64'), apiKey: ts.key, size: 'medium' });
+    const url = await client.removeBackgroundFromImageUrl({ url: photosUrl, apiKey: ts.key, size: 'medium' });
+    expect(b64.base64img).toBe(file.base64img);
+    expect(url.base64img).toBe(file.base64img);
+  });
+
+  it('a background image by URL', async () => {
+    const result = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: ts.key, bg_image_url: photosUrl });
+    expect((await decoded(result)).format).toBe('jpeg');
+  });
+
+  it("a bad key: the client rejects with remove.bg's errors, nothing charged", async () => {
+    const before = await credits(ts);
+    const errors = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: 'rb-sk_not-a-key' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(Array.isArray(errors)).toBe(true);
+    expect((errors as Array<{ title: string; code: string }>)[0]).toMatchObject({ code: expect.any(String), title: expect.any(String) });
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it('no credits left: the client rejects, nothing charged', async () => {
+    const balance = await credits(ts);
+    await setBalance(ts.store, ts.accountId, 0);
+    try {
+      const errors = await client.removeBackgroundFromImageFile({ path: teddyPath, apiKey: ts.key }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(Array.isArray(errors)).toBe(true);
+      expect((await credits(ts)).remaining).toBe(0);
+    } finally {
+      await setBalance(ts.store, ts.accountId, balance.remaining);
+    }
+  });
+
+  it('let nothing go unhandled', async () => {
+    await uncaught.check();
+  });
+});
