@@ -66,6 +66,10 @@ function validateHeader(doc: OpenApiDocument, name: string, schemaIn: Schema, ra
     if (!/^-?\d+$/.test(raw)) return [`header ${name}: ${JSON.stringify(raw)} is not an integer`];
     return validateSchema(doc, { ...schema }, Number(raw), `header ${name}`);
   }
+  if (schema.type === 'number') {
+    if (!/^-?\d+(?:\.\d+)?$/.test(raw)) return [`header ${name}: ${JSON.stringify(raw)} is not a number`];
+    return validateSchema(doc, { ...schema }, Number(raw), `header ${name}`);
+  }
   return validateSchema(doc, schema, raw, `header ${name}`);
 }
 
@@ -100,9 +104,15 @@ export function checkResponse(doc: OpenApiDocument, method: string, path: string
   }
   if (response.content) {
     const types = Object.keys(response.content);
-    const media = response.content[contentType] ?? (contentType.startsWith('text/plain') ? response.content['text/plain'] : undefined);
+    // A documented range (image/*, */*) covers its types, as in OpenAPI.
+    const media =
+      response.content[contentType] ??
+      (contentType.startsWith('text/plain') ? response.content['text/plain'] : undefined) ??
+      response.content[`${contentType.split('/')[0]}/*`] ??
+      response.content['*/*'];
     if (!media) problems.push(`${method} ${path} ${res.status}: Content-Type ${JSON.stringify(contentType)} not documented (${types.join(', ')})`);
     else if (contentType === 'application/json' && media.schema) problems.push(...validateSchema(doc, media.schema, res.json, 'body'));
+    else if (contentType === 'application/json') problems.push(`${method} ${path} ${res.status}: a JSON body where the document has no schema`);
   }
   return problems;
 }

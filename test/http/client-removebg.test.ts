@@ -16,8 +16,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { trackUncaught } from '../helpers/http-assert.js';
+import { checkResponse } from '../helpers/http-openapi.js';
 import { photoPath, readPhoto } from '../helpers/paths.js';
-import { credits, setBalance, startTestServer, type TestServer } from '../helpers/server.js';
+import { REMOVE_BG_DOCUMENT } from '../helpers/removebg-document.js';
+import { credits, type HttpResult, setBalance, startTestServer, type TestServer, toResult } from '../helpers/server.js';
 
 const REMOVE_BG_ENDPOINT = 'https://api.remove.bg/v1.0/removebg';
 
@@ -153,10 +155,40 @@ describe('the npm remove.bg client, pointed at bgone', () => {
         () => undefined,
         (e: unknown) => e,
       );
-      expect(Array.isArray(errors)).toBe(true);
+      expect(Array.isArray(errors), JSON.stringify(errors) ?? String(errors)).toBe(true);
       expect((await credits(ts)).remaining).toBe(0);
     } finally {
       await setBalance(ts.store, ts.accountId, balance.remaining);
+    }
+  });
+
+  it("every answer conforms to remove.bg's published document: images, JSON, its errors, the account", async () => {
+    const post = (headers: Record<string, string>, fields: Record<string, string> = {}, file = true) => {
+      const form = new FormData();
+      for (const [name, value] of Object.entries(fields)) form.append(name, value);
+      if (file) form.append('image_file', new Blob([new Uint8Array(teddy)], { type: 'image/jpeg' }), 'teddy.jpg');
+      return fetch(`${ts.url}/v1.0/removebg`, { method: 'POST', headers, body: form }).then(toResult);
+    };
+    const key = { 'X-Api-Key': ts.key };
+    const answers: Array<[string, string, HttpResult, number]> = [
+      ['post', '/removebg', await post(key), 200],
+      ['post', '/removebg', await post({ ...key, Accept: 'application/json' }), 200],
+      ['post', '/removebg', await post(key, { size: 'huge' }), 400],
+      ['post', '/removebg', await post(key, {}, false), 400],
+      ['post', '/removebg', await post({ 'X-Api-Key': 'rb-sk_wrong' }), 403],
+      ['get', '/account', await fetch(`${ts.url}/v1.0/account`, { headers: key }).then(toResult), 200],
+      ['get', '/account', await fetch(`${ts.url}/v1.0/account`).then(toResult), 403],
+    ];
+    const balance = await credits(ts);
+    await setBalance(ts.store, ts.accountId, 0);
+    try {
+      answers.push(['post', '/removebg', await post(key), 402]);
+    } finally {
+      await setBalance(ts.store, ts.accountId, balance.remaining);
+    }
+    for (const [method, path, res, status] of answers) {
+      expect(res.status, `${method} ${path}`).toBe(status);
+      expect(checkResponse(REMOVE_BG_DOCUMENT, method, path, res), `${method} ${path} ${status}`).toEqual([]);
     }
   });
 
