@@ -1,5 +1,5 @@
 /**
- * The public API's routes: POST /api/v1/remove, remove.bg's dialect of it (dialects/removebg.ts), plus health, readiness, metrics and the OpenAPI
+ * The public API's routes: POST /api/v1/remove, remove.bg's and Photoroom's dialects of it (dialects/), plus health, readiness, metrics and the OpenAPI
  * document. The remove route only authenticates (by API key), admits (service/admission.ts) and
  * meters (metered-removal.ts); the image work is the library's removeBackground.
  */
@@ -14,6 +14,7 @@ import type { JobMemoryGate } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
+import { mountPhotoroom } from './dialects/photoroom.js';
 import { mountRemoveBg } from './dialects/removebg.js';
 import { idempotencyKeyError, MeteredRemoval, validIdempotencyKey } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
@@ -79,6 +80,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
   });
 
   mountRemoveBg(router, deps);
+  mountPhotoroom(router, deps);
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
   // Ready: not draining, and the database answers (a load balancer takes a node whose database is
