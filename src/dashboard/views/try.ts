@@ -15,6 +15,13 @@ export const TRY_LEFT_OUT: readonly string[] = ['image_file_b64'];
 /** Values the panel starts with where they differ from the API's default: a quick, cheap first try. */
 const TRY_DEFAULTS: Readonly<Record<string, string>> = { size: 'medium' };
 
+/** One curl line per dialect. */
+export const CURL_LINES: readonly string[] = [
+  'curl -H \'Authorization: Bearer rb-sk_...\' -F image_file=@photo.jpg -F format=auto -o cutout "$BGONE_URL/api/v1/remove"',
+  'curl -H \'X-Api-Key: rb-sk_...\' -F image_file=@photo.jpg -F size=auto -o cutout "$BGONE_URL/v1.0/removebg"   # remove.bg',
+  'curl -H \'x-api-key: rb-sk_...\' -F image_file=@photo.jpg -o cutout.png "$BGONE_URL/v1/segment"   # Photoroom',
+];
+
 /** The panel's options, in the table's order. */
 export function tryOptions(): OptionRow[] {
   return optionsFor('form').filter((row) => !TRY_LEFT_OUT.includes(row.name));
@@ -55,6 +62,11 @@ ${rest.map(control)}
 </div>
 <div class="actions"><button type="submit">Remove the background</button><span id="try-status" class="small" role="status" aria-live="polite"></span></div>
 </form>
+</section>
+<section class="card" id="try-curl">
+<h2>From a terminal</h2>
+<p class="small muted">The same request with an API key (<code>$BGONE_URL</code> is this server's address), in bgone's API and in the two hosted APIs it speaks; docs/compatibility.md has their mapping:</p>
+${CURL_LINES.map((line) => html`<pre>${line}</pre>`)}
 </section>
 <section class="card" id="try-result" hidden>
 <h2>Result</h2>
