@@ -55,6 +55,8 @@ JobOptions read_options(const Napi::Value& value) {
   j.format = o.choice<OutputFormat>(
       "format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}, {"auto", OutputFormat::Auto}});
   j.alpha_only = o.choice<bool>("channels", {{"rgba", false}, {"alpha", true}});
+  j.zip = o.boolean("zip");
+  if (j.zip && (j.format != OutputFormat::Jpeg || j.alpha_only)) throw ContractError("options.zip needs format jpg and channels rgba");
   const std::vector<double> background = o.nullable_numbers("background", 4, 0, 255, true);
   j.has_background = !background.empty();
   for (size_t i = 0; i < background.size(); ++i) j.background[i] = static_cast<uint8_t>(background[i]);
@@ -236,6 +238,7 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
   }
   ~RemoveBackgroundWorker() override {
     if (result_.encoded.data != nullptr) free_encoded(result_.encoded.data, result_.encoded.own);
+    if (result_.alpha.data != nullptr) free_encoded(result_.alpha.data, result_.alpha.own);
   }
   Napi::Promise promise() { return deferred_.Promise(); }
 
@@ -268,6 +271,11 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     Napi::Object out = Napi::Object::New(env);
     out.Set("data", take_encoded(env, result_.encoded));
+    if (result_.alpha.data != nullptr) {
+      out.Set("alpha", take_encoded(env, result_.alpha));
+    } else {
+      out.Set("alpha", env.Null());
+    }
     out.Set("width", result_.width);
     out.Set("height", result_.height);
     out.Set("channels", result_.channels);

@@ -20,6 +20,12 @@ Composer::Composer(const JobOptions& o, OutputFormat format, const Plane& alpha,
     bg_image_ = nullptr;
     return;
   }
+  if (o.zip && bg_image_ == nullptr && !o.has_background) {
+    colours_ = true;
+    keep_alpha_ = false;
+    bands_ = 3;
+    return;
+  }
   // Background: the image, else bg_color, else white for JPEG (no alpha channel), else transparent.
   has_bg_ = bg_image_ != nullptr || o.has_background || format == OutputFormat::Jpeg;
   if (bg_image_ == nullptr && o.has_background) {
@@ -75,6 +81,12 @@ void Composer::row(int y, uint8_t* out) const {
     return;
   }
   const uint8_t* fg = inside ? fg_.data() + static_cast<size_t>(ay) * w * 3 : nullptr;
+  if (colours_) {
+    std::memset(out, 0, static_cast<size_t>(x0) * 3);
+    if (inside) std::memcpy(out + static_cast<size_t>(x0) * 3, fg, static_cast<size_t>(w) * 3);
+    std::memset(out + static_cast<size_t>(x1) * 3, 0, static_cast<size_t>(W - x1) * 3);
+    return;
+  }
   if (!has_bg_) {
     std::memset(out, 0, static_cast<size_t>(x0) * 4);
     if (inside) transparent_row(alpha, fg, w, out + static_cast<size_t>(x0) * 4);

@@ -2,6 +2,8 @@
 // asks for rows as it compresses them (png_writer.h), the other formats get the whole image. The
 // alpha and colours cover a rectangle of the canvas (Placement); the rest of the canvas is
 // transparent, or the background where there is one (a colour, or an image of the canvas' size).
+// For zip without a background the output is the foreground colours themselves, 3 bands, black
+// outside the rectangle: the alpha, encoded beside them, makes them the cut-out.
 #pragma once
 #include <cstdint>
 
@@ -45,6 +47,7 @@ class Composer {
   const Placement at_;
   const Pixels* bg_image_;
   bool has_bg_ = false, keep_alpha_ = true;
+  bool colours_ = false;  // zip without a background: the foreground colours as they are, no alpha
   float bg_[3] = {1, 1, 1}, bg_a_ = 1;
   int bands_ = 4;
 };

@@ -12,7 +12,10 @@ enum class CropMode { None, Subject, Aspect };
 
 struct JobOptions {
   OutputFormat format = OutputFormat::Png;
-  bool alpha_only = false;      // channels=alpha: a one-band grey mask
+  bool alpha_only = false;  // channels=alpha: a one-band grey mask
+  // format=zip (with format Jpeg): the colours as the JPEG (the foreground colours, or composed on
+  // the background where there is one), and the alpha as a one-band PNG beside it (JobResult::alpha).
+  bool zip = false;
   bool has_background = false;  // bg_color given
   uint8_t background[4] = {};   // RGBA, when has_background
   double max_pixels = 0;        // size preset budget; never upscales

@@ -469,7 +469,8 @@ Plane matting_stage(const JobOptions& o, const Plane& mask, const Pixels& small,
 
 // The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
 // counts as encoding. format=auto is decided here: PNG where any pixel of the output is translucent
-// (a scan of the alpha, composed on the background), else JPEG.
+// (a scan of the alpha, composed on the background), else JPEG. With zip, the alpha is encoded
+// too, as a one-band PNG, from the same plane.
 void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, const Layout& l, const Pixels* background,
                   JobResult& result) {
   const auto step = Clock::now();
@@ -485,6 +486,26 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
                                      [&composer](int y, uint8_t* row) { composer.row(y, row); });
   } else {
     result.encoded = encode(composer.whole(), chosen);
+  }
+  if (o.zip) {
+    // The alpha beside the colours: the mask channels=alpha gives for the same options.
+    JobOptions mask = o;
+    mask.alpha_only = true;
+    mask.zip = false;
+    mask.format = OutputFormat::Png;
+    const Composer masker(mask, OutputFormat::Png, alpha, fg, at, nullptr);
+    try {
+      if (png_writer_available()) {
+        result.alpha = encode_png_rows(masker.width(), masker.height(), masker.bands(), o.png_compression,
+                                       [&masker](int y, uint8_t* row) { masker.row(y, row); });
+      } else {
+        result.alpha = encode(masker.whole(), mask);
+      }
+    } catch (...) {  // the colours, already encoded, have no owner yet
+      free_encoded(result.encoded.data, result.encoded.own);
+      result.encoded.data = nullptr;
+      throw;
+    }
   }
   result.timings.encode = ms_since(step);
   result.width = composer.width();

@@ -33,6 +33,7 @@ struct ForegroundBox {
 
 struct JobResult {
   Encoded encoded;  // owned by the caller (free_encoded)
+  Encoded alpha;    // with zip: the alpha as a one-band PNG, owned by the caller; else data is null
   int width = 0, height = 0, channels = 0;
   OutputFormat format = OutputFormat::Png;  // what was encoded (never Auto)
   ForegroundBox foreground;

@@ -217,7 +217,11 @@ export async function removeBackground(
   }
   const handle = await getModel(job.model);
   try {
-    const result = await limiter.run(() => native().removeBackground(job.input, job.options, handle, job.background), run.priority, run.signal);
+    const { alpha: _alpha, ...result } = await limiter.run(
+      () => native().removeBackground(job.input, job.options, handle, job.background),
+      run.priority,
+      run.signal,
+    );
     return result;
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason

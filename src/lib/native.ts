@@ -47,8 +47,10 @@ export interface NativeResult {
   width: number;
   height: number;
   channels: number;
-  /** What was encoded (format auto decided). */
-  format: EncodedFormat;
+  /** What was encoded (format auto decided); with zip, jpg: the colours. */
+  format: Exclude<EncodedFormat, 'zip'>;
+  /** With zip: the alpha as a one-band PNG of the same size; else null. */
+  alpha: Buffer | null;
   /** The subject's box (mask ≥ 0.5) in the result's pixels, clipped to it; all 0 when it falls outside. */
   foreground: ForegroundBox;
   timings: NativeTimings;

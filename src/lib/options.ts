@@ -124,6 +124,11 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   /** auto: the native core picks PNG when the result has any transparency (always for channels=alpha), else JPG. */
   format: OutputFormat;
   channels: Channels;
+  /**
+   * The colours as the JPEG (the foreground colours; on the background where there is one) and the
+   * alpha as a one-band PNG, returned beside them (NativeResult.alpha); needs format jpg.
+   */
+  zip: boolean;
   /** bg_color as RGBA, or null: transparent (or white for JPEG). Always null for channels=alpha. */
   background: Rgba | null;
   maxPixels: number;
@@ -219,6 +224,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   const native: NativeOptions = {
     format: parsed.format ?? DEFAULTS.format,
     channels,
+    zip: false,
     // A mask has no background.
     background: parsed.bgColor && !alphaOnly ? parsed.bgColor : null,
     maxPixels: SIZE_PIXELS[parsed.size ?? DEFAULTS.size],

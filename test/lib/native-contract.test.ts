@@ -70,6 +70,22 @@ describe('removeBackground options', () => {
     expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
 
+  it.each([
+    [{ zip: 1 }, /options\.zip must be a boolean/],
+    [{ zip: true }, /options\.zip needs format jpg and channels rgba/],
+    [{ zip: true, format: 'jpg', channels: 'alpha' }, /options\.zip needs format jpg and channels rgba/],
+  ])('%j: TypeError', (fields, message) => {
+    expectContractError(() => native().removeBackground(teddy, { ...options, ...fields } as never, model, null), message);
+  });
+
+  it('zip: the colours as a JPEG with the alpha PNG beside them; without zip, alpha is null', async () => {
+    const zipped = await native().removeBackground(teddy, { ...options, format: 'jpg', zip: true } as never, model, null);
+    expect(zipped).toMatchObject({ format: 'jpg', channels: 3, width: 284, height: 398 });
+    expect(zipped.alpha?.subarray(1, 4).toString('latin1')).toBe('PNG');
+    const plain = await native().removeBackground(teddy, options as never, model, null);
+    expect(plain.alpha).toBeNull();
+  });
+
   it('a field the native core does not read: TypeError, not silently ignored', () => {
     expectContractError(
       () => native().removeBackground(teddy, { ...options, sharpen: true } as never, model, null),

@@ -71,6 +71,7 @@ describe('defaults', () => {
         'pngCompression',
         'quality',
         'refine',
+        'zip',
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
