@@ -2,10 +2,13 @@
 
 import { ERROR_STATUS, ERROR_CODES as LIBRARY_CODES } from '../lib/errors.js';
 import { type Carrier, type OptionRow, optionsFor } from '../lib/option-table.js';
-import { FORMATS } from '../lib/options.js';
+import { FORMATS, MEDIA_TYPES } from '../lib/options.js';
 import { HTTP_STATUS, type HttpErrorCode } from '../service/errors.js';
 
 const ERROR_CODES = Object.keys(HTTP_STATUS) as HttpErrorCode[];
+
+/** A result's body: one media type per encoded format. */
+const resultContent = Object.fromEntries(Object.values(MEDIA_TYPES).map((type) => [type, { schema: { type: 'string', contentMediaType: type } }]));
 
 function errorResponse(description: string, codes: HttpErrorCode[], extraHeaders: Record<string, unknown> = {}) {
   return {
@@ -293,9 +296,7 @@ export function openApiDocument(): Record<string, unknown> {
                 ...rateHeaders,
               },
               content: {
-                'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
-                'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
-                'image/webp': { schema: { type: 'string', contentMediaType: 'image/webp' } },
+                ...resultContent,
                 'application/json': { schema: { $ref: '#/components/schemas/RemoveJsonAnswer' } },
               },
             },
@@ -361,9 +362,7 @@ export function openApiDocument(): Record<string, unknown> {
                 ...rateHeaders,
               },
               content: {
-                'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
-                'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
-                'image/webp': { schema: { type: 'string', contentMediaType: 'image/webp' } },
+                ...resultContent,
               },
             },
             ...keyedErrors,

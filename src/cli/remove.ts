@@ -13,7 +13,7 @@ import { downloadSources, needsDownload } from '../lib/sources.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
-const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp' } as const;
+const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp', zip: '.zip' } as const;
 
 /** One help line per option the command line takes (the option table's CLI rows). */
 export const REMOVE_FLAGS_HELP = optionsFor('cli')

@@ -13,6 +13,7 @@ import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } fr
 import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
 import { downloadSources, needsDownload } from './sources.js';
+import { zipStored } from './zip.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
@@ -26,6 +27,7 @@ export {
   FORMATS,
   MAX_FILE_BYTES,
   MAX_SIDE,
+  MEDIA_TYPES,
   type NormalisedOptions,
   normaliseOptions,
   type OutputFormat,
@@ -56,17 +58,15 @@ export interface RemoveBackgroundResult {
   data: Buffer;
   width: number;
   height: number;
-  /** What the data is (format=auto becomes png or jpg). */
+  /** What the data is (format=auto becomes png or jpg; zip: color.jpg and alpha.png in a ZIP file). */
   format: EncodedFormat;
-  /** 1 (alpha mask), 3 (opaque) or 4 (with transparency). */
+  /** 1 (alpha mask), 3 (opaque) or 4 (with transparency; zip: the colours and the alpha). */
   channels: number;
   /** The subject's box in the result's pixels (clipped to it; all 0 when it falls outside). */
   foreground: ForegroundBox;
   /** Milliseconds per stage, measured in the native core. */
   timings: Timings;
 }
-
-export const MEDIA_TYPES: Record<EncodedFormat, string> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' };
 
 /** Background jobs (batch work) wait this long after a normal job ends before they go in. */
 const BACKGROUND_GRACE_MS = 250;
@@ -217,12 +217,14 @@ export async function removeBackground(
   }
   const handle = await getModel(job.model);
   try {
-    const { alpha: _alpha, ...result } = await limiter.run(
-      () => native().removeBackground(job.input, job.options, handle, job.background),
-      run.priority,
-      run.signal,
-    );
-    return result;
+    const { alpha, ...result } = await limiter.run(() => native().removeBackground(job.input, job.options, handle, job.background), run.priority, run.signal);
+    if (alpha === null) return result;
+    // format=zip: the colours (JPEG) and the alpha (PNG) of the one native call, as remove.bg names them.
+    const data = zipStored([
+      { name: 'color.jpg', data: result.data },
+      { name: 'alpha.png', data: alpha },
+    ]);
+    return { ...result, data, format: 'zip', channels: 4 };
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);

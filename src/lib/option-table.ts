@@ -17,12 +17,14 @@ import { MAX_URL_LENGTH } from './address-guard.js';
 import { COLOR_FORMS, parseColor, type Rgba } from './colors.js';
 import { BgoneError, type ErrorCode } from './errors.js';
 
-export const FORMATS = ['png', 'jpg', 'webp', 'auto'] as const;
+export const FORMATS = ['png', 'jpg', 'webp', 'zip', 'auto'] as const;
 export const CHANNELS = ['rgba', 'alpha'] as const;
 export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
 export type OutputFormat = (typeof FORMATS)[number];
 /** What an encoded result is: `auto` becomes one of these. */
 export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
+/** The media type of each encoded result (zip: color.jpg and alpha.png in a ZIP file). */
+export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', zip: 'application/zip' };
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 
@@ -333,7 +335,7 @@ export const OPTIONS = {
     part: 'field',
     carriers: ALL,
     maxLength: 16,
-    values: 'png, jpg, webp, auto (PNG when the result has any transparency, else JPG)',
+    values: "png, jpg, webp, zip (color.jpg and alpha.png in a ZIP, remove.bg's layout), auto (PNG when the result has any transparency, else JPG)",
     default: 'png',
     description: "The result's file format.",
     example: 'auto',

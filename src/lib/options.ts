@@ -18,6 +18,7 @@ export {
   FORMATS,
   MAX_FILE_BYTES,
   MAX_SIDE,
+  MEDIA_TYPES,
   type OutputFormat,
   PADDING_PATTERN,
   SIZES,
@@ -83,7 +84,7 @@ export interface RemoveBackgroundOptions {
   imageUrl?: string;
   /** The image as base64 text, with or without a data: prefix. */
   imageFileB64?: string;
-  /** png (default), jpg, webp, or auto: PNG when the result has any transparency, else JPG. */
+  /** png (default), jpg, webp, zip (color.jpg and alpha.png in a ZIP file), or auto: PNG when the result has any transparency, else JPG. */
   format?: OutputFormat | string;
   /** rgba (default): the cut-out; alpha: a one-channel greyscale mask. */
   channels?: Channels | string;
@@ -121,12 +122,12 @@ export interface RemoveBackgroundOptions {
  * (a missing, mistyped or extra field is a TypeError there, never a default).
  */
 export interface NativeOptions extends Readonly<typeof TUNING> {
-  /** auto: the native core picks PNG when the result has any transparency (always for channels=alpha), else JPG. */
-  format: OutputFormat;
+  /** auto: the native core picks PNG when the result has any transparency (always for channels=alpha), else JPG. zip is jpg with `zip`. */
+  format: Exclude<OutputFormat, 'zip'>;
   channels: Channels;
   /**
-   * The colours as the JPEG (the foreground colours; on the background where there is one) and the
-   * alpha as a one-band PNG, returned beside them (NativeResult.alpha); needs format jpg.
+   * format=zip: the colours as the JPEG (the foreground colours; on the background where there is
+   * one) and the alpha as a one-band PNG, returned beside them (NativeResult.alpha).
    */
   zip: boolean;
   /** bg_color as RGBA, or null: transparent (or white for JPEG). Always null for channels=alpha. */
@@ -221,10 +222,16 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   // The default position: centred once something is placed, else where it was.
   const position = parsed.position !== undefined ? parsed.position : scale !== null || canvasWidth > 0 ? ([0.5, 0.5] as [number, number]) : null;
   const alphaOnly = channels === 'alpha';
+  const format = parsed.format ?? DEFAULTS.format;
+  const zip = format === 'zip';
+  // A ZIP holds the colours beside the mask: a mask alone is channels=alpha with another format.
+  if (zip && alphaOnly) {
+    invalid('channels', 'channels=alpha gives the mask alone; format=zip holds the colours and the mask: ask for one of them.', { format: 'zip' });
+  }
   const native: NativeOptions = {
-    format: parsed.format ?? DEFAULTS.format,
+    format: zip ? 'jpg' : format,
     channels,
-    zip: false,
+    zip,
     // A mask has no background.
     background: parsed.bgColor && !alphaOnly ? parsed.bgColor : null,
     maxPixels: SIZE_PIXELS[parsed.size ?? DEFAULTS.size],

@@ -5,7 +5,8 @@
  * to the service's OpenAPI document, and /healthz, /readyz and /metrics report what happened.
  *
  * Real parts only: startServer on 127.0.0.1:0, a SQLite file in a temp folder, the real model and
- * photos. Output images are checked from their own headers (PNG IHDR, JPEG SOF, WebP VP8X).
+ * photos. Output images are checked from their own headers (PNG IHDR, JPEG SOF, WebP VP8X); a
+ * format=zip answer by the two images inside it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PHOTOS } from '../helpers/constants.js';
@@ -14,13 +15,27 @@ import { type ImageInfo, imageInfo } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { readPhoto } from '../helpers/paths.js';
 import { credits, get, type HttpResult, metricsUrl, postImage, startTestServer, type TestServer } from '../helpers/server.js';
+import { unzipStored } from '../helpers/zip.js';
 
 const REMOVE = '/api/v1/remove';
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
 const book = readPhoto(PHOTOS.book); // 640x480
 const TEDDY = { width: 284, height: 398 };
 const BOOK = { width: 640, height: 480 };
-const MEDIA = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp' } as const;
+const MEDIA = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', zip: 'application/zip' } as const;
+
+type ResultInfo = Omit<ImageInfo, 'format'> & { format: ImageInfo['format'] | 'zip' };
+
+/** A format=zip body: color.jpg (RGB) and alpha.png (one channel) of one size, as one 4-channel result. */
+function zipInfo(body: Buffer): ResultInfo {
+  const entries = unzipStored(body);
+  expect(entries.map((e) => e.name)).toEqual(['color.jpg', 'alpha.png']);
+  const color = imageInfo(entries[0]!.data);
+  const alpha = imageInfo(entries[1]!.data);
+  expect(color).toMatchObject({ format: 'jpg', channels: 3 });
+  expect(alpha).toEqual({ format: 'png', width: color.width, height: color.height, channels: 1 });
+  return { ...color, format: 'zip', channels: 4 };
+}
 
 let ts: TestServer;
 let doc: OpenApiDocument;
@@ -52,7 +67,7 @@ afterAll(async () => {
 
 interface Success {
   res: HttpResult;
-  info: ImageInfo;
+  info: ResultInfo;
   charged: number;
 }
 
@@ -71,7 +86,7 @@ async function succeed(fields: Record<string, string>, image: Buffer, headers: R
   expect(res.status, `status (body: ${res.json ? JSON.stringify(res.json) : `${res.body.length} bytes`})`).toBe(200);
   const format = (fields.format ?? 'png') as keyof typeof MEDIA;
   expect(res.headers.get('content-type')).toBe(MEDIA[format]);
-  const info = imageInfo(res.body);
+  const info = format === 'zip' ? zipInfo(res.body) : imageInfo(res.body);
   expect(info.format).toBe(format);
   expect(res.headers.get('content-length')).toBe(String(res.body.length));
   expect({ width: res.headers.get('x-image-width'), height: res.headers.get('x-image-height') }).toEqual({
@@ -119,6 +134,7 @@ describe('options round-trip', () => {
     ['png', 4],
     ['jpg', 3],
     ['webp', 4],
+    ['zip', 4],
   ] as const)('format=%s: its media type and encoding, %i channels', async (format, channels) => {
     const { info } = await succeed({ format, size: 'preview' }, teddy);
     expect(info).toEqual({ format, ...TEDDY, channels });

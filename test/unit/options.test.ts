@@ -130,7 +130,18 @@ describe('format', () => {
 
   it.each(['jpeg', 'gif', 'tiff', 'avif', 'png8', 'p ng'])('rejects %j', (format) => {
     const error = rejects({ format }, 'format');
-    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp', 'auto']);
+    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp', 'zip', 'auto']);
+  });
+
+  it('zip is a JPEG of the colours with its alpha beside it, one native call', () => {
+    expect(native({ format: 'zip' })).toMatchObject({ format: 'jpg', zip: true, channels: 'rgba' });
+    expect(native({ format: 'jpg' }).zip).toBe(false);
+    expect(native({}).zip).toBe(false);
+  });
+
+  it('zip with channels=alpha is refused, naming channels', () => {
+    const error = rejects({ format: 'zip', channels: 'alpha' }, 'channels');
+    expect(error.details?.format).toBe('zip');
   });
 
   it.each([1, true, ['png'], { png: true }])('rejects the non-string %j', (format) => {
