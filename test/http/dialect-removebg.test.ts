@@ -14,6 +14,7 @@ import { trackUncaught } from '../helpers/http-assert.js';
 import { decode } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, credits, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+import { unzipStored } from '../helpers/zip.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
 const swan = readPhoto(PHOTOS.swan); // 854x480: 0.41 MP, over preview's 0.25 MP
@@ -113,6 +114,22 @@ describe('POST /v1.0/removebg', () => {
     expect(image.data[3]).toBeLessThan(160);
   });
 
+  it("format=zip: application/zip holding remove.bg's color.jpg (RGB) and alpha.png (the mask channels=alpha gives)", async () => {
+    const res = ok(await post({ format: 'zip', size: 'full' }, { image_file: teddy }));
+    expect(res.headers.get('content-type')).toBe('application/zip');
+    expect(res.headers.get('x-width')).toBe(String(TEDDY.width));
+    expect(res.headers.get('x-height')).toBe(String(TEDDY.height));
+    const entries = unzipStored(res.body);
+    expect(entries.map((e) => e.name)).toEqual(['color.jpg', 'alpha.png']);
+    const colorMeta = await sharp(entries[0]!.data).metadata();
+    expect(colorMeta).toMatchObject({ format: 'jpeg', channels: 3, ...TEDDY });
+    const alpha = await decode(entries[1]!.data);
+    expect(alpha).toMatchObject({ channels: 1, ...TEDDY });
+    const mask = ok(await post({ channels: 'alpha', format: 'png', size: 'full' }, { image_file: teddy }));
+    expect(entries[1]!.data.equals(mask.body)).toBe(true);
+    expectError(await post({ format: 'zip', channels: 'alpha' }, { image_file: teddy }), 400, 'invalid_channels');
+  });
+
   it('channels=alpha gives the mask alone', async () => {
     const res = ok(await post({ channels: 'alpha', format: 'png' }, { image_file: teddy }));
     expect((await decode(res.body)).channels).toBe(1);
@@ -190,7 +207,6 @@ describe('POST /v1.0/removebg', () => {
 
   it.each([
     ['type', 'dog', 'invalid_type'],
-    ['format', 'zip', 'invalid_format'],
     ['format', 'gif', 'invalid_format'],
     ['crop_margin', '60%', 'invalid_crop_margin'],
     ['crop_margin', '501px', 'invalid_crop_margin'],

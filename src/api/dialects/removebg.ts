@@ -43,9 +43,6 @@ interface Field {
 const same = (...values: string[]) => Object.fromEntries(values.map((v) => [v, v]));
 const BOOLEAN = same('true', 'false');
 
-/** The value remove.bg lists but bgone does not serve. */
-const ZIP = 'zip';
-
 /** crop_margin: 1, 2 or 4 values, each px or % (a bare number is px), at most 50% or 500px per side. */
 function cropMargin(value: string): string {
   const tokens = value.trim().toLowerCase().split(/\s+/);
@@ -88,7 +85,7 @@ const FIELDS: Readonly<Record<string, Field>> = {
     values: { preview: 'preview', small: 'preview', regular: 'preview', medium: 'medium', hd: 'hd', full: 'full', '4k': 'full', '50mp': 'full', auto: 'full' },
     default: 'preview',
   },
-  format: { option: 'format', values: { ...same('auto', 'png', 'jpg', 'webp'), [ZIP]: ZIP }, default: 'auto' },
+  format: { option: 'format', values: same('auto', 'png', 'jpg', 'webp', 'zip'), default: 'auto' },
   channels: { option: 'channels', values: same('rgba', 'alpha') },
   bg_color: { option: 'bg_color', translate: bgColor },
   bg_image_url: { option: 'bg_image_url' },
@@ -143,7 +140,6 @@ export function translateForm(form: ParsedForm): Record<string, unknown> {
     else if (field.values) {
       value = field.values[given.trim().toLowerCase()];
       if (value === undefined) throw invalidField(name, `${name} must be one of ${Object.keys(field.values).join(', ')}.`);
-      if (name === 'format' && value === ZIP) throw invalidField(name, 'format=zip is not offered yet: ask for auto, png, jpg or webp.');
     } else value = field.translate ? field.translate(given) : given;
     if (value !== undefined && field.option) named[field.option] = value;
   }
