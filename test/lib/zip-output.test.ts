@@ -114,6 +114,27 @@ describe('format=zip', () => {
     expect(onRed.alphaBytes.equals(plain.alphaBytes)).toBe(true);
   });
 
+  it('a subject placed smaller on its canvas: black colours and alpha 0 where no image is, the mask still that of channels=alpha', async () => {
+    const options: RemoveBackgroundOptions = { scale: '30%', position: 'center' };
+    const [placed, alone] = await Promise.all([zipped(options), removeBackground(teddy, { ...options, channels: 'alpha', format: 'png' })]);
+    expect(placed.result).toMatchObject({ width: TEDDY.width, height: TEDDY.height });
+    expect(placed.alphaBytes.equals(alone.data)).toBe(true);
+    const alpha = alphaOf(placed.alpha);
+    expect(alpha[0]).toBe(0);
+    for (const c of pixel(placed.color, 0, 0)) expect(c).toBeLessThan(8);
+  });
+
+  it('a background image: color.jpg is the cut-out composed on it, alpha.png the subject’s mask', async () => {
+    const background = await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 0, g: 0, b: 255 } } })
+      .png()
+      .toBuffer();
+    const onBlue = await zipped({ bgImageFile: background });
+    const corner = pixel(onBlue.color, 0, 0);
+    expect(corner[2]).toBeGreaterThan(230);
+    expect(corner[0]).toBeLessThan(25);
+    expect(onBlue.alphaBytes.equals(plain.alphaBytes)).toBe(true);
+  });
+
   it('channels=alpha with format=zip is a validation_error naming channels', async () => {
     const error = await removeBackground(teddy, { format: 'zip', channels: 'alpha' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(BgoneError);
