@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import { HttpError } from '../http/errors.js';
-import type { Exchange, FormShape, ParsedForm } from '../http/exchange.js';
+import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { optionsFromNames } from '../lib/option-table.js';
@@ -20,7 +20,7 @@ import { type NormalisedOptions, normaliseOptions } from '../lib/options.js';
 import { imageSource, prepareOwnedJob } from '../lib/prepare-job.js';
 import { librarySettings } from '../lib/settings.js';
 import { downloadSources, needsDownload } from '../lib/sources.js';
-import type { Ticket } from '../service/admission.js';
+import type { Admission, Principal, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { Credit } from '../service/metering.js';
@@ -165,6 +165,36 @@ export interface RemovalDeps {
   memory?: JobMemoryGate | undefined;
   /** Seconds in Retry-After when the memory budget has no room in time. */
   overloadRetryAfter?: number | undefined;
+}
+
+/** A removal route: who calls (the key, where its API carries it), how it refuses and answers (its dialect). */
+export interface RemovalRoute {
+  admission: Admission;
+  removal: RemovalDeps;
+  /** The principal of the request's key; null for none or a bad one. */
+  authenticate: (ex: Exchange) => Promise<Principal | null>;
+  unauthenticated: ApiError;
+  dialect?: RemovalDialect | undefined;
+  /** The dialect's error body and status (none: the contract's). */
+  renderErrors?: ErrorRenderer | undefined;
+}
+
+/**
+ * The handler of a removal route, the same for every dialect: the one admission path (metered),
+ * the Idempotency-Key's form, then the metered removal.
+ */
+export function removalHandler(route: RemovalRoute): (ex: Exchange) => Promise<void> {
+  return async (ex) => {
+    if (route.renderErrors) ex.renderErrors(route.renderErrors);
+    const ticket = await route.admission.admit(ex, () => route.authenticate(ex), route.unauthenticated, { metered: true });
+    if (!ticket) return;
+    if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
+      ex.error(idempotencyKeyError(), ticket.rateHeaders);
+      ticket.release();
+      return;
+    }
+    new MeteredRemoval(ex, ticket, route.removal, route.dialect).start();
+  };
 }
 
 export class MeteredRemoval {

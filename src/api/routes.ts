@@ -16,7 +16,7 @@ import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { mountPhotoroom } from './dialects/photoroom.js';
 import { mountRemoveBg } from './dialects/removebg.js';
-import { idempotencyKeyError, MeteredRemoval, validIdempotencyKey } from './metered-removal.js';
+import { removalHandler } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
 
 export const REMOVE_PATH = '/api/v1/remove';
@@ -68,16 +68,15 @@ export function mountApi(router: Router, deps: ApiDeps): void {
     }
   };
 
-  router.post(REMOVE_PATH, async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new ApiError('authentication_error'), { metered: true });
-    if (!ticket) return;
-    if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
-      ex.error(idempotencyKeyError(), ticket.rateHeaders);
-      ticket.release();
-      return;
-    }
-    new MeteredRemoval(ex, ticket, { store, model: deps.model, logger, metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter }).start();
-  });
+  router.post(
+    REMOVE_PATH,
+    removalHandler({
+      admission,
+      removal: { store, model: deps.model, logger, metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
+      authenticate: (ex) => principalOfApiKey(store, ex),
+      unauthenticated: new ApiError('authentication_error'),
+    }),
+  );
 
   mountRemoveBg(router, deps);
   mountPhotoroom(router, deps);

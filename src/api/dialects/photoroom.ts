@@ -18,7 +18,7 @@ import { MEDIA_TYPES, type RemoveBackgroundOptions } from '../../lib/index.js';
 import { MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
 import { ApiError } from '../../service/errors.js';
 import { principalOfKey } from '../api-key.js';
-import { idempotencyKeyError, MeteredRemoval, type RemovalDialect, validIdempotencyKey, wantsJson } from '../metered-removal.js';
+import { type RemovalDialect, removalHandler, wantsJson } from '../metered-removal.js';
 import type { RemoveBgDeps } from './removebg.js';
 
 export const PHOTOROOM_PATH = '/v1/segment';
@@ -100,17 +100,15 @@ export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
   const { store, admission, logger } = deps;
   const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "x-api-key: rb-sk_...".');
 
-  router.post(PHOTOROOM_PATH, async (ex: Exchange) => {
-    ex.renderErrors(renderPhotoroomError);
-    const authenticate = () => principalOfKey(store, ex.req.header('x-api-key').trim() || null);
-    const ticket = await admission.admit(ex, authenticate, unauthenticated, { metered: true });
-    if (!ticket) return;
-    if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
-      ex.error(idempotencyKeyError(), ticket.rateHeaders);
-      ticket.release();
-      return;
-    }
-    const removalDeps = { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter };
-    new MeteredRemoval(ex, ticket, removalDeps, PHOTOROOM_DIALECT).start();
-  });
+  router.post(
+    PHOTOROOM_PATH,
+    removalHandler({
+      admission,
+      removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
+      authenticate: (ex: Exchange) => principalOfKey(store, ex.req.header('x-api-key').trim() || null),
+      unauthenticated,
+      dialect: PHOTOROOM_DIALECT,
+      renderErrors: renderPhotoroomError,
+    }),
+  );
 }

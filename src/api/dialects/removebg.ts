@@ -22,7 +22,7 @@ import type { JobMemoryGate } from '../../service/job-memory-gate.js';
 import type { Metrics } from '../../service/metrics.js';
 import { isDatabaseUnavailable, type Store } from '../../store/index.js';
 import { principalOfKey } from '../api-key.js';
-import { idempotencyKeyError, MeteredRemoval, type RemovalDialect, validIdempotencyKey, wantsJson } from '../metered-removal.js';
+import { type RemovalDialect, removalHandler, wantsJson } from '../metered-removal.js';
 
 export const REMOVEBG_PATH = '/v1.0/removebg';
 export const REMOVEBG_ACCOUNT_PATH = '/v1.0/account';
@@ -247,18 +247,17 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps): void {
   const authenticate = (ex: Exchange) => () => principalOfKey(store, ex.req.header('x-api-key').trim() || null);
   const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "X-Api-Key: rb-sk_...".');
 
-  router.post(REMOVEBG_PATH, async (ex) => {
-    ex.renderErrors(renderRemoveBgError);
-    const ticket = await admission.admit(ex, authenticate(ex), unauthenticated, { metered: true });
-    if (!ticket) return;
-    if (!validIdempotencyKey(ex.req.header('idempotency-key'))) {
-      ex.error(idempotencyKeyError(), ticket.rateHeaders);
-      ticket.release();
-      return;
-    }
-    const removalDeps = { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter };
-    new MeteredRemoval(ex, ticket, removalDeps, REMOVEBG_DIALECT).start();
-  });
+  router.post(
+    REMOVEBG_PATH,
+    removalHandler({
+      admission,
+      removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
+      authenticate: (ex) => authenticate(ex)(),
+      unauthenticated,
+      dialect: REMOVEBG_DIALECT,
+      renderErrors: renderRemoveBgError,
+    }),
+  );
 
   // The balance, not metered: remove.bg's credit kinds are one balance here (subscription).
   router.get(REMOVEBG_ACCOUNT_PATH, async (ex) => {
