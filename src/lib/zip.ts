@@ -21,6 +21,22 @@ const CRC_TABLE = (() => {
 })();
 
 /** The CRC-32 of `data` (the polynomial of ZIP, PNG and gzip). */
+/**
+ * The fields a local header and its central-directory record share, in the same order from `at`:
+ * version needed, flags, method (stored), time, date, CRC-32, both sizes, the name's length.
+ */
+function writeEntryFields(header: Buffer, at: number, crc: number, size: number, nameLength: number): void {
+  header.writeUInt16LE(VERSION, at);
+  header.writeUInt16LE(FLAGS, at + 2);
+  header.writeUInt16LE(0, at + 4); // stored
+  header.writeUInt16LE(DOS_TIME, at + 6);
+  header.writeUInt16LE(DOS_DATE, at + 8);
+  header.writeUInt32LE(crc, at + 10);
+  header.writeUInt32LE(size, at + 14);
+  header.writeUInt32LE(size, at + 18);
+  header.writeUInt16LE(nameLength, at + 22);
+}
+
 export function crc32(data: Uint8Array): number {
   let c = 0xffffffff;
   for (let i = 0; i < data.length; i++) c = CRC_TABLE[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
@@ -48,29 +64,13 @@ export function zipStored(entries: readonly ZipEntry[]): Buffer {
     if (size > MAX_32 || offset > MAX_32) throw new RangeError('a ZIP without ZIP64 holds at most 4 GiB');
     const local = Buffer.alloc(30 + name.length);
     local.writeUInt32LE(0x04034b50, 0);
-    local.writeUInt16LE(VERSION, 4);
-    local.writeUInt16LE(FLAGS, 6);
-    local.writeUInt16LE(0, 8); // stored
-    local.writeUInt16LE(DOS_TIME, 10);
-    local.writeUInt16LE(DOS_DATE, 12);
-    local.writeUInt32LE(crc, 14);
-    local.writeUInt32LE(size, 18);
-    local.writeUInt32LE(size, 22);
-    local.writeUInt16LE(name.length, 26);
+    writeEntryFields(local, 4, crc, size, name.length);
     local.writeUInt16LE(0, 28); // no extra field
     name.copy(local, 30);
     const central = Buffer.alloc(46 + name.length);
     central.writeUInt32LE(0x02014b50, 0);
     central.writeUInt16LE(VERSION, 4); // made by: MS-DOS, 2.0
-    central.writeUInt16LE(VERSION, 6);
-    central.writeUInt16LE(FLAGS, 8);
-    central.writeUInt16LE(0, 10);
-    central.writeUInt16LE(DOS_TIME, 12);
-    central.writeUInt16LE(DOS_DATE, 14);
-    central.writeUInt32LE(crc, 16);
-    central.writeUInt32LE(size, 20);
-    central.writeUInt32LE(size, 24);
-    central.writeUInt16LE(name.length, 28);
+    writeEntryFields(central, 6, crc, size, name.length);
     // extra field, comment, disk number, internal and external attributes: 0
     central.writeUInt32LE(offset, 42);
     name.copy(central, 46);
