@@ -31,6 +31,8 @@ import { atInferenceSide, withInferenceSize } from '../src/lib/inference-size.js
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
 import { type NativeOptions, normaliseOptions, type RemoveBackgroundOptions } from '../src/lib/options.js';
+import { createReferencePipeline } from './helpers/reference-pipeline.js';
+import { ORIGINAL_MODEL as REFERENCE_MODEL } from './helpers/report.js';
 import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -55,26 +57,64 @@ interface Variant {
   inferenceSize?: number;
   /** Internal knobs (TUNING) set for this variant. */
   knobs?: Partial<NativeOptions>;
+  /**
+   * mattes: the finished mattes of the image and of its mirror (mirrored back), averaged with this
+   * weight on the mirror's; reference: the reference pipeline (bench/helpers/reference-pipeline.ts).
+   */
+  kind?: { mattes: number } | 'reference';
 }
 
 const VARIANTS: Record<string, Variant> = {
   default: { options: {} },
+  best: { options: { effort: 'best' } },
   fp32: { model: 'medium-fp32', options: {} },
+  'fp32-best': { model: 'medium-fp32', options: { effort: 'best' } },
   plain: { options: { refine: false } },
-  flip: { options: {}, knobs: { flipAverage: true } },
+  reference: { options: {}, kind: 'reference' },
   preview: { options: { size: 'preview' } },
   'preview-1024': { options: { size: 'preview' }, inferenceSize: 1024 },
   medium: { options: { size: 'medium' } },
   'medium-1024': { options: { size: 'medium' }, inferenceSize: 1024 },
 };
 
+/**
+ * A variant by name: one of VARIANTS, or the default with averaging knobs, joined by "+":
+ * mirror:W[:U] (the model's answer for the mirror with weight W, moved by U towards the maximum), second:S:W (a second side S with
+ * weight W), mattes:W (the finished mattes of the image and its mirror, averaged in JavaScript).
+ */
+function variantOf(name: string): Variant {
+  const fixed = VARIANTS[name];
+  if (fixed) return fixed;
+  const variant: Variant = { options: {}, knobs: {} };
+  for (const part of name.split('+')) {
+    const [kind, a, b] = part.split(':');
+    const knobs = variant.knobs as { -readonly [K in keyof NativeOptions]?: NativeOptions[K] };
+    if (kind === 'mirror' && a) [knobs.mirrorWeight, knobs.mirrorUnion] = [Number(a), Number(b ?? 0)];
+    else if (kind === 'second' && a && b) [knobs.secondSide, knobs.secondWeight] = [Number(a), Number(b)];
+    else if (kind === 'mattes' && a) variant.kind = { mattes: Number(a) };
+    else if (kind === 'radius' && a) knobs.guidedRadius = Number(a);
+    else if (kind === 'eps' && a) knobs.guidedEps = Number(a);
+    else if (kind === 'levels' && a && b) [knobs.levelsLow, knobs.levelsHigh] = [Number(a), Number(b)];
+    else
+      throw new Error(
+        `unknown variant ${name}; known: ${Object.keys(VARIANTS).join(', ')}, or mirror:W[:U], second:S:W, mattes:W, radius:R, eps:E, levels:L:H joined by +`,
+      );
+  }
+  return variant;
+}
+
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-async function grey(buffer: Buffer | string, width?: number, height?: number): Promise<{ data: Uint8Array; width: number; height: number }> {
-  let img = sharp(buffer).extractChannel(0);
+async function grey(
+  buffer: Buffer | string,
+  width?: number,
+  height?: number,
+  channel: 0 | 1 | 2 | 3 = 0,
+): Promise<{ data: Uint8Array; width: number; height: number }> {
+  let img = sharp(buffer).extractChannel(channel);
   if (width && height) img = img.resize(width, height, { fit: 'fill', kernel: 'linear' });
   const { data, info } = await img.raw().toBuffer({ resolveWithObject: true });
   return { data: new Uint8Array(data.buffer, data.byteOffset, data.length), width: info.width, height: info.height };
@@ -112,8 +152,8 @@ async function main(): Promise<void> {
   configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const only = arg('--only');
   const onlySplit = arg('--split');
-  const variantNames = (arg('--variants') ?? 'default,fp32,plain,flip,preview,preview-1024,medium,medium-1024').split(',');
-  for (const v of variantNames) if (!VARIANTS[v]) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(', ')}`);
+  const variantNames = (arg('--variants') ?? 'default,best,reference,fp32,plain,preview,preview-1024,medium,medium-1024').split(',');
+  const variants = new Map(variantNames.map((v) => [v, variantOf(v)]));
   const files = readdirSync(join(dataset, 'images')).sort();
   const split = splitOf(files.map((f) => f.replace(/\.[a-z]+$/, '')));
   const tuning: { -readonly [K in keyof NativeOptions]?: NativeOptions[K] } = {};
@@ -124,7 +164,8 @@ async function main(): Promise<void> {
 
   const perImage: Array<{ name: string; split: string; variant: string; inferenceSize: number; scores: MatteScores }> = [];
   for (const variantName of variantNames) {
-    const variant = VARIANTS[variantName]!;
+    const variant = variants.get(variantName)!;
+    const reference = variant.kind === 'reference' ? await createReferencePipeline(REFERENCE_MODEL) : undefined;
     const model = await getModel(arg('--model') ?? variant.model);
     for (const file of files.filter((f) => !only || f.startsWith(only))) {
       const name = basename(file).replace(/\.[a-z]+$/, '');
@@ -132,11 +173,24 @@ async function main(): Promise<void> {
       const input = readFileSync(join(dataset, 'images', file));
       const gtPath = join(dataset, 'gt', `${name}.png`);
       const options = jobOptions(variant, input, tuning);
-      const result = await native().removeBackground(input, options, model, null);
       const full = await grey(gtPath);
-      // A size preset made the output smaller than the photo: score at the output's resolution.
-      const gt = result.width < full.width ? await grey(gtPath, result.width, result.height) : full;
-      const pred = await grey(result.data, gt.width, gt.height);
+      let pred: { data: Uint8Array; width: number; height: number };
+      if (reference) {
+        pred = await grey((await reference.removeBackground(input)).png, full.width, full.height, 3);
+      } else {
+        const result = await native().removeBackground(input, options, model, null);
+        // A size preset made the output smaller than the photo: score at the output's resolution.
+        const size = result.width < full.width ? { width: result.width, height: result.height } : full;
+        pred = await grey(result.data, size.width, size.height);
+        if (typeof variant.kind === 'object') {
+          const mirror = await sharp(input).rotate().flop().png({ compressionLevel: 0 }).toBuffer();
+          const mirrored = await native().removeBackground(mirror, options, model, null);
+          const back = await grey(await sharp(mirrored.data).flop().toBuffer(), size.width, size.height);
+          const w = variant.kind.mattes;
+          pred.data = pred.data.map((v, i) => Math.round((1 - w) * v + w * back.data[i]!));
+        }
+      }
+      const gt = pred.width < full.width ? await grey(gtPath, pred.width, pred.height) : full;
       perImage.push({
         name,
         split: split.get(name)!,
@@ -147,6 +201,7 @@ async function main(): Promise<void> {
       process.stderr.write('.');
     }
     process.stderr.write(` ${variantName}\n`);
+    await reference?.release();
   }
 
   // Every source prefix of the set (am_, davis_, gc_, sod_...), and the photos the reference covers.
@@ -170,6 +225,30 @@ async function main(): Promise<void> {
     }
   }
   console.table(rows);
+  // Per image against the default: better or worse by more than CHANGED in IoU and in boundary F.
+  if (variantNames.includes('default') && variantNames.length > 1) {
+    const CHANGED = 0.001;
+    const byName = new Map(perImage.filter((r) => r.variant === 'default').map((r) => [r.name, r.scores]));
+    const changes: Array<Record<string, string | number>> = [];
+    for (const group of ['all', ...prefixes]) {
+      for (const variant of variantNames.filter((v) => v !== 'default')) {
+        const list = perImage.filter((r) => r.variant === variant && (group === 'all' || r.name.startsWith(group)));
+        const count = (metric: 'iou' | 'boundaryF', sign: 1 | -1) =>
+          list.filter((r) => sign * (r.scores[metric] - byName.get(r.name)![metric]) > CHANGED).length;
+        changes.push({
+          set: group,
+          variant,
+          n: list.length,
+          'IoU better': count('iou', 1),
+          'IoU worse': count('iou', -1),
+          'bF better': count('boundaryF', 1),
+          'bF worse': count('boundaryF', -1),
+        });
+      }
+    }
+    console.log(`images better or worse than the default (by more than ${CHANGED}):`);
+    console.table(changes);
+  }
   const tune = [...split].filter(([, s]) => s === 'tune').map(([n]) => n);
   console.log(`split: tune = ${tune.join(', ')}; check = the other ${split.size - tune.length}`);
   const chosen = summary[REFERENCE_SET]?.default;

@@ -90,7 +90,12 @@ JobOptions read_options(const Napi::Value& value) {
   j.levels_low = static_cast<float>(o.number("levelsLow", 0, 1));
   j.levels_high = static_cast<float>(o.number("levelsHigh", 0, 1));
   j.inference_size = static_cast<int>(o.integer("inferenceSize", 32, 4096));
-  j.flip_average = o.boolean("flipAverage");
+  j.mirror_weight = static_cast<float>(o.number("mirrorWeight", 0, 1));
+  j.mirror_union = static_cast<float>(o.number("mirrorUnion", 0, 1));
+  j.second_side = static_cast<int>(o.integer("secondSide", 0, 4096));
+  j.second_weight = static_cast<float>(o.number("secondWeight", 0, 1));
+  if ((j.second_side > 0) != (j.second_weight > 0)) throw ContractError("options.secondSide and secondWeight must be set together");
+  if (j.second_side > 0 && j.second_side < 32) throw ContractError("options.secondSide must be 0 or at least 32");
   j.quality = static_cast<int>(o.integer("quality", 1, 100));
   j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
   o.finish();

@@ -38,9 +38,17 @@ struct JobOptions {
   double guided_eps = 0;
   float levels_low = 0;  // refined alpha below this becomes 0, above levels_high 1, linear between
   float levels_high = 0;
-  bool flip_average = false;  // also infer on the mirrored image and average the two mattes
-  int inference_size = 0;     // side of the model's square input for this job; used when the model's size is dynamic
-  int quality = 0;            // JPEG / WebP quality
+  // More inference for a better matte (effort=best). The model's answer for the mirrored image (run
+  // when mirror_weight > 0) is combined with its answer for the image: their weighted mean (the
+  // mirror's weight mirror_weight), moved towards their maximum by mirror_union (0: the mean, 1: the
+  // maximum). Then an answer at a second square side, when set, is mixed in with second_weight
+  // (dynamic-size models only).
+  float mirror_weight = 0;
+  float mirror_union = 0;
+  int second_side = 0;
+  float second_weight = 0;
+  int inference_size = 0;  // side of the model's square input for this job; used when the model's size is dynamic
+  int quality = 0;         // JPEG / WebP quality
   int png_compression = 0;
 };
 

@@ -264,20 +264,6 @@ Layout layout(const JobOptions& o, const SubjectBox& subject, const Region& regi
 // The side of the grid the guided filter is fitted on (see run_job).
 constexpr double kFitSide = 256;
 
-// Test-time augmentation (the flipAverage knob, off by default: see src/lib/options.ts): mirrors the
-// tensor in place, runs the model again and folds the mirrored answer into `mask`. Returns the run's cost.
-Model::RunCost flip_average(Model& model, Buffer<float>& tensor, int w, int h, Plane& mask) {
-  for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
-  Plane mirrored(w, h, Unfilled{});
-  const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
-  for (int y = 0; y < h; ++y) {
-    float* out = mask.row(y);
-    const float* m = mirrored.row(y);
-    for (int x = 0; x < w; ++x) out[x] = 0.5f * (out[x] + m[w - 1 - x]);
-  }
-  return cost;
-}
-
 // The stages of one job, in order: decode_stage, tensor_stage, inference_stage, crop_stage,
 // matting_stage, encode_stage. run_job (below) strings them together and times them.
 
@@ -355,17 +341,57 @@ Buffer<float> tensor_stage(const Pixels& small, const ModelSpec& spec, int in_w,
   return tensor;
 }
 
-// The model's mask at its input's size (with the mirrored run folded in when asked); the tensor is
-// released as soon as the model is done with it.
-Plane inference_stage(Model& model, Buffer<float>& tensor, int in_w, int in_h, bool flip, Timings& t) {
+// The model's answer for the mirrored image, combined into `mask` (see JobOptions::mirror_weight):
+// the tensor is mirrored in place (no second tensor) and the answer mirrored back as it is combined.
+Model::RunCost combine_mirrored(Model& model, Buffer<float>& tensor, int w, int h, float weight, float union_share, Plane& mask) {
+  for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
+  Plane mirrored(w, h, Unfilled{});
+  const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
+  const float own = 1.f - weight;
+  for (int y = 0; y < h; ++y) {
+    float* out = mask.row(y);
+    const float* m = mirrored.row(y);
+    for (int x = 0; x < w; ++x) {
+      const float a = out[x], b = m[w - 1 - x];
+      const float mean = own * a + weight * b, most = std::max(a, b);
+      out[x] = union_share >= 1.f ? most : mean + union_share * (most - mean);
+    }
+  }
+  return cost;
+}
+
+// The model's answer at another square side, made from the full decode (the image's own pixels, not
+// the first input resampled again), resampled to the mask's size and mixed into it with `weight`.
+Model::RunCost mix_second_side(Model& model, const DecodedImage& full, const Region* roi, int side, float weight, Plane& mask) {
+  Buffer<float> tensor;
+  {
+    const Pixels small = model_input_from_decoded(full, roi, side, side);
+    tensor = tensor_stage(small, model.spec(), side, side);
+  }
+  Plane answer(side, side, Unfilled{});
+  const Model::RunCost cost = model.run(tensor, side, side, answer.v);
+  Buffer<float>().swap(tensor);
+  const AxisMap mx{static_cast<double>(side) / mask.width, 0.5 * side / mask.width - 0.5};
+  const AxisMap my{static_cast<double>(side) / mask.height, 0.5 * side / mask.height - 0.5};
+  const Plane resampled = resample_plane(answer, mask.width, mask.height, mx, my);
+  for (size_t i = 0; i < mask.v.size(); ++i) mask.v[i] += weight * (resampled.v[i] - mask.v[i]);
+  return cost;
+}
+
+// The model's mask at its input's size: its answer for the image, combined with those for the mirror
+// and a second side when the job asks (effort=best); the tensor is released as soon as the model is
+// done with it. All runs count as inference.
+Plane inference_stage(const JobOptions& o, Model& model, Buffer<float>& tensor, int in_w, int in_h, const DecodedImage& full,
+                      const Region* roi, Timings& t) {
   Plane mask(in_w, in_h, Unfilled{});
   const auto step = Clock::now();
   Model::RunCost cost = model.run(tensor, in_w, in_h, mask.v);
-  if (flip) {
-    const Model::RunCost mirrored = flip_average(model, tensor, in_w, in_h, mask);
-    cost.waited += mirrored.waited;
-    cost.cpu += mirrored.cpu;
-  }
+  auto add = [&cost](const Model::RunCost& more) {
+    cost.waited += more.waited;
+    cost.cpu += more.cpu;
+  };
+  if (o.mirror_weight > 0) add(combine_mirrored(model, tensor, in_w, in_h, o.mirror_weight, o.mirror_union, mask));
+  if (o.second_side > 0 && model.spec().dynamic_size) add(mix_second_side(model, full, roi, o.second_side, o.second_weight, mask));
   t.queue = cost.waited;
   t.inference = ms_since(step) - t.queue;
   t.inference_cpu = cost.cpu;
@@ -569,7 +595,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   Buffer<float> tensor = tensor_stage(in.small, spec, in_w, in_h);
   t.preprocess = ms_since(in.preprocess_from);
 
-  Plane mask = inference_stage(model, tensor, in_w, in_h, o.flip_average, t);
+  Plane mask = inference_stage(o, model, tensor, in_w, in_h, *in.full, o.has_roi ? &region : nullptr, t);
   const int image_w = decoded_width(*in.full), image_h = decoded_height(*in.full);
   if (image_w != header.width || image_h != header.height)
     throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");

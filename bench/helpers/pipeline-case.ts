@@ -12,10 +12,10 @@
  *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
  *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, cpuMs, timings, output, rssBeforeMB, maxRssMB}
  *   {"cmd":"concurrent","n":4,...}       -> {"type":"result", wallMs, timings[], rssBeforeMB, maxRssMB}
- *   {"cmd":"variants","n":5}             -> {"type":"result", ms: { plain[], background[], roi[] }}: the input as PNG
- *     through the addon directly (the options prepareJob gives, with placement fields set), the three
- *     interleaved: plain; the input itself as the background image on an exact 1000 x 1000 canvas;
- *     roi = the centre 50 % x 50 %
+ *   {"cmd":"variants","n":5,"names":[...]} -> {"type":"result", ms: { plain[], <name>[]... }}: the input as PNG
+ *     through the addon directly (the options prepareJob gives), plain and each named variant
+ *     interleaved: background = the input itself as the background image on an exact 1000 x 1000
+ *     canvas; roi = the centre 50 % x 50 %; best = effort=best
  *   {"cmd":"settle","ms":1000}           -> {"type":"settled", rssMB, rssAfterGcMB, maxRssMB}
  *   {"cmd":"exit"}
  * rssBeforeMB is the RSS when the job is asked for, i.e. between two jobs (the previous one ended a
@@ -99,12 +99,18 @@ async function main(): Promise<void> {
         if (!input) throw new Error('no input yet');
         // Each variant as prepareJob makes it (the inference size for it included), run on the addon directly.
         const handle = await getModel(model);
-        const variants: Record<string, PreparedJob> = {
-          plain: prepareJob(input, { format: 'png', model }),
-          background: prepareJob(input, { format: 'png', model, outputSize: '1000x1000', bgImageFile: input }),
-          roi: prepareJob(input, { format: 'png', model, roi: '25% 25% 75% 75%' }),
+        const known: Record<string, () => PreparedJob> = {
+          background: () => prepareJob(input, { format: 'png', model, outputSize: '1000x1000', bgImageFile: input }),
+          roi: () => prepareJob(input, { format: 'png', model, roi: '25% 25% 75% 75%' }),
+          best: () => prepareJob(input, { format: 'png', model, effort: 'best' }),
         };
-        const ms: Record<string, number[]> = { plain: [], background: [], roi: [] };
+        const variants: Record<string, PreparedJob> = { plain: prepareJob(input, { format: 'png', model }) };
+        for (const name of (cmd.names ?? []) as string[]) {
+          const make = known[name];
+          if (!make) throw new Error(`unknown variant ${name}`);
+          variants[name] = make();
+        }
+        const ms: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((name) => [name, []]));
         for (let i = 0; i < Number(cmd.n); i++) {
           for (const [name, job] of Object.entries(variants)) {
             const start = performance.now();

@@ -20,6 +20,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import sharp from 'sharp';
 import { loadLibraryConfig } from '../../src/config/config.js';
@@ -93,21 +94,15 @@ function resizeBilinear(src: Uint8Array, sw: number, sh: number, channels: numbe
   return dst;
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
-  replaceSettings(mergeSettings(loadLibraryConfig())); // BGONE_MODELS_DIR, as the other children read it
-  const entry = readManifest().models[args.model];
-  if (!entry) throw new Error(`unknown model ${args.model}`);
-  const jpeg = await readStdin();
-  if (jpeg.length === 0) throw new Error('no JPEG on stdin');
-
-  const loadStart = performance.now();
+/** The reference pipeline on one model: a session made from the model's bytes, and its removeBackground. */
+export async function createReferencePipeline(model: string): Promise<{
+  removeBackground: (input: Buffer) => Promise<{ png: Buffer; width: number; height: number }>;
+  release: () => Promise<void>;
+}> {
+  const entry = readManifest().models[model];
+  if (!entry) throw new Error(`unknown model ${model}`);
   const modelBytes = new Uint8Array(readFileSync(join(librarySettings().modelsDir, entry.file)));
   const session = await ort.InferenceSession.create(modelBytes, { graphOptimizationLevel: 'all', executionMode: 'parallel' });
-  const loadMs = performance.now() - loadStart;
-  await sleep(500);
-  const idleRssMB = rssMB();
-
   const side = { width: entry.input.width, height: entry.input.height };
   const [meanR, meanG, meanB] = entry.input.mean as [number, number, number];
   const [stdR, stdG, stdB] = entry.input.std as [number, number, number];
@@ -138,6 +133,22 @@ async function main(): Promise<void> {
     return { png, width, height };
   };
 
+  return { removeBackground, release: () => session.release() };
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  replaceSettings(mergeSettings(loadLibraryConfig())); // BGONE_MODELS_DIR, as the other children read it
+  const jpeg = await readStdin();
+  if (jpeg.length === 0) throw new Error('no JPEG on stdin');
+
+  const loadStart = performance.now();
+  const { removeBackground, release } = await createReferencePipeline(args.model);
+  const loadMs = performance.now() - loadStart;
+  await sleep(500);
+  const idleRssMB = rssMB();
+  const entry = readManifest().models[args.model]!;
+
   const timed = async (): Promise<{ ms: number; bytes: number; width: number; height: number }> => {
     const start = performance.now();
     const out = await removeBackground(jpeg);
@@ -165,10 +176,13 @@ async function main(): Promise<void> {
       maxRssMB: maxRssMB(),
     }),
   );
-  await session.release();
+  await release();
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`reference-pipeline: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+// Run as a child of bench/pipeline.ts; bench/quality.ts imports createReferencePipeline.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`reference-pipeline: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -20,6 +20,7 @@ import { BgoneError, type ErrorCode } from './errors.js';
 export const FORMATS = ['png', 'jpg', 'webp', 'zip', 'auto'] as const;
 export const CHANNELS = ['rgba', 'alpha'] as const;
 export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
+export const EFFORTS = ['standard', 'best'] as const;
 export type OutputFormat = (typeof FORMATS)[number];
 /** What an encoded result is: `auto` becomes one of these. */
 export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
@@ -27,6 +28,7 @@ export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
 export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', zip: 'application/zip' };
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
+export type Effort = (typeof EFFORTS)[number];
 
 export const MAX_FILE_BYTES = 20 * 1024 * 1024;
 export const MAX_SIDE = 6000;
@@ -373,6 +375,22 @@ export const OPTIONS = {
     schema: { type: 'string', enum: [...SIZES], default: 'full' },
     choices: SIZES,
     parse: oneOf('size', SIZES),
+  },
+  effort: {
+    name: 'effort',
+    key: 'effort',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'standard, best (about twice the time, still one credit)',
+    default: 'standard',
+    description:
+      'How much inference the matte gets: best also runs the model on the mirrored image and keeps, per pixel, the larger of the two answers: closer edges, about twice the time (docs/quality.md).',
+    example: 'best',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...EFFORTS], default: 'standard' },
+    choices: EFFORTS,
+    parse: oneOf('effort', EFFORTS),
   },
   bgColor: {
     name: 'bg_color',

@@ -8,7 +8,17 @@
  */
 import type { Rgba } from './colors.js';
 import { BgoneError } from './errors.js';
-import { type Channels, MAX_SIDE, type OutputFormat, type Padding, type ParsedOptions, parseOptions, type RoiValue, type SizePreset } from './option-table.js';
+import {
+  type Channels,
+  type Effort,
+  MAX_SIDE,
+  type OutputFormat,
+  type Padding,
+  type ParsedOptions,
+  parseOptions,
+  type RoiValue,
+  type SizePreset,
+} from './option-table.js';
 
 export { parseColor } from './colors.js';
 export {
@@ -51,17 +61,25 @@ export const TUNING = {
   /** Guided filter radius at a 1024² inference (scaled with the inference size, inference-size.ts). */
   guidedRadius: 6,
   guidedEps: 1e-3,
-  /** Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze. */
-  levelsLow: 0.1,
-  levelsHigh: 0.9,
+  /**
+   * Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze.
+   * The midpoint below 0.5 keeps edge pixels the model is unsure of (docs/quality.md).
+   */
+  levelsLow: 0.05,
+  levelsHigh: 0.85,
   /** Share of the mask that must be subject, else foreground_not_found. */
   minSubject: 1e-4,
   /**
-   * Test-time augmentation: the matte becomes the average of the model's answers for the image and its
-   * mirror (twice the inference). Off: on the dev set it lost 0.009 IoU and 0.015 boundary F with the
-   * int8 model (better on davis_ and gc_, worse on the soft am_ mattes); bench/quality variant "flip".
+   * More inference for a better matte (effort=best, EFFORT_TUNING below). mirrorWeight: the weight of
+   * the model's answer for the mirrored image in the mean of the two answers (0: no mirrored run);
+   * mirrorUnion moves that mean towards the larger of the two answers (0: the mean, 1: the maximum).
+   * secondSide: an answer at a second square side, mixed in with secondWeight (0: none; dynamic-size
+   * models only).
    */
-  flipAverage: false,
+  mirrorWeight: 0,
+  mirrorUnion: 0,
+  secondSide: 0,
+  secondWeight: 0,
   /** Side of the model's square input; removeBackground lowers it for small outputs (inference-size.ts). */
   inferenceSize: 1024,
   /** JPEG and WebP quality. */
@@ -71,6 +89,16 @@ export const TUNING = {
    * levels; rows are written with the "up" filter (native/png_writer.cc).
    */
   pngCompression: 1,
+};
+
+/**
+ * What each effort (the effort option) sets of TUNING: standard is TUNING itself; best also runs the
+ * model on the mirrored image and keeps the larger of the two answers per pixel, with levels centred
+ * on 0.5 (docs/quality.md has the measurements behind both).
+ */
+export const EFFORT_TUNING: Readonly<Record<Effort, Partial<typeof TUNING>>> = {
+  standard: {},
+  best: { mirrorWeight: 0.5, mirrorUnion: 1, levelsLow: 0.1, levelsHigh: 0.9 },
 };
 
 /**
@@ -96,6 +124,8 @@ export interface RemoveBackgroundOptions {
   bgImageUrl?: string;
   /** preview (0.25 MP), medium (1.5 MP), hd (4 MP), full (default, up to 16 MP). */
   size?: SizePreset | string;
+  /** standard (default) or best: more inference for a better matte, about twice the time (EFFORT_TUNING). */
+  effort?: Effort | string;
   /** false (default), true (crop to the subject), or an aspect ratio "W:H" centred on the subject. */
   crop?: boolean | string;
   /**
@@ -245,6 +275,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     maxSide: MAX_SIDE,
     refine: parsed.refine ?? DEFAULTS.refine,
     ...TUNING,
+    ...EFFORT_TUNING[parsed.effort ?? 'standard'],
   };
   const normalised: NormalisedOptions = {
     native,

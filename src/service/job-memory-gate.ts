@@ -16,6 +16,7 @@
 
 import { bitsPerSample } from '../lib/header-size.js';
 import { type CropOptions, cropBounds } from '../lib/index.js';
+import type { NativeOptions } from '../lib/options.js';
 
 /** Why acquire() refused. */
 export class JobMemoryGateTimeout extends Error {
@@ -161,17 +162,29 @@ export function estimateJobBytes(width: number, height: number, options: { bitsP
 }
 
 /**
+ * The working memory of a job's extra inference runs (effort=best, native/pipeline.cc
+ * inference_stage): the mirrored answer, a float plane at the inference side; a second side's input
+ * (RGB), tensor (3 floats a pixel) and answer (a float), and the answer resampled to the inference side.
+ */
+export function extraInferenceBytes(options: Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize'>): number {
+  const plane = 4 * options.inferenceSize ** 2;
+  const mirror = options.mirrorWeight > 0 ? plane : 0;
+  const second = options.secondSide > 0 ? (3 + 12 + 4) * options.secondSide ** 2 + plane : 0;
+  return mirror + second;
+}
+
+/**
  * estimateJobBytes for an upload, from its bytes (16-bit PNG), its probed size and the options: a
  * crop box larger than the image (canvas extension) scales the output part up to the worst case, an
  * exact canvas counts its own pixels. With a background image (its probed size): its decode and the
  * canvas-sized RGBA it becomes. The decode shrinks on load to at most twice the covering size per
  * side (JPEG; WebP scales exactly; libvips streams a PNG through the resize), 4 bands of up to 2
- * bytes each: an upper bound whatever the format.
+ * bytes each: an upper bound whatever the format. Extra inference runs add extraInferenceBytes.
  */
 export function jobMemoryEstimate(
   bytes: Uint8Array,
   size: { width: number; height: number },
-  options: CropOptions,
+  options: CropOptions & Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize'>,
   background?: { width: number; height: number },
 ): number {
   const pixels = size.width * size.height;
@@ -180,6 +193,7 @@ export function jobMemoryEstimate(
   const box = options.crop !== 'none' ? cropBounds(size, options).box : size;
   const outputPixels = exact ? Math.max(canvas, pixels) : box.width * box.height;
   let bytesNeeded = estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: outputPixels / pixels });
+  bytesNeeded += extraInferenceBytes(options);
   if (background) {
     const { output } = cropBounds(size, options);
     const canvasPixels = output.width * output.height;

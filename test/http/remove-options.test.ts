@@ -232,6 +232,30 @@ describe('geometry', () => {
   });
 });
 
+describe('effort', () => {
+  it('effort=best: one credit, the same frame, another matte, its time in X-Processing-Time-Ms', async () => {
+    const standard = ok(await post({ channels: 'alpha' }, { image_file: teddy }));
+    const before = await credits(ts);
+    const best = ok(await postJson({ image_file_b64: teddy.toString('base64'), channels: 'alpha', effort: 'best' }));
+    const after = await credits(ts);
+    expect(after.used - before.used).toBe(1);
+    expect(after.reserved).toBe(before.reserved);
+    const [a, b] = [await decode(standard.body), await decode(best.body)];
+    expect({ width: b.width, height: b.height }).toEqual(TEDDY);
+    expect(best.body.equals(standard.body)).toBe(false);
+    // Both mattes are the same subject: their masks at 128 overlap almost entirely.
+    let both = 0;
+    let either = 0;
+    for (let i = 0; i < a.data.length; i += a.channels) {
+      const [inA, inB] = [a.data[i]! >= 128, b.data[i]! >= 128];
+      if (inA && inB) both++;
+      if (inA || inB) either++;
+    }
+    expect(both / either).toBeGreaterThan(0.95);
+    expect(Number(best.headers.get('x-processing-time-ms'))).toBeGreaterThan(0);
+  });
+});
+
 describe('batches take the options per batch', () => {
   it('a background file, scale and output_size apply to every image of the batch', async () => {
     const background = await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 255, g: 0, b: 0 } } })
@@ -298,6 +322,8 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     ['scale=5%', () => post({ scale: '5%' }, { image_file: teddy }), 400, 'validation_error'],
     ['three padding values', () => post({ crop: 'true', padding: '1px 2px 3px' }, { image_file: teddy }), 400, 'validation_error'],
     ['position=left', () => post({ position: 'left' }, { image_file: teddy }), 400, 'validation_error'],
+    ['effort=max', () => post({ effort: 'max' }, { image_file: teddy }), 400, 'validation_error'],
+    ['effort as a number in JSON', () => postJson({ image_url: `${photosUrl}/teddy.jpg`, effort: 2 }), 400, 'validation_error'],
     [
       'a JSON body that is not JSON',
       async () =>
@@ -311,7 +337,7 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
       400,
       'validation_error',
     ],
-    ['an unknown JSON field', () => postJson({ image_url: `${photosUrl}/teddy.jpg`, effort: 'best' }), 400, 'validation_error'],
+    ['an unknown JSON field', () => postJson({ image_url: `${photosUrl}/teddy.jpg`, sharpness: 'high' }), 400, 'validation_error'],
   ];
 
   it.each(cases)('%s', async (_, send, status, code) => {

@@ -60,11 +60,11 @@ describe('the image inside the options', () => {
   });
 
   it('refuses an option it does not know, by its name', async () => {
-    const err = await removeBackground(teddy, { effort: 'best' } as never).then(
+    const err = await removeBackground(teddy, { sharpness: 'high' } as never).then(
       () => undefined,
       (e: unknown) => e,
     );
-    expect(err).toMatchObject({ code: 'validation_error', details: { field: 'effort' } });
+    expect(err).toMatchObject({ code: 'validation_error', details: { field: 'sharpness' } });
   });
 });
 

@@ -66,6 +66,10 @@ describe('removeBackground options', () => {
     ['position', [0.5], /options\.position must be an array of 2 numbers/],
     ['canvasWidth', 100, /options\.canvasWidth and canvasHeight must be both 0 or both set/],
     ['roi', [10, 10, 10, 20], /options\.roi must not be empty/],
+    ['mirrorWeight', 1.5, /options\.mirrorWeight must be a number in \[0, 1\]/],
+    ['mirrorUnion', -0.5, /options\.mirrorUnion must be a number in \[0, 1\]/],
+    ['secondSide', 512, /options\.secondSide and secondWeight must be set together/],
+    ['secondWeight', 0.5, /options\.secondSide and secondWeight must be set together/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
@@ -74,6 +78,7 @@ describe('removeBackground options', () => {
     [{ zip: 1 }, /options\.zip must be a boolean/],
     [{ zip: true }, /options\.zip needs format jpg and channels rgba/],
     [{ zip: true, format: 'jpg', channels: 'alpha' }, /options\.zip needs format jpg and channels rgba/],
+    [{ secondSide: 16, secondWeight: 0.5 }, /options\.secondSide must be 0 or at least 32/],
   ])('%j: TypeError', (fields, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, ...fields } as never, model, null), message);
   });

@@ -1,7 +1,7 @@
 /** Admission by estimated memory (src/service/job-memory-gate.ts): fits go at once, others wait in order, no starvation, timeouts, aborts. */
 import { describe, expect, it } from 'vitest';
 import { normaliseOptions } from '../../src/lib/options.js';
-import { estimateJobBytes, JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../../src/service/job-memory-gate.js';
+import { estimateJobBytes, extraInferenceBytes, JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../../src/service/job-memory-gate.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -91,6 +91,16 @@ describe('jobMemoryEstimate', () => {
     const canvas = { ...plain, canvasWidth: 4000, canvasHeight: 4000 };
     expect(jobMemoryEstimate(jpeg, image, canvas)).toBe(estimateJobBytes(2000, 1000, { outputScale: 8 }));
     expect(jobMemoryEstimate(jpeg, image, { ...plain, canvasWidth: 100, canvasHeight: 100 })).toBe(estimateJobBytes(2000, 1000));
+  });
+
+  it('effort=best adds the mirrored answer, a float plane at the inference side', () => {
+    const best = normaliseOptions({ effort: 'best' }).native;
+    expect(best.mirrorWeight).toBeGreaterThan(0);
+    expect(jobMemoryEstimate(jpeg, image, best) - jobMemoryEstimate(jpeg, image, plain)).toBe(extraInferenceBytes(best));
+    expect(extraInferenceBytes(best)).toBeGreaterThanOrEqual(4 * best.inferenceSize ** 2);
+    expect(extraInferenceBytes(plain)).toBe(0);
+    // A second side: its input, tensor and answer, and the answer resampled to the inference side.
+    expect(extraInferenceBytes({ mirrorWeight: 0, secondSide: 512, inferenceSize: 1024 })).toBe(19 * 512 * 512 + 4 * 1024 * 1024);
   });
 
   it('a background image adds its decode (shrunk on load to at most twice the covering size per side) and its canvas-sized RGBA', () => {

@@ -57,8 +57,8 @@ describe('the option table', () => {
   });
 
   it('refuses an option it does not know, naming it (the library as the HTTP API)', () => {
-    expect(() => parseOptions({ effort: 'best' })).toThrow(
-      expect.objectContaining({ code: 'validation_error', details: expect.objectContaining({ field: 'effort' }) }),
+    expect(() => parseOptions({ sharpness: 'high' })).toThrow(
+      expect.objectContaining({ code: 'validation_error', details: expect.objectContaining({ field: 'sharpness' }) }),
     );
     expect(() => normaliseOptions({ bg_color: 'red' } as never)).toThrow(expect.objectContaining({ details: expect.objectContaining({ field: 'bg_color' }) }));
   });

@@ -51,7 +51,10 @@ describe('defaults', () => {
         'background',
         'channels',
         'crop',
-        'flipAverage',
+        'mirrorWeight',
+        'mirrorUnion',
+        'secondSide',
+        'secondWeight',
         'format',
         'guidedEps',
         'guidedRadius',
@@ -78,13 +81,22 @@ describe('defaults', () => {
     expect(n).toMatchObject({
       guidedRadius: 6,
       guidedEps: 1e-3,
-      levelsLow: 0.1,
-      levelsHigh: 0.9,
+      levelsLow: 0.05,
+      levelsHigh: 0.85,
+      mirrorWeight: 0,
+      mirrorUnion: 0,
+      secondSide: 0,
+      secondWeight: 0,
       minSubject: 1e-4,
       quality: 90,
       pngCompression: 1,
       inferenceSize: 1024,
     });
+  });
+
+  it('effort=best adds the mirrored run, kept where it is larger, with levels centred on 0.5; standard is the default', () => {
+    expect(native({ effort: 'standard' })).toEqual(native({}));
+    expect(native({ effort: 'best' })).toEqual({ ...native({}), mirrorWeight: 0.5, mirrorUnion: 1, levelsLow: 0.1, levelsHigh: 0.9 });
   });
 
   it('normaliseOptions() without an argument is the same as {}', () => {
