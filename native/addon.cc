@@ -106,8 +106,8 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   FieldReader o(value, "model spec");
   ModelSpec spec;
   spec.path = o.string("path");
-  spec.input_name = o.string("inputName");
-  spec.output_name = o.string("outputName");
+  spec.output_index = static_cast<int>(o.integer("outputIndex", 0, 4096));
+  spec.matte = static_cast<MatteTransform>(o.integer("matteTransform", 0, 2));
   spec.width = static_cast<int>(o.integer("width", 1, 16384));
   spec.height = static_cast<int>(o.integer("height", 1, 16384));
   const std::vector<double> mean = o.numbers("mean", 3, -1e9, 1e9, false);
@@ -349,14 +349,34 @@ Napi::Value AvailableProviders(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// loadModel({ path, inputName, outputName, width, height, mean, std, threads, provider, deviceId,
-// gpuMemLimitMb }) -> Promise<handle>
+// loadModel({ path, outputIndex, matteTransform, width, height, mean, std, dynamicSize, threads, provider,
+// deviceId, gpuMemLimitMb, warmUpRuns, warmUpSide }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   const ModelSpec spec = read_model_spec(info[0]);
   auto* worker = new LoadModelWorker(info.Env(), spec);
   Napi::Promise promise = worker->promise();
   worker->Queue();
   return promise;
+}
+
+// The model handle's session, or null after releaseModel (a TypeError for anything else).
+ModelRef* model_holder(const Napi::CallbackInfo& info, const char* usage) {
+  if (!info[0].IsExternal()) throw ContractError(usage);
+  return info[0].As<Napi::External<ModelRef>>().Data();
+}
+
+// releaseModel(handle): the handle lets go of its session; jobs running on it keep it until they
+// end, and the session's memory goes back with the last of them.
+Napi::Value ReleaseModel(const Napi::CallbackInfo& info) {
+  model_holder(info, "releaseModel(handle)")->reset();
+  return info.Env().Undefined();
+}
+
+// modelMemory(handle) -> bytes the session holds for as long as it lives (its weights, packed for
+// the kernels, on the CPU); 0 after releaseModel.
+Napi::Value ModelMemory(const Napi::CallbackInfo& info) {
+  const ModelRef& model = *model_holder(info, "modelMemory(handle)");
+  return Napi::Number::New(info.Env(), model ? static_cast<double>(model->resident_bytes()) : 0.0);
 }
 
 // removeBackground(buffer, options, modelHandle, background) -> Promise<{ data, width, height, channels,
@@ -369,6 +389,10 @@ Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
   }
   const JobOptions options = read_options(info[1]);
   ModelRef model = *info[2].As<Napi::External<ModelRef>>().Data();
+  if (!model) {
+    Napi::TypeError::New(env, "removeBackground: the model was released").ThrowAsJavaScriptException();
+    return env.Undefined();
+  }
   auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model, info[3]);
   Napi::Promise promise = worker->promise();
   worker->Queue();
@@ -535,6 +559,8 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, guarded<Init>));
   exports.Set("loadModel", Napi::Function::New(env, guarded<LoadModel>));
   exports.Set("removeBackground", Napi::Function::New(env, guarded<RemoveBackground>));
+  exports.Set("releaseModel", Napi::Function::New(env, guarded<ReleaseModel>));
+  exports.Set("modelMemory", Napi::Function::New(env, guarded<ModelMemory>));
   exports.Set("availableProviders", Napi::Function::New(env, guarded<AvailableProviders>));
   exports.Set("probe", Napi::Function::New(env, guarded<Probe>));
   exports.Set("memoryStats", Napi::Function::New(env, guarded<MemoryStats>));

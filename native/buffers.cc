@@ -215,6 +215,13 @@ void* LastingArena::alloc(size_t bytes) {
   return with_header({block, 0, this});
 }
 
+size_t LastingArena::bytes() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  size_t total = 0;
+  for (const Chunk& c : chunks_) total += c.size;
+  return total;
+}
+
 void LastingArena::release() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   --live_;

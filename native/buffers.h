@@ -44,6 +44,8 @@ class LastingArena {
 
   // 64-byte aligned, never nullptr (throws std::bad_alloc). Release with free_buffer.
   void* alloc(size_t bytes);
+  // The bytes of the chunks it holds.
+  size_t bytes();
 
  private:
   friend void free_buffer(void* p) noexcept;

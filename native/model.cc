@@ -2,7 +2,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 
@@ -148,7 +150,34 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     throw;
   }
   ort_api()->ReleaseSessionOptions(options);
-  check(ort_api()->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &memory_info_), "CreateCpuMemoryInfo");
+  try {
+    check(ort_api()->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &memory_info_), "CreateCpuMemoryInfo");
+    size_t inputs = 0, outputs = 0;
+    check(ort_api()->SessionGetInputCount(session_, &inputs), "SessionGetInputCount");
+    check(ort_api()->SessionGetOutputCount(session_, &outputs), "SessionGetOutputCount");
+    if (inputs < 1) throw PipelineError(ErrorCode::Internal, "the model has no input");
+    if (static_cast<size_t>(spec.output_index) >= outputs)
+      throw PipelineError(ErrorCode::Internal, "the model has " + std::to_string(outputs) + " outputs; its matte is output " +
+                                                   std::to_string(spec.output_index));
+    input_name_ = session_name(true, 0);
+    output_name_ = session_name(false, static_cast<size_t>(spec.output_index));
+  } catch (...) {
+    if (memory_info_ != nullptr) ort_api()->ReleaseMemoryInfo(memory_info_);
+    ort_api()->ReleaseSession(session_);
+    throw;
+  }
+}
+
+std::string Model::session_name(bool input, size_t index) {
+  OrtAllocator* allocator = nullptr;
+  check(ort_api()->GetAllocatorWithDefaultOptions(&allocator), "GetAllocatorWithDefaultOptions");
+  char* name = nullptr;
+  check(input ? ort_api()->SessionGetInputName(session_, index, allocator, &name)
+              : ort_api()->SessionGetOutputName(session_, index, allocator, &name),
+        "SessionGetName");
+  std::string copy(name);
+  allocator->Free(allocator, name);
+  return copy;
 }
 
 Model::~Model() {
@@ -157,6 +186,30 @@ Model::~Model() {
 }
 
 namespace {
+
+// The matte from the chosen output, in place (before the pipeline clamps it to 0..1).
+void to_matte(MatteTransform transform, float* v, size_t n) {
+  switch (transform) {
+    case MatteTransform::AsIs:
+      return;
+    case MatteTransform::Sigmoid:
+      for (size_t i = 0; i < n; ++i) v[i] = 1.f / (1.f + std::exp(-v[i]));
+      return;
+    case MatteTransform::MinMax: {
+      if (n == 0) return;
+      float lo = v[0], hi = v[0];
+      for (size_t i = 1; i < n; ++i) {
+        lo = std::min(lo, v[i]);
+        hi = std::max(hi, v[i]);
+      }
+      // A flat answer has no subject to stretch out: it stays as it is.
+      if (!(hi > lo)) return;
+      const float scale = 1.f / (hi - lo);
+      for (size_t i = 0; i < n; ++i) v[i] = (v[i] - lo) * scale;
+      return;
+    }
+  }
+}
 
 // User plus system CPU time of the whole process (every thread), ms.
 double process_cpu_ms() {
@@ -175,8 +228,8 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   check(ort_api()->CreateTensorWithDataAsOrtValue(memory_info_, input.data(), input.size() * sizeof(float), shape, 4,
                                                   ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, &input_value),
         "CreateTensor");
-  const char* input_names[] = {spec_.input_name.c_str()};
-  const char* output_names[] = {spec_.output_name.c_str()};
+  const char* input_names[] = {input_name_.c_str()};
+  const char* output_names[] = {output_name_.c_str()};
   OrtValue* output_value = nullptr;
   auto wait_start = std::chrono::steady_clock::now();
   RunCost cost;
@@ -207,6 +260,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     float* data = nullptr;
     check(ort_api()->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
     out.assign(data, data + plane);
+    to_matte(spec_.matte, out.data(), plane);
   } catch (...) {
     ort_api()->ReleaseValue(output_value);
     throw;

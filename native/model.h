@@ -26,13 +26,16 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const { return spec_; }
+  // What the session holds for as long as it lives, on the CPU (its weights, packed for the kernels).
+  size_t resident_bytes() { return weights_.bytes(); }
   // What one run cost besides its wall time (ms).
   struct RunCost {
     double waited = 0;  // waiting for a place to run (other jobs' inference)
     double cpu = 0;     // CPU time of the whole process while the model ran (all threads)
   };
-  // Runs the model on a planar float tensor [1,3,height,width]; writes the [height,width] output
-  // plane into `out`. Shares the cores with the other runs of the process (RunSlots).
+  // Runs the model on a planar float tensor [1,3,height,width]; writes the spec's output, a
+  // [height,width] plane turned into a matte by the spec's transform, into `out`. Shares the cores
+  // with the other runs of the process (RunSlots).
   RunCost run(Buffer<float>& input, int width, int height, Buffer<float>& out);
   // The spec's warm-up runs (a failing one is ignored: the first job's run reports it), then the
   // memory they used goes back to the OS at once. ONNX Runtime's first runs of a session are slow
@@ -40,10 +43,13 @@ class Model {
   void warm_up();
 
  private:
+  std::string session_name(bool input, size_t index);
   ModelSpec spec_;
   LastingArena weights_;  // on the CPU, the session's lasting memory; outlives the session (released first)
   OrtSession* session_ = nullptr;
   OrtMemoryInfo* memory_info_ = nullptr;
+  std::string input_name_;   // the graph's first input
+  std::string output_name_;  // the graph's output at spec_.output_index
 };
 
 }  // namespace bgone

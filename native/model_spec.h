@@ -4,14 +4,20 @@
 
 namespace bgone {
 
-// Set by addon.cc from the model's manifest entry (src/lib/models.ts); no field has a default here.
+// How the chosen output becomes a matte in 0..1 before the pipeline clamps it (src/lib/model-families.ts
+// MATTE_TRANSFORMS gives the numbers): as the graph gives it, through the logistic function, or
+// stretched so that its smallest value is 0 and its largest 1.
+enum class MatteTransform { AsIs = 0, Sigmoid = 1, MinMax = 2 };
+
+// Set by addon.cc from the model's manifest entry and its family (src/lib/models.ts); no field has a
+// default here. The graph's first input takes the image; its outputs are addressed by position.
 struct ModelSpec {
   std::string path;
-  std::string input_name;
-  std::string output_name;
+  int output_index = 0;  // which of the graph's outputs is the matte
+  MatteTransform matte = MatteTransform::AsIs;
   int width = 0;
   int height = 0;
-  float mean[3] = {};
+  float mean[3] = {};  // the tensor is (v - mean) / std per channel, v the 8-bit RGB value
   float std[3] = {};
   int threads = 0;            // intra-op threads, chosen in TypeScript (src/lib/settings.ts inferenceThreadCount)
   bool dynamic_size = false;  // the graph's input height and width are symbolic: any job size works

@@ -21,16 +21,17 @@ export function sourcesOf(manifest, names) {
   return names.flatMap((name) => [name, ...(manifest.models[name]?.derive ? [manifest.models[name].derive.from] : [])]);
 }
 
-function applyStep(model, step, recipe, entry, modelsDir) {
+function applyStep(model, step, recipe, modelsDir) {
   switch (step) {
     case 'float32':
       convertToFloat32(model.graph);
       return;
     case 'matte-only':
-      keepOutputs(model.graph, [entry.output.name]);
+      // The matte is the graph's first output (family isnet, src/lib/model-families.ts).
+      keepOutputs(model.graph, [model.graph.output[0].name]);
       return;
     case 'dynamic-size':
-      symbolicSpatialInput(model.graph, entry.input.name);
+      symbolicSpatialInput(model.graph, model.graph.input[0].name);
       return;
     case 'int8': {
       const calibration = JSON.parse(readFileSync(join(modelsDir, recipe.calibration), 'utf8'));
@@ -56,7 +57,7 @@ export function deriveModels({ only, dir = defaultModelsDir } = {}) {
     if (!from) throw new Error(`model ${name} derives from ${recipe.from}, which the manifest does not list`);
     const started = Date.now();
     const model = loadModel(join(modelsDir, from.file));
-    for (const step of recipe.steps) applyStep(model, step, recipe, entry, modelsDir);
+    for (const step of recipe.steps) applyStep(model, step, recipe, modelsDir);
     model.producerName = 'bgone scripts/derive-models.mjs';
     const bytes = saveModel(model, target);
     const digest = sha256(target);

@@ -23,7 +23,7 @@
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { loadLibraryConfig } from '../../src/config/config.js';
-import { readManifest } from '../../src/lib/models.js';
+import { modelContract, readManifest } from '../../src/lib/models.js';
 import { inferenceThreadCount, librarySettings, mergeSettings, replaceSettings } from '../../src/lib/settings.js';
 import { emit, serveLines } from './line-protocol.js';
 import { ORIGINAL_MODEL } from './report.js';
@@ -92,10 +92,10 @@ async function main(): Promise<void> {
   const session = await ort.InferenceSession.create(join(librarySettings().modelsDir, entry.file), options);
   const loadMs = performance.now() - loadStart;
 
-  const { width, height, name: inputName } = entry.input;
+  const { width, height, outputIndex } = modelContract(entry);
   const input = new ort.Tensor('float32', randomTensorData(3 * width * height, 0x5eed), [1, 3, height, width]);
-  const feeds = { [inputName]: input };
-  const fetches = [entry.output.name];
+  const feeds = { [session.inputNames[0]!]: input };
+  const fetches = [session.outputNames[outputIndex]!];
 
   const runOnce = async (): Promise<number> => {
     const start = performance.now();

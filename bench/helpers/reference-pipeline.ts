@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 import sharp from 'sharp';
 import { loadLibraryConfig } from '../../src/config/config.js';
-import { readManifest } from '../../src/lib/models.js';
+import { modelContract, readManifest } from '../../src/lib/models.js';
 import { librarySettings, mergeSettings, replaceSettings } from '../../src/lib/settings.js';
 import { ORIGINAL_MODEL } from './report.js';
 
@@ -103,9 +103,12 @@ export async function createReferencePipeline(model: string): Promise<{
   if (!entry) throw new Error(`unknown model ${model}`);
   const modelBytes = new Uint8Array(readFileSync(join(librarySettings().modelsDir, entry.file)));
   const session = await ort.InferenceSession.create(modelBytes, { graphOptimizationLevel: 'all', executionMode: 'parallel' });
-  const side = { width: entry.input.width, height: entry.input.height };
-  const [meanR, meanG, meanB] = entry.input.mean as [number, number, number];
-  const [stdR, stdG, stdB] = entry.input.std as [number, number, number];
+  const contract = modelContract(entry);
+  const side = { width: contract.width, height: contract.height };
+  const [meanR, meanG, meanB] = contract.mean;
+  const [stdR, stdG, stdB] = contract.std;
+  const inputName = session.inputNames[0]!;
+  const outputName = session.outputNames[contract.outputIndex]!;
 
   const removeBackground = async (input: Buffer): Promise<{ png: Buffer; width: number; height: number }> => {
     const { data: rgba, info } = await sharp(input).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
@@ -118,9 +121,9 @@ export async function createReferencePipeline(model: string): Promise<{
       tensor[plane + i] = (small[4 * i + 1]! - meanG) / stdG;
       tensor[2 * plane + i] = (small[4 * i + 2]! - meanB) / stdB;
     }
-    const outputs = await session.run({ [entry.input.name]: new ort.Tensor('float32', tensor, [1, 3, side.height, side.width]) });
-    const matte = outputs[entry.output.name];
-    if (!matte) throw new Error(`no output ${entry.output.name}`);
+    const outputs = await session.run({ [inputName]: new ort.Tensor('float32', tensor, [1, 3, side.height, side.width]) });
+    const matte = outputs[outputName];
+    if (!matte) throw new Error(`no output ${outputName}`);
     const values = matte.data as Float32Array;
     const mask = new Uint8Array(plane);
     for (let i = 0; i < plane; i++) mask[i] = Math.min(255, Math.max(0, Math.round(values[i]! * 255)));

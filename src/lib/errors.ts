@@ -15,6 +15,7 @@ export const ERROR_CODES = [
   'failed_image_download',
   'internal_error',
   'invalid_roi',
+  'model_unavailable',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -34,6 +35,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   failed_image_download: 422,
   internal_error: 500,
   invalid_roi: 400,
+  model_unavailable: 400,
 });
 
 const MESSAGES: Record<ErrorCode, string> = {
@@ -47,6 +49,7 @@ const MESSAGES: Record<ErrorCode, string> = {
   failed_image_download: 'The image could not be downloaded from its URL.',
   internal_error: 'The image could not be processed because of an internal error.',
   invalid_roi: 'The region of interest is empty or reaches outside the image.',
+  model_unavailable: 'The model is not one this server offers.',
 };
 
 export class BgoneError extends Error {

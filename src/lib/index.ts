@@ -7,7 +7,7 @@
  */
 import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
-import { forgetModels, getModel } from './models.js';
+import { acquireModel, forgetModels } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
 import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
@@ -17,7 +17,8 @@ import { zipStored } from './zip.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
 export { BgoneError, ERROR_CODES, ERROR_STATUS, type ErrorCode } from './errors.js';
-export { type Manifest, type ModelEntry, modelNames, readManifest } from './models.js';
+export { FAMILY_NAMES, type FamilyName, MODEL_FAMILIES, type ModelFamily } from './model-families.js';
+export { isLocalModel, LOCAL_MANIFEST, loadedModels, type Manifest, type ModelEntry, modelNames, readManifest, resolveModel } from './models.js';
 export { addonFileInUse, type ForegroundBox, type NativeMemoryStats, nativeMemoryStats, nativeVersions } from './native.js';
 export { type Carrier, cliFlag, OPTION_TABLE, OPTIONS, type OptionRow, optionsFor } from './option-table.js';
 export {
@@ -145,7 +146,7 @@ export function inferenceProviders(): InferenceProviders {
 
 /** Loads a model ahead of the first request (otherwise it loads on first use), and warms it (WARM_UP_RUNS in models.ts). */
 export async function preloadModel(name?: string): Promise<void> {
-  await getModel(name, true);
+  (await acquireModel(name, true)).release();
 }
 
 type RunPriority = 'normal' | 'background';
@@ -215,9 +216,13 @@ export async function removeBackground(
     }
     job = prepareJob(bytes, normalised);
   }
-  const handle = await getModel(job.model);
+  const lease = await acquireModel(job.model);
   try {
-    const { alpha, ...result } = await limiter.run(() => native().removeBackground(job.input, job.options, handle, job.background), run.priority, run.signal);
+    const { alpha, ...result } = await limiter.run(
+      () => native().removeBackground(job.input, job.options, lease.handle, job.background),
+      run.priority,
+      run.signal,
+    );
     if (alpha === null) return result;
     // format=zip: the colours (JPEG) and the alpha (PNG) of the one native call, as remove.bg names them.
     const data = zipStored([
@@ -228,5 +233,7 @@ export async function removeBackground(
   } catch (err) {
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);
+  } finally {
+    lease.release();
   }
 }

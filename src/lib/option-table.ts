@@ -276,9 +276,11 @@ function parseBoolean(field: string): (value: unknown) => boolean | undefined {
 }
 
 function parseModel(value: unknown): string | undefined {
-  if (value === undefined || value === null) return undefined;
+  if (absent(value)) return undefined;
   if (typeof value !== 'string') invalid('model', 'model must be a string.');
-  return value;
+  const name = value.trim();
+  if (name.length > 64) invalid('model', 'model is longer than 64 characters.', undefined, 'model_unavailable');
+  return name === '' ? undefined : name;
 }
 
 const ALL: readonly Carrier[] = ['form', 'json', 'cli', 'batch', 'library'];
@@ -536,13 +538,13 @@ export const OPTIONS = {
     name: 'model',
     key: 'model',
     part: 'field',
-    carriers: ['cli', 'library'],
+    carriers: ALL,
     maxLength: 64,
-    values: 'a model name from models/manifest.json',
-    default: "the manifest's default",
-    description: 'The model that runs.',
-    example: 'isnet-medium',
-    code: 'validation_error',
+    values: 'an installed model the server allows (BGONE_MODELS_ALLOWED)',
+    default: "the server's default model",
+    description: 'The model that runs; X-Model on the answer names it.',
+    example: 'medium',
+    code: 'model_unavailable',
     schema: { type: 'string' },
     parse: parseModel,
   },

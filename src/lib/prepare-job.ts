@@ -10,8 +10,8 @@
 import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
 import { BgoneError } from './errors.js';
-import { withInferenceSize } from './inference-size.js';
-import { resolveModel } from './models.js';
+import { atInferenceSide, withInferenceSize } from './inference-size.js';
+import { inferenceSideOf, type ModelContract, modelContract, resolveModel } from './models.js';
 import { native } from './native.js';
 import {
   isNormalised,
@@ -137,6 +137,16 @@ function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe:
   }
 }
 
+/**
+ * The options for the model's family: its matting levels, and the side it runs at (a fixed graph's
+ * own, or its family's side for a symbolic one), with the guided filter's radius scaled to it.
+ */
+function forModel(options: NativeOptions, contract: ModelContract): NativeOptions {
+  const side = contract.dynamic ? inferenceSideOf(contract, options.inferenceSize) : contract.width;
+  const { levelsLow, levelsHigh } = contract.family.matting;
+  return { ...atInferenceSide(options, side), levelsLow, levelsHigh };
+}
+
 function prepare(
   input: Buffer | Uint8Array | undefined,
   options: RemoveBackgroundOptions | NormalisedOptions,
@@ -151,14 +161,14 @@ function prepare(
   if (image.length === 0) throw new BgoneError('missing_image', 'The image is empty (0 bytes).', { field: 'image_file' });
   if (image.length > MAX_FILE_BYTES) throw new BgoneError('image_too_large');
   native();
-  resolveModel(normalised.model);
+  const contract = modelContract(resolveModel(normalised.model).entry);
   const probe = probeImage(image);
   const background = probeBackground(normalised);
   const applied: NativeOptions = { ...normalised.native, roi: resolveRoi(normalised.roiSpec, probe.width, probe.height) };
   checkCropBox(probe, applied);
   const job: PreparedJob = Object.freeze({
     input: copy ? ownCopy(image) : asBuffer(image),
-    options: Object.freeze({ ...withInferenceSize(applied, probe.width, probe.height) }),
+    options: Object.freeze({ ...forModel(withInferenceSize(applied, probe.width, probe.height), contract) }),
     model: normalised.model,
     probe: Object.freeze(probe),
     background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,

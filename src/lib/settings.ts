@@ -46,6 +46,10 @@ export interface LibrarySettings {
    * addresses (false by default: a URL that resolves to one is refused; src/lib/address-guard.ts).
    */
   fetchAllowPrivate: boolean;
+  /** Seconds a model no job uses stays loaded (0: for good); preloadModel's model stays loaded. Default 600. */
+  modelIdleSeconds: number;
+  /** MiB the loaded models' sessions may hold together (0, default: no limit); idle ones are released to make room. */
+  modelsMemoryMb: number;
 }
 
 /** 'auto' or 'baseline': see LibrarySettings.addonBuild. */
@@ -69,6 +73,8 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   onnxRuntimeLibrary: undefined,
   addonBuild: 'auto',
   fetchAllowPrivate: false,
+  modelIdleSeconds: 600,
+  modelsMemoryMb: 0,
 });
 
 /** Above this, a value is a typo rather than a machine (the native core refuses more than 4096). */
@@ -172,6 +178,8 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'onnxRuntimeLibrary',
   'addonBuild',
   'fetchAllowPrivate',
+  'modelIdleSeconds',
+  'modelsMemoryMb',
 ];
 
 /**
@@ -202,6 +210,12 @@ export function mergeSettings(input: unknown): LibrarySettings {
   if (given.fetchAllowPrivate !== undefined) {
     if (typeof given.fetchAllowPrivate !== 'boolean') invalid('fetchAllowPrivate', 'fetchAllowPrivate must be a boolean.');
     next.fetchAllowPrivate = given.fetchAllowPrivate;
+  }
+  if (given.modelIdleSeconds !== undefined) {
+    next.modelIdleSeconds = integerSetting('modelIdleSeconds', given.modelIdleSeconds, 0, 365 * 24 * 3600, 'seconds, 0: for good');
+  }
+  if (given.modelsMemoryMb !== undefined) {
+    next.modelsMemoryMb = integerSetting('modelsMemoryMb', given.modelsMemoryMb, 0, 1 << 20, 'MiB, 0: no limit');
   }
   return next;
 }

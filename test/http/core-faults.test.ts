@@ -22,14 +22,15 @@ const modelsDir = mkdtempSync(join(tmpdir(), 'bgone-core-faults-'));
 
 beforeAll(() => {
   symlinkSync(join(REPO_ROOT, 'models', medium.file), join(modelsDir, medium.file));
+  symlinkSync(join(REPO_ROOT, 'models', shipped.models.small!.file), join(modelsDir, shipped.models.small!.file));
   writeFileSync(join(modelsDir, 'truncated.onnx'), readFileSync(join(REPO_ROOT, 'models', medium.file)).subarray(0, 1 << 20));
   const manifest: Manifest = {
     default: 'medium',
     models: {
       medium,
       truncated: { ...medium, file: 'truncated.onnx' },
-      // A real model declared with an input name it does not have: it loads, and every run fails.
-      misnamed: { ...medium, input: { ...medium.input, name: 'image' } },
+      // A real model (fixed at 1024²) declared with a family of another side (320²): it loads, and every run fails.
+      misfit: { ...shipped.models.small!, family: 'u2net' },
     },
   };
   writeFileSync(join(modelsDir, 'manifest.json'), JSON.stringify(manifest));
@@ -52,7 +53,7 @@ async function serve(model: string) {
 }
 
 describe('ONNX Runtime failures', () => {
-  it.each(['truncated', 'misnamed'])('a %s model: 500 internal_server_error, uncharged, twice; then a good model serves in the same process', async (model) => {
+  it.each(['truncated', 'misfit'])('a %s model: 500 internal_server_error, uncharged, twice; then a good model serves in the same process', async (model) => {
     const bad = await serve(model);
     try {
       const before = await credits(bad);

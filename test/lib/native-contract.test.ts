@@ -5,7 +5,7 @@
  * real model (a handle is needed to reach the options of removeBackground).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { getModel, readManifest } from '../../src/lib/models.js';
+import { getModel, modelContract, readManifest } from '../../src/lib/models.js';
 import { type ModelHandle, type NativeModelSpec, native } from '../../src/lib/native.js';
 import { normaliseOptions } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -104,15 +104,15 @@ describe('removeBackground options', () => {
 });
 
 describe('loadModel spec', () => {
-  const entry = readManifest().models.small!;
+  const contract = modelContract(readManifest().models.small!);
   const spec: NativeModelSpec = {
     path: '/nonexistent/model.onnx',
-    inputName: entry.input.name,
-    outputName: entry.output.name,
-    width: entry.input.width,
-    height: entry.input.height,
-    mean: entry.input.mean as [number, number, number],
-    std: entry.input.std as [number, number, number],
+    outputIndex: contract.outputIndex,
+    matteTransform: contract.matteTransform,
+    width: contract.width,
+    height: contract.height,
+    mean: contract.mean,
+    std: contract.std,
     threads: 1,
     dynamicSize: false,
     provider: 'cpu',
@@ -145,6 +145,8 @@ describe('loadModel spec', () => {
     ['gpuMemLimitMb', -1, /model spec\.gpuMemLimitMb must be an integer in \[0, 1048576\]/],
     ['warmUpRuns', 9, /model spec\.warmUpRuns must be an integer in \[0, 8\]/],
     ['warmUpSide', 0, /model spec\.warmUpSide must be an integer in \[1, 16384\]/],
+    ['matteTransform', 3, /model spec\.matteTransform must be an integer in \[0, 2\]/],
+    ['outputIndex', -1, /model spec\.outputIndex must be an integer in \[0, 4096\]/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().loadModel({ ...spec, [field]: value } as never), message);
   });

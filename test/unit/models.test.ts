@@ -73,15 +73,9 @@ describe('a missing or malformed manifest: internal_error naming the manifest', 
     ['no models', { default: 'medium' }, /has no "models" object/],
     ['a default that is not listed', { default: 'large', models: { medium } }, /"default" is not one of the listed models/],
     ['a file with a path', { default: 'medium', models: { medium: { ...medium, file: '../isnet.onnx' } } }, /models\.medium\.file/],
-    ['no input size', { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, width: 0 } } } }, /models\.medium\.input\.width/],
-    ['a mean of 2 values', { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, mean: [1, 2] } } } }, /models\.medium\.input\.mean/],
-    ['a zero std', { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, std: [1, 0, 1] } } } }, /std positive/],
-    ['no output name', { default: 'medium', models: { medium: { ...medium, output: {} } } }, /models\.medium\.output\.name/],
-    [
-      'a dynamic flag that is not a boolean',
-      { default: 'medium', models: { medium: { ...medium, input: { ...medium.input, dynamic: 'yes' } } } },
-      /input\.dynamic/,
-    ],
+    ['no family', { default: 'medium', models: { medium: { ...medium, family: undefined } } }, /models\.medium\.family/],
+    ['an unknown family', { default: 'medium', models: { medium: { ...medium, family: 'sam' } } }, /models\.medium\.family/],
+    ['a dynamic flag that is not a boolean', { default: 'medium', models: { medium: { ...medium, dynamic: 'yes' } } }, /models\.medium\.dynamic/],
   ])('%s', async (_, manifest, problem) => {
     const dir = modelsDir(manifest);
     configure({ modelsDir: dir });
