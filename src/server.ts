@@ -29,6 +29,7 @@ import { Admission } from './service/admission.js';
 import type { ServiceContext } from './service/context.js';
 import { JobMemoryGate } from './service/job-memory-gate.js';
 import { Metrics } from './service/metrics.js';
+import type { ModelsAllowed } from './service/model-access.js';
 import type { Store } from './store/index.js';
 import { WebhookDeliverer } from './webhooks/deliverer.js';
 
@@ -64,6 +65,8 @@ export interface ServerOptions {
   /** The HTTP backend, chosen by the caller (loadBackend of http/backend-select.ts: BGONE_HTTP's choice). */
   http: Backend;
   model?: string | undefined;
+  /** BGONE_MODELS_ALLOWED: the models a request may name besides the default ('all': every installed one). */
+  modelsAllowed?: ModelsAllowed | undefined;
   queueLimit: number;
   overloadRetryAfter: number;
   drainTimeout: number;
@@ -187,6 +190,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     metrics,
     backend: backend.name,
     model: options.model,
+    modelsAllowed: options.modelsAllowed,
     logger,
     batchQueue: () => runner.queued,
     peerTraffic: peerClient ? () => peerClient.traffic : undefined,
@@ -204,6 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     publicUrl: () => publicUrl,
     overloadRetryAfter: options.overloadRetryAfter,
     model: options.model,
+    modelsAllowed: options.modelsAllowed,
     logger,
     onEvent: webhookEventWritten,
   });

@@ -31,6 +31,7 @@ import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { reservationRefusal } from '../service/metering.js';
+import { type ModelsAllowed, requestModel } from '../service/model-access.js';
 import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
@@ -58,6 +59,8 @@ export interface BatchDeps {
   /** Seconds in Retry-After when the memory budget is full. */
   overloadRetryAfter: number;
   model?: string | undefined;
+  /** BGONE_MODELS_ALLOWED: the models a batch may name besides the default. */
+  modelsAllowed?: ModelsAllowed | undefined;
   logger?: Logger | undefined;
   /** An event was written at submission (a batch whose images all failed there): deliver it. */
   onEvent?: (() => void) | undefined;
@@ -142,6 +145,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       let normalised: NormalisedOptions;
       try {
         normalised = normaliseOptions(optionsFromForm({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model));
+        requestModel(normalised.model, deps.model, deps.modelsAllowed);
         if (needsDownload(normalised)) {
           const done = ticket.downloading();
           try {

@@ -25,6 +25,7 @@ import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { Credit } from '../service/metering.js';
 import type { Metrics } from '../service/metrics.js';
+import { type ModelsAllowed, requestModel } from '../service/model-access.js';
 import type { Store } from '../store/index.js';
 import { REMOVE_FORM, REMOVE_FORM_MAX_BYTES } from './form-fields.js';
 
@@ -78,7 +79,8 @@ export function requestFingerprint(job: PreparedJob): string {
 export function optionsFromForm(form: ParsedForm, model: string | undefined): RemoveBackgroundOptions {
   const values: Record<string, unknown> = { ...form.fields };
   for (const [name, parts] of Object.entries(form.files)) if (parts?.[0]) values[name] = parts[0].data;
-  return { ...optionsFromNames(values), model } as RemoveBackgroundOptions;
+  const options = optionsFromNames(values) as RemoveBackgroundOptions;
+  return { ...options, model: options.model || model };
 }
 
 /** Whether the client asks for the JSON answer: application/json in Accept, with a q above 0. */
@@ -103,6 +105,8 @@ export const idempotencyKeyError = () =>
 /** What a successful removal answers with, besides the image. */
 export interface RemovalOutcome {
   result: RemoveBackgroundResult;
+  /** The model that ran (X-Model). */
+  model: string;
   /** Credits charged: 1, or 0 for an idempotent replay. */
   charged: number;
   /** The balance after the charge. */
@@ -126,9 +130,10 @@ export interface RemovalDialect {
 export const BGONE_DIALECT: RemovalDialect = {
   form: REMOVE_FORM,
   options: optionsFromForm,
-  answer(ex, { result, charged, remaining, ms, rateHeaders }) {
+  answer(ex, { result, model, charged, remaining, ms, rateHeaders }) {
     const { foreground } = result;
     const headers: Record<string, string> = {
+      'X-Model': model,
       'X-Processing-Time-Ms': String(ms),
       'X-Image-Width': String(result.width),
       'X-Image-Height': String(result.height),
@@ -158,7 +163,10 @@ export const BGONE_DIALECT: RemovalDialect = {
 
 export interface RemovalDeps {
   store: Store;
+  /** The service's default model (BGONE_MODEL; undefined: the manifest's). */
   model?: string | undefined;
+  /** The models a request may name besides the default (BGONE_MODELS_ALLOWED). */
+  modelsAllowed?: ModelsAllowed | undefined;
   logger?: Logger | undefined;
   metrics?: Metrics | undefined;
   /** Admission by estimated memory (absent: none). */
@@ -203,6 +211,8 @@ export class MeteredRemoval {
   private processing = false;
   /** Aborted when the client goes away: drops the job if it still waits in the library's queue. */
   private readonly job = new AbortController();
+  /** The model the job runs (requestModel), once the options are read. */
+  private model = '';
 
   constructor(
     private readonly ex: Exchange,
@@ -260,6 +270,7 @@ export class MeteredRemoval {
     let job: PreparedJob;
     try {
       let normalised: NormalisedOptions = normaliseOptions(this.dialect.options(form, this.deps.model));
+      this.model = requestModel(normalised.model, this.deps.model, this.deps.modelsAllowed);
       imageSource(undefined, normalised);
       if (needsDownload(normalised)) {
         const done = this.ticket.downloading();
@@ -340,7 +351,7 @@ export class MeteredRemoval {
     }
     const ms = Math.round(this.ex.seconds() * 1000);
     this.open = false;
-    this.dialect.answer(this.ex, { result, charged, remaining, ms, rateHeaders: this.ticket.rateHeaders });
+    this.dialect.answer(this.ex, { result, model: this.model, charged, remaining, ms, rateHeaders: this.ticket.rateHeaders });
     logger?.info(
       { requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings },
       'image processed',

@@ -12,6 +12,7 @@ import type { Admission } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import type { JobMemoryGate } from '../service/job-memory-gate.js';
 import type { Metrics } from '../service/metrics.js';
+import type { ModelsAllowed } from '../service/model-access.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { mountPhotoroom } from './dialects/photoroom.js';
@@ -27,6 +28,8 @@ export interface ApiDeps {
   metrics: Metrics;
   backend: BackendName;
   model?: string | undefined;
+  /** BGONE_MODELS_ALLOWED: the models a request may name besides the default. */
+  modelsAllowed?: ModelsAllowed | undefined;
   logger?: Logger | undefined;
   /** Batch images waiting on this node (shown by /readyz). */
   batchQueue?: () => number;
@@ -72,7 +75,15 @@ export function mountApi(router: Router, deps: ApiDeps): void {
     REMOVE_PATH,
     removalHandler({
       admission,
-      removal: { store, model: deps.model, logger, metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
+      removal: {
+        store,
+        model: deps.model,
+        modelsAllowed: deps.modelsAllowed,
+        logger,
+        metrics,
+        memory: deps.memory,
+        overloadRetryAfter: deps.overloadRetryAfter,
+      },
       authenticate: (ex) => principalOfApiKey(store, ex),
       unauthenticated: new ApiError('authentication_error'),
     }),

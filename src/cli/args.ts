@@ -56,7 +56,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   'webhooks deliveries': { options: { ...STORE_OPTIONS, ...ACCOUNT, limit: { type: 'string' } }, positionals: NONE },
   'webhooks retry': { options: STORE_OPTIONS, positionals: { max: 1, name: 'delivery id' } },
   'models list': { options: { ...HELP_OPTIONS, json: { type: 'boolean' } }, positionals: NONE },
-  'models add': { options: HELP_OPTIONS, positionals: { max: Infinity, name: 'model names' } },
+  'models add': {
+    options: { ...HELP_OPTIONS, family: { type: 'string' }, name: { type: 'string' }, license: { type: 'string' }, source: { type: 'string' } },
+    positionals: { max: Infinity, name: 'model names, or an ONNX file with --family' },
+  },
+  'models remove': { options: HELP_OPTIONS, positionals: { max: 1, name: 'model name' } },
 };
 
 /** The commands that take an action word (`accounts list`), with their actions. */

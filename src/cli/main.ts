@@ -27,9 +27,13 @@ const USAGE = `usage: bgone <command>
   webhooks list --account A                 an account's webhook endpoints
   webhooks deliveries [--account A] [--limit N]   recent webhook deliveries (all accounts without A)
   webhooks retry <delivery id>              send a failed or pending delivery again now
-  models list                               the manifest's models, and which are installed
+  models list                               every model: family, size, licence, installed, default
   models add <name...>                      install more models (npm install puts only the default;
                                             BGONE_MODELS=a,b at install time asks for others)
+  models add FILE --family F [--name N] [--license TEXT] [--source TEXT]
+                                            add an ONNX model of family F (docs/models.md), checked
+                                            against the family and run once on a test image
+  models remove <name>                      remove a model added from a file
   remove <files or folders> --out DIR       run the library locally over many images, with:
 ${REMOVE_FLAGS_HELP}
 

@@ -117,6 +117,7 @@ export async function serveCommand(): Promise<number> {
       port: config.port,
       http: chosen.backend,
       model: config.model,
+      modelsAllowed: config.modelsAllowed,
       queueLimit: config.queueLimit,
       overloadRetryAfter: config.overloadRetryAfter,
       drainTimeout: config.drainTimeout,

@@ -29,6 +29,10 @@ export interface LibraryConfig {
    * private or link-local addresses (local setups, tests).
    */
   fetchAllowPrivate: boolean;
+  /** BGONE_MODEL_IDLE_SECONDS: seconds an unused model stays loaded (0: for good); the served default stays loaded. */
+  modelIdleSeconds: number;
+  /** BGONE_MODELS_MEMORY_MB: MiB the loaded models may hold together (0: no limit). */
+  modelsMemoryMb: number;
 }
 
 /** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
@@ -87,6 +91,8 @@ export interface Config {
   /** Set (BGONE_DATABASE_URL): the store is PostgreSQL and databasePath is not used. */
   postgres: PostgresConfig | undefined;
   model: string | undefined;
+  /** BGONE_MODELS_ALLOWED: model names a request may choose besides the default (comma-separated), or 'all'. */
+  modelsAllowed: readonly string[] | 'all';
   /** Requests whose body has arrived (running or queued) at once; at it, new ones get 503 overloaded. */
   queueLimit: number;
   /** Seconds a client is told to wait in Retry-After on 503 (and on 429 for the per-account in-flight cap). */
@@ -209,6 +215,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePath: databasePath(env),
     postgres: loadPostgresConfig(env),
     model: env.BGONE_MODEL || undefined,
+    modelsAllowed: modelsAllowed(env),
     queueLimit: int(env, 'BGONE_QUEUE_LIMIT', SERVICE_DEFAULTS.queueLimit, 1, 10_000),
     overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', SERVICE_DEFAULTS.overloadRetryAfterSeconds, 1, 3600),
     bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', SERVICE_DEFAULTS.bodyTimeoutSeconds, 1, 3600),
@@ -237,6 +244,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     library: loadLibraryConfig(env),
     metrics: loadMetricsConfig(env),
   };
+}
+
+/** BGONE_MODELS_ALLOWED: `all`, or comma-separated model names (checked against the manifests per request). */
+function modelsAllowed(env: NodeJS.ProcessEnv): readonly string[] | 'all' {
+  const raw = (env.BGONE_MODELS_ALLOWED ?? '').trim();
+  if (raw === 'all') return 'all';
+  const names = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = names.find((n) => !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(n));
+  if (bad !== undefined) throw new ConfigError(`BGONE_MODELS_ALLOWED must be "all" or comma-separated model names (got "${bad}")`);
+  return names;
 }
 
 function httpChoice(env: NodeJS.ProcessEnv): BackendChoice {
@@ -272,6 +292,8 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
     addonBuild: addonBuildChoice(env),
     fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),
+    modelIdleSeconds: int(env, 'BGONE_MODEL_IDLE_SECONDS', 600, 0, 365 * 24 * 3600),
+    modelsMemoryMb: int(env, 'BGONE_MODELS_MEMORY_MB', 0, 0, 1_048_576),
   };
 }
 

@@ -11,6 +11,7 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { BackendName } from '../http/types.js';
+import { loadedModels } from '../lib/models.js';
 
 export interface MetricsOptions {
   /** Jobs running or waiting in the native core, read at each scrape. */
@@ -69,6 +70,16 @@ export class Metrics {
       registers: [own],
       collect() {
         this.set(options.queueLength());
+      },
+    });
+    new Gauge({
+      name: 'bgone_model_resident_bytes',
+      help: 'Memory each loaded model session holds for its life (its weights, on the CPU), by model.',
+      labelNames: ['model'],
+      registers: [own],
+      collect() {
+        this.reset();
+        for (const { model, bytes } of loadedModels()) this.set({ model }, bytes);
       },
     });
     const backend = new Gauge({

@@ -65,13 +65,20 @@ describe('commands', () => {
       'webhooks retry',
       'models list',
       'models add',
+      'models remove',
     ]);
   });
 
   it('parses `models add` with model names and `models list --json`', () => {
     expect(run(['models', 'add', 'small', 'medium-fp32'])).toMatchObject({ group: 'models', action: 'add', positionals: ['small', 'medium-fp32'] });
     expect(run(['models', 'list', '--json'])).toMatchObject({ group: 'models', action: 'list', values: { json: true } });
-    expect(usageError(['models', 'remove'])).toBe('unknown command: models remove');
+    expect(run(['models', 'add', 'a.onnx', '--family', 'birefnet', '--name', 'rmbg2'])).toMatchObject({
+      action: 'add',
+      positionals: ['a.onnx'],
+      values: { family: 'birefnet', name: 'rmbg2' },
+    });
+    expect(run(['models', 'remove', 'rmbg2'])).toMatchObject({ group: 'models', action: 'remove', positionals: ['rmbg2'] });
+    expect(usageError(['models', 'remove', 'a', 'b'])).toMatch(/models remove/);
   });
 
   it('parses `serve` with no options', () => {

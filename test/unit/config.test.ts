@@ -157,7 +157,18 @@ describe('loadConfig', () => {
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
+      modelIdleSeconds: 600,
+      modelsMemoryMb: 0,
     });
+  });
+
+  it('reads the models a request may choose: BGONE_MODELS_ALLOWED names, or all; the default model only without it', () => {
+    expect(loadConfig({}).modelsAllowed).toEqual([]);
+    expect(loadConfig({ BGONE_MODELS_ALLOWED: 'medium-fp32, my-isnet' }).modelsAllowed).toEqual(['medium-fp32', 'my-isnet']);
+    expect(loadConfig({ BGONE_MODELS_ALLOWED: 'all' }).modelsAllowed).toBe('all');
+    expect(() => loadConfig({ BGONE_MODELS_ALLOWED: 'medium,Bad Name' })).toThrow(/BGONE_MODELS_ALLOWED/);
+    expect(loadLibraryConfig({ BGONE_MODEL_IDLE_SECONDS: '0', BGONE_MODELS_MEMORY_MB: '2048' })).toMatchObject({ modelIdleSeconds: 0, modelsMemoryMb: 2048 });
+    expect(() => loadLibraryConfig({ BGONE_MODELS_MEMORY_MB: '-1' })).toThrow(/BGONE_MODELS_MEMORY_MB/);
   });
 
   it('selects PostgreSQL with BGONE_DATABASE_URL, with its pool, statement timeout and heartbeat lapse', () => {

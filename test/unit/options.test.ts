@@ -123,6 +123,7 @@ describe('defaults', () => {
         'invalid_image_url',
         'invalid_roi',
         'missing_image',
+        'model_unavailable',
         'unsupported_media_type',
         'validation_error',
       ].sort(),

@@ -25,6 +25,8 @@ describe('defaults', () => {
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
+      modelIdleSeconds: 600,
+      modelsMemoryMb: 0,
     });
     expect(DEFAULT_SETTINGS).toEqual(librarySettings());
   });
