@@ -98,7 +98,7 @@ export const MODEL_FAMILIES = {
     models: 'U²-Net, U²-Netp, silueta',
     reference: 'danielgatis/rembg rembg/sessions/u2net.py; xuebinqin/U-2-Net model/u2net.py',
     weights: 'github.com/danielgatis/rembg releases (u2net.onnx, u2netp.onnx, silueta.onnx); github.com/xuebinqin/U-2-Net (PyTorch)',
-    licence: 'code and weights: Apache-2.0 (xuebinqin/U-2-Net LICENSE); training data DUTS-TR: research use',
+    licence: 'code and weights: Apache-2.0 (xuebinqin/U-2-Net); training data DUTS-TR: its own terms',
     input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
