@@ -24,6 +24,8 @@ export interface FamilyGraph {
   elemType?: number;
   /** Channels of the matte output (1 for a family's contract). */
   matteChannels?: number;
+  /** Weights of this many bytes behind one more output (never fetched): a session that holds memory. */
+  ballastBytes?: number;
 }
 
 const dim = (d: number | string) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d });
@@ -56,12 +58,24 @@ export function writeFamilyGraph(path: string, g: FamilyGraph): void {
   decoys.forEach((name, i) => {
     nodes.push(node('Identity', [`x${i % 3}`], [name]));
   });
+  const initializer = [splitSizes, scalar('k0', g.k[0]), scalar('k1', g.k[1]), scalar('k2', g.k[2]), scalar('bias', g.bias)];
+  const outputs = [valueInfo('matte', [b, g.matteChannels ?? 1, h, w]), ...decoys.map((name) => valueInfo(name, [b, 1, h, w]))];
+  if (g.ballastBytes) {
+    // The image's channel means, times a [3, n] matrix: n values out, whatever the image's size.
+    const n = Math.ceil(g.ballastBytes / 12);
+    initializer.push(makeTensor('ballast_w', FLOAT, [3, n], new Float32Array(3 * n).fill(0.5)));
+    initializer.push(makeTensor('ballast_shape', 7, [2], BigInt64Array.of(1n, 3n)));
+    nodes.push(node('GlobalAveragePool', [g.inputName], ['ballast_mean']));
+    nodes.push(node('Reshape', ['ballast_mean', 'ballast_shape'], ['ballast_row']));
+    nodes.push(node('MatMul', ['ballast_row', 'ballast_w'], ['ballast']));
+    outputs.push(valueInfo('ballast', [1, n]));
+  }
   const graph = onnx.GraphProto.create({
     name: 'family',
     node: nodes,
-    initializer: [splitSizes, scalar('k0', g.k[0]), scalar('k1', g.k[1]), scalar('k2', g.k[2]), scalar('bias', g.bias)],
+    initializer,
     input: [valueInfo(g.inputName, [b, 3, h, w], g.elemType ?? FLOAT)],
-    output: [valueInfo('matte', [b, g.matteChannels ?? 1, h, w]), ...decoys.map((name) => valueInfo(name, [b, 1, h, w]))],
+    output: outputs,
   });
   const model = onnx.ModelProto.create({ irVersion: 8, opsetImport: [{ domain: '', version: 15 }], graph });
   writeFileSync(path, onnx.ModelProto.encode(model).finish());
