@@ -284,6 +284,7 @@ export function openApiDocument(): Record<string, unknown> {
               description: 'The processed image; with Accept: application/json, JSON holding it in base64.',
               headers: {
                 'X-Request-ID': { $ref: '#/components/headers/RequestId' },
+                'X-Model': { schema: { type: 'string' }, description: 'The model that ran (the model option, else the default).' },
                 'X-Processing-Time-Ms': { schema: { type: 'integer' } },
                 'X-Image-Width': { schema: { type: 'integer' } },
                 'X-Image-Height': { schema: { type: 'integer' } },

@@ -178,7 +178,7 @@ export async function modelsCommand(args: ParsedArgs): Promise<number> {
     const known = new Set(scripts.listModels(dir).map((m) => m.name));
     const unknown = args.positionals.filter((name) => !known.has(name));
     if (unknown.length > 0)
-      throw new UsageError(`unknown model ${unknown.join(', ')} (the manifest lists ${[...known].join(', ')}; an ONNX file needs --family)`);
+      throw new UsageError(`unknown model ${unknown.join(', ')} (the manifest lists ${[...known].join(', ')}); an ONNX file needs --family`);
     const added = scripts.addModels(args.positionals, { dir });
     console.log(added.length === 0 ? `already installed: ${args.positionals.join(', ')}` : `installed: ${added.join(', ')}`);
     return 0;

@@ -258,6 +258,7 @@ describe('health, readiness, metrics and the OpenAPI document', () => {
     expect([...api.json.components.schemas.Error.properties.code.enum].sort()).toEqual(
       [
         'missing_image',
+        'model_unavailable',
         'validation_error',
         'image_too_large',
         'unsupported_media_type',

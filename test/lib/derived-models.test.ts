@@ -15,7 +15,7 @@ import { REPO_ROOT } from '../helpers/paths.js';
 const modelsDir = join(REPO_ROOT, 'models');
 const manifest = JSON.parse(readFileSync(join(modelsDir, 'manifest.json'), 'utf8')) as {
   default: string;
-  models: Record<string, { file: string; sha256: string; derive?: { from: string; steps: string[] }; input: { dynamic?: boolean } }>;
+  models: Record<string, { file: string; sha256: string; derive?: { from: string; steps: string[] }; family: string; dynamic?: boolean }>;
 };
 const derived = Object.entries(manifest.models).filter(([, m]) => m.derive);
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -28,7 +28,8 @@ describe('derived models', () => {
     expect(entry.derive).toEqual(
       expect.objectContaining({ from: 'medium-fp16', steps: expect.arrayContaining(['float32', 'matte-only', 'int8', 'dynamic-size']) }),
     );
-    expect(entry.input.dynamic).toBe(true);
+    expect(entry.dynamic).toBe(true);
+    expect(entry.family).toBe('isnet');
   });
 
   it.each(derived)('%s: the installed file has the sha256 the manifest records', (_, entry) => {

@@ -29,6 +29,8 @@ const CALLS: Record<string, (addon: ReturnType<typeof native>) => unknown> = {
   resampleForModel: (a) => a.resampleForModel(Buffer.alloc(3), 1, 1, 3, 1, 1),
   lockBytes: (a) => a.lockBytes(0, 0, 1, false),
   lockedByte: (a) => a.lockedByte(0, 0, 1),
+  releaseModel: (a) => a.releaseModel(undefined as never),
+  modelMemory: (a) => a.modelMemory(undefined as never),
 };
 
 describe('the guard around every export', () => {

@@ -38,8 +38,8 @@ describe('the families', () => {
     expect(nativeNormalisation(MODEL_FAMILIES.modnet)).toEqual({ mean: [127.5, 127.5, 127.5], std: [127.5, 127.5, 127.5] });
     expect(nativeNormalisation(MODEL_FAMILIES.rmbg14)).toEqual({ mean: [127.5, 127.5, 127.5], std: [255, 255, 255] });
     const { mean, std } = nativeNormalisation(MODEL_FAMILIES.birefnet);
-    [0.485, 0.456, 0.406].forEach((m, c) => expect(mean[c]).toBeCloseTo(m * 255, 10));
-    [0.229, 0.224, 0.225].forEach((s, c) => expect(std[c]).toBeCloseTo(s * 255, 10));
+    for (const [c, m] of [0.485, 0.456, 0.406].entries()) expect(mean[c]).toBeCloseTo(m * 255, 10);
+    for (const [c, s] of [0.229, 0.224, 0.225].entries()) expect(std[c]).toBeCloseTo(s * 255, 10);
   });
 });
 
