@@ -27,11 +27,11 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { loadLibraryConfig } from '../src/config/config.js';
-import { configure, probeImage } from '../src/lib/index.js';
-import { atInferenceSide, withInferenceSize } from '../src/lib/inference-size.js';
+import { configure, prepareJob } from '../src/lib/index.js';
+import { atInferenceSide } from '../src/lib/inference-size.js';
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
-import { type NativeOptions, normaliseOptions, type RemoveBackgroundOptions } from '../src/lib/options.js';
+import type { NativeOptions, RemoveBackgroundOptions } from '../src/lib/options.js';
 import { createReferencePipeline } from './helpers/reference-pipeline.js';
 import { ORIGINAL_MODEL as REFERENCE_MODEL } from './helpers/report.js';
 import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
@@ -134,17 +134,11 @@ function splitOf(names: string[]): Map<string, 'tune' | 'check'> {
   return split;
 }
 
-/** The native options of a variant for one photo, as removeBackground would build them. */
-function jobOptions(variant: Variant, input: Buffer, tuning: Partial<NativeOptions>): NativeOptions {
-  const normalised = normaliseOptions({ ...variant.options, channels: 'alpha', format: 'png' }).native;
+/** The native options of a variant for one photo: prepareJob's (the model's family applied), then the variant's knobs. */
+function jobOptions(variant: Variant, input: Buffer, tuning: Partial<NativeOptions>, model: string | undefined): NativeOptions {
+  const prepared = prepareJob(input, { ...variant.options, channels: 'alpha', format: 'png', model }).options;
   const side = tuning.inferenceSize ?? variant.inferenceSize;
-  let options: NativeOptions;
-  if (side !== undefined) {
-    options = atInferenceSide(normalised, side);
-  } else {
-    const probe = probeImage(input);
-    options = withInferenceSize(normalised, probe.width, probe.height);
-  }
+  const options = side !== undefined ? atInferenceSide(prepared, side) : prepared;
   return { ...options, ...variant.knobs, ...tuning, inferenceSize: options.inferenceSize };
 }
 
@@ -166,13 +160,14 @@ async function main(): Promise<void> {
   for (const variantName of variantNames) {
     const variant = variants.get(variantName)!;
     const reference = variant.kind === 'reference' ? await createReferencePipeline(REFERENCE_MODEL) : undefined;
-    const model = await getModel(arg('--model') ?? variant.model);
+    const modelName = arg('--model') ?? variant.model;
+    const model = await getModel(modelName);
     for (const file of files.filter((f) => !only || f.startsWith(only))) {
       const name = basename(file).replace(/\.[a-z]+$/, '');
       if (onlySplit && split.get(name) !== onlySplit) continue;
       const input = readFileSync(join(dataset, 'images', file));
       const gtPath = join(dataset, 'gt', `${name}.png`);
-      const options = jobOptions(variant, input, tuning);
+      const options = jobOptions(variant, input, tuning, modelName);
       const full = await grey(gtPath);
       let pred: { data: Uint8Array; width: number; height: number };
       if (reference) {

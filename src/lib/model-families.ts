@@ -67,6 +67,8 @@ export interface ModelFamily {
 const IMAGENET_MEAN = [0.485, 0.456, 0.406] as const;
 const IMAGENET_STD = [0.229, 0.224, 0.225] as const;
 const SEGMENTATION_LEVELS = { levelsLow: 0.1, levelsHigh: 0.9 };
+/** ISNet's, from bench/quality on the dev set: a midpoint under 0.5 keeps edge pixels it is unsure of (docs/quality.md). */
+const ISNET_LEVELS = { levelsLow: 0.05, levelsHigh: 0.85 };
 const MATTING_LEVELS = { levelsLow: 0, levelsHigh: 1 };
 
 export const MODEL_FAMILIES = {
@@ -83,7 +85,7 @@ export const MODEL_FAMILIES = {
     licence: 'weights: no licence of their own; DIS5K training data: non-commercial terms; IMG.LY conversion: AGPL-3.0',
     input: { channels: 'RGB', sides: [1024], dynamicSide: 1024, multiple: 64, batch: 1, scale: 1, mean: [128, 128, 128], std: [256, 256, 256] },
     output: { index: 0, minCount: 1, matte: 'as-is' },
-    matting: SEGMENTATION_LEVELS,
+    matting: ISNET_LEVELS,
     precisions: {
       int8: 'well: static int8 with calibrated ranges (bgone derives it at install)',
       fp16: 'as published: float16 weights cast to float32 around every op (slower than fp32 on the CPU)',

@@ -8,6 +8,7 @@
  */
 import type { Rgba } from './colors.js';
 import { BgoneError } from './errors.js';
+import { MODEL_FAMILIES } from './model-families.js';
 import {
   type Channels,
   type Effort,
@@ -63,10 +64,9 @@ export const TUNING = {
   guidedEps: 1e-3,
   /**
    * Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze.
-   * The midpoint below 0.5 keeps edge pixels the model is unsure of (docs/quality.md).
+   * The default model's family's (model-families.ts); a job on another model gets its family's.
    */
-  levelsLow: 0.05,
-  levelsHigh: 0.85,
+  ...MODEL_FAMILIES.isnet.matting,
   /** Share of the mask that must be subject, else foreground_not_found. */
   minSubject: 1e-4,
   /**
@@ -93,13 +93,20 @@ export const TUNING = {
 
 /**
  * What each effort (the effort option) sets of TUNING: standard is TUNING itself; best also runs the
- * model on the mirrored image and keeps the larger of the two answers per pixel, with levels centred
- * on 0.5 (docs/quality.md has the measurements behind both).
+ * model on the mirrored image and keeps the larger of the two answers per pixel, with its levels
+ * centred on 0.5 (levelsForEffort; docs/quality.md has the measurements behind both).
  */
 export const EFFORT_TUNING: Readonly<Record<Effort, Partial<typeof TUNING>>> = {
   standard: {},
-  best: { mirrorWeight: 0.5, mirrorUnion: 1, levelsLow: 0.1, levelsHigh: 0.9 },
+  best: { mirrorWeight: 0.5, mirrorUnion: 1 },
 };
+
+/** The levels of an effort, from the model family's: best centres them on 0.5, their width kept. */
+export function levelsForEffort(levels: { levelsLow: number; levelsHigh: number }, effort: Effort): { levelsLow: number; levelsHigh: number } {
+  if (effort === 'standard') return { levelsLow: levels.levelsLow, levelsHigh: levels.levelsHigh };
+  const half = (levels.levelsHigh - levels.levelsLow) / 2;
+  return { levelsLow: 0.5 - half, levelsHigh: 0.5 + half };
+}
 
 /**
  * The library's options: every row of the option table (src/lib/option-table.ts) that the library
@@ -199,6 +206,8 @@ export interface NormalisedOptions {
   /** The native options; `roi` is null here, and set from `roiSpec` for each image by prepareJob. */
   native: NativeOptions;
   model: string | undefined;
+  /** The effort asked for: the model's family's levels are set for it (levelsForEffort) once the model is known. */
+  effort: Effort;
   roiSpec: RoiSpec | undefined;
   sources: JobSources;
 }
@@ -253,6 +262,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   const position = parsed.position !== undefined ? parsed.position : scale !== null || canvasWidth > 0 ? ([0.5, 0.5] as [number, number]) : null;
   const alphaOnly = channels === 'alpha';
   const format = parsed.format ?? DEFAULTS.format;
+  const effort = parsed.effort ?? 'standard';
   const zip = format === 'zip';
   // A ZIP holds the colours beside the mask: a mask alone is channels=alpha with another format.
   if (zip && alphaOnly) {
@@ -275,11 +285,13 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     maxSide: MAX_SIDE,
     refine: parsed.refine ?? DEFAULTS.refine,
     ...TUNING,
-    ...EFFORT_TUNING[parsed.effort ?? 'standard'],
+    ...EFFORT_TUNING[effort],
+    ...levelsForEffort(TUNING, effort),
   };
   const normalised: NormalisedOptions = {
     native,
     model: parsed.model,
+    effort,
     roiSpec: parsed.roi,
     sources: {
       imageFile: parsed.imageFile,

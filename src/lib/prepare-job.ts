@@ -13,8 +13,10 @@ import { BgoneError } from './errors.js';
 import { atInferenceSide, withInferenceSize } from './inference-size.js';
 import { inferenceSideOf, type ModelContract, modelContract, resolveModel } from './models.js';
 import { native } from './native.js';
+import type { Effort } from './option-table.js';
 import {
   isNormalised,
+  levelsForEffort,
   MAX_FILE_BYTES,
   type NativeOptions,
   type NormalisedOptions,
@@ -138,13 +140,13 @@ function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe:
 }
 
 /**
- * The options for the model's family: its matting levels, and the side it runs at (a fixed graph's
- * own, or its family's side for a symbolic one), with the guided filter's radius scaled to it.
+ * The options for the model's family: its matting levels for the effort, and the side it runs at (a
+ * fixed graph's own, or its family's side for a symbolic one), with the guided filter's radius
+ * scaled to it.
  */
-function forModel(options: NativeOptions, contract: ModelContract): NativeOptions {
+export function forModel(options: NativeOptions, contract: ModelContract, effort: Effort): NativeOptions {
   const side = contract.dynamic ? inferenceSideOf(contract, options.inferenceSize) : contract.width;
-  const { levelsLow, levelsHigh } = contract.family.matting;
-  return { ...atInferenceSide(options, side), levelsLow, levelsHigh };
+  return { ...atInferenceSide(options, side), ...levelsForEffort(contract.family.matting, effort) };
 }
 
 function prepare(
@@ -168,7 +170,7 @@ function prepare(
   checkCropBox(probe, applied);
   const job: PreparedJob = Object.freeze({
     input: copy ? ownCopy(image) : asBuffer(image),
-    options: Object.freeze({ ...forModel(withInferenceSize(applied, probe.width, probe.height), contract) }),
+    options: Object.freeze({ ...forModel(withInferenceSize(applied, probe.width, probe.height), contract, normalised.effort) }),
     model: normalised.model,
     probe: Object.freeze(probe),
     background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { openApiDocument } from '../../src/api/openapi.js';
+import { levelsForEffort } from '../../src/lib/options.js';
 import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
 import { type BgoneError, ERROR_CODES, MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, removeBackground, SIZE_PIXELS } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -96,7 +97,18 @@ describe('defaults', () => {
 
   it('effort=best adds the mirrored run, kept where it is larger, with levels centred on 0.5; standard is the default', () => {
     expect(native({ effort: 'standard' })).toEqual(native({}));
-    expect(native({ effort: 'best' })).toEqual({ ...native({}), mirrorWeight: 0.5, mirrorUnion: 1, levelsLow: 0.1, levelsHigh: 0.9 });
+    const { levelsLow, levelsHigh, ...best } = native({ effort: 'best' });
+    const { levelsLow: _low, levelsHigh: _high, ...standard } = native({});
+    expect(best).toEqual({ ...standard, mirrorWeight: 0.5, mirrorUnion: 1 });
+    expect([levelsLow, levelsHigh].map((v) => Number(v.toFixed(12)))).toEqual([0.1, 0.9]);
+  });
+
+  it("levelsForEffort: best centres a family's levels on 0.5 and keeps their width; a matting family keeps none", () => {
+    expect(levelsForEffort({ levelsLow: 0.05, levelsHigh: 0.85 }, 'standard')).toEqual({ levelsLow: 0.05, levelsHigh: 0.85 });
+    const best = levelsForEffort({ levelsLow: 0.2, levelsHigh: 0.6 }, 'best');
+    expect(best.levelsLow).toBeCloseTo(0.3, 12);
+    expect(best.levelsHigh).toBeCloseTo(0.7, 12);
+    expect(levelsForEffort({ levelsLow: 0, levelsHigh: 1 }, 'best')).toEqual({ levelsLow: 0, levelsHigh: 1 });
   });
 
   it('normaliseOptions() without an argument is the same as {}', () => {
