@@ -119,7 +119,7 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   }
   spec.threads = static_cast<int>(o.integer("threads", 1, 4096));
   spec.dynamic_size = o.boolean("dynamicSize");
-  spec.provider = o.choice<const char*>("provider", {{"cpu", "cpu"}, {"cuda", "cuda"}});
+  spec.provider = o.choice<const char*>("provider", {{"cpu", "cpu"}, {"cuda", "cuda"}, {"tensorrt", "tensorrt"}, {"webgpu", "webgpu"}});
   spec.device_id = static_cast<int>(o.integer("deviceId", 0, 255));
   spec.gpu_mem_limit_mb = o.integer("gpuMemLimitMb", 0, 1 << 20);
   spec.warm_up_runs = static_cast<int>(o.integer("warmUpRuns", 0, 8));

@@ -144,6 +144,14 @@ Model::Model(const ModelSpec& spec) : spec_(spec) {
     t_creating = {true, spec.provider == "cpu" ? &weights_ : nullptr};
     OrtStatus* created = ort_api()->CreateSession(ort_env(), spec.path.c_str(), options, &session_);
     t_creating = {};
+    // The WebGPU provider looks for its adapter when the session starts.
+    if (created != nullptr && spec.provider == "webgpu") {
+      const std::string reason = ort_api()->GetErrorMessage(created);
+      if (is_webgpu_failure(reason)) {
+        ort_api()->ReleaseStatus(created);
+        throw webgpu_unavailable("CreateSession", reason);
+      }
+    }
     check(created, "CreateSession");
   } catch (...) {
     ort_api()->ReleaseSessionOptions(options);

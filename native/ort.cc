@@ -15,6 +15,7 @@ std::mutex g_load_mutex;
 const OrtApi* g_api = nullptr;
 OrtEnv* g_env = nullptr;
 std::string g_library_path;
+std::string g_version;
 
 }  // namespace
 
@@ -43,6 +44,7 @@ void load_onnxruntime(const std::string& library_path) {
   }
   g_api = api;
   g_env = env;
+  g_version = get_api_base()->GetVersionString();
   g_library_path = library_path;
 }
 
@@ -57,6 +59,8 @@ OrtEnv* ort_env() {
 }
 
 const std::string& ort_library_path() { return g_library_path; }
+
+const std::string& ort_version() { return g_version; }
 
 void ort_check(OrtStatus* status, const char* what) {
   if (status == nullptr) return;

@@ -18,6 +18,8 @@ const OrtApi* ort_api();
 OrtEnv* ort_env();
 // The path the library was loaded from ("" before).
 const std::string& ort_library_path();
+// The loaded library's version, e.g. "1.30.0" ("" before).
+const std::string& ort_version();
 // Throws an Internal PipelineError "what: message" for a failed status (released here).
 void ort_check(OrtStatus* status, const char* what);
 

@@ -1,5 +1,8 @@
 #include "providers.h"
 
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <cctype>
 
 #include "onnxruntime_c_api.h"
@@ -8,20 +11,108 @@
 namespace bgone {
 namespace {
 
-// What a GPU deployment needs, for the messages below (README.md, "GPU deployment").
-const char* const kGpuNeeds =
-    "A GPU deployment needs a GPU build of ONNX Runtime 1.30 for CUDA 12 (libonnxruntime.so.1 with "
-    "libonnxruntime_providers_shared.so and libonnxruntime_providers_cuda.so in the same folder), cuDNN 9 and the NVIDIA driver";
+// What the CUDA and TensorRT providers need (docs/operations.md, "GPU deployment").
+const char* const kCudaNeeds =
+    "The CUDA provider needs libonnxruntime_providers_shared.so and libonnxruntime_providers_cuda.so built for the same ONNX Runtime "
+    "version, in the folder of the loaded library, the CUDA and cuDNN it was built for on the library path (onnxruntime-node 1.30's, "
+    "fetched by its postinstall: CUDA 12 and cuDNN 9; com.github.asus4.onnxruntime.linux-x64-gpu@0.4.9's, for the 1.29 core of "
+    "com.github.asus4.onnxruntime@0.4.9: CUDA 13's libcudart.so.13, libcublas.so.13, libcublasLt.so.13 and libcurand.so.10, "
+    "and cuDNN 9's libcudnn.so.9), and the NVIDIA driver";
+const char* const kTensorRtNeeds =
+    "The TensorRT provider needs libonnxruntime_providers_tensorrt.so beside the loaded library, with TensorRT 10 (libnvinfer.so.10), "
+    "and everything the CUDA provider needs";
 
-// Takes the status (released here) and returns the ProviderError to throw.
-ProviderError cuda_unavailable(const OrtApi* api, OrtStatus* status, const char* step) {
+std::string take_reason(const OrtApi* api, OrtStatus* status) {
   std::string reason = api->GetErrorMessage(status);
   api->ReleaseStatus(status);
   while (!reason.empty() && (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.')) reason.pop_back();
+  return reason;
+}
+
+// "the loaded ONNX Runtime 1.30.0 (/path/libonnxruntime.so.1)"
+std::string loaded_runtime() {
   const std::string& path = ort_library_path();
-  const std::string library = path.empty() ? "" : " (" + path + ")";
-  return ProviderError("the loaded ONNX Runtime" + library + " has no usable CUDA execution provider: " + step + " failed: " + reason +
-                       ". " + kGpuNeeds + ".");
+  const std::string& version = ort_version();
+  return "the loaded ONNX Runtime" + (version.empty() ? "" : " " + version) + (path.empty() ? "" : " (" + path + ")");
+}
+
+// The folder of the loaded library, with its trailing slash ("" if unknown).
+std::string library_folder() {
+  const std::string& path = ort_library_path();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+// The provider library of `name` ("cuda", "tensorrt") when it is not beside the loaded runtime.
+std::string missing_provider_library(const char* name) {
+  const std::string folder = library_folder();
+  if (folder.empty()) return "";
+  const std::string file = std::string("libonnxruntime_providers_") + name + ".so";
+  if (file_exists(folder + file)) return "";
+  return file + " is not in " + folder + ". ";
+}
+
+// Takes the status (released here) and returns the ProviderError to throw.
+ProviderError gpu_unavailable(const OrtApi* api, OrtStatus* status, const char* provider, const char* label, const char* step) {
+  const std::string reason = take_reason(api, status);
+  const bool trt = std::string(provider) == "tensorrt";
+  return ProviderError(loaded_runtime() + " has no usable " + label + " execution provider: " + step + " failed: " + reason + ". " +
+                       missing_provider_library(provider) + (trt ? kTensorRtNeeds : kCudaNeeds) + ".");
+}
+
+void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec, const char* provider, const char* label) {
+  // A runtime built without CUDA fails here; onnxruntime-node's Linux build (CUDA through provider
+  // libraries it does not ship) fails at the update, when it looks for those libraries.
+  OrtCUDAProviderOptionsV2* cuda = nullptr;
+  OrtStatus* status = api->CreateCUDAProviderOptions(&cuda);
+  if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "CreateCUDAProviderOptions");
+  try {
+    const std::string device_id = std::to_string(spec.device_id);
+    const std::string mem_limit = std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024);
+    // kSameAsRequested: the arena grows by what is asked, not by doubling, so the GPU memory held
+    // stays near the model's real peak. HEURISTIC: cuDNN's exhaustive search of convolution
+    // algorithms, per input shape, costs more than the runs it would speed up.
+    std::vector<const char*> keys = {"device_id", "arena_extend_strategy", "cudnn_conv_algo_search"};
+    std::vector<const char*> values = {device_id.c_str(), "kSameAsRequested", "HEURISTIC"};
+    if (spec.gpu_mem_limit_mb > 0) {
+      keys.push_back("gpu_mem_limit");
+      values.push_back(mem_limit.c_str());
+    }
+    status = api->UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
+    if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "UpdateCUDAProviderOptions");
+    status = api->SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda);
+    if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "SessionOptionsAppendExecutionProvider_CUDA_V2");
+  } catch (...) {
+    api->ReleaseCUDAProviderOptions(cuda);
+    throw;
+  }
+  api->ReleaseCUDAProviderOptions(cuda);
+}
+
+void append_tensorrt(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec) {
+  OrtTensorRTProviderOptionsV2* trt = nullptr;
+  OrtStatus* status = api->CreateTensorRTProviderOptions(&trt);
+  if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "CreateTensorRTProviderOptions");
+  try {
+    const std::string device_id = std::to_string(spec.device_id);
+    const char* keys[] = {"device_id"};
+    const char* values[] = {device_id.c_str()};
+    status = api->UpdateTensorRTProviderOptions(trt, keys, values, 1);
+    if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "UpdateTensorRTProviderOptions");
+    status = api->SessionOptionsAppendExecutionProvider_TensorRT_V2(options, trt);
+    if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "SessionOptionsAppendExecutionProvider_TensorRT_V2");
+  } catch (...) {
+    api->ReleaseTensorRTProviderOptions(trt);
+    throw;
+  }
+  api->ReleaseTensorRTProviderOptions(trt);
+  // The nodes TensorRT does not take run on CUDA rather than on the CPU.
+  append_cuda(api, options, spec, "tensorrt", "TensorRT");
 }
 
 }  // namespace
@@ -42,35 +133,37 @@ std::vector<std::string> available_providers() {
   return out;
 }
 
+ProviderError webgpu_unavailable(const std::string& step, const std::string& reason) {
+  // Dawn opens the Vulkan loader itself: whether it is there tells the two missing pieces apart.
+  void* vulkan = dlopen("libvulkan.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (vulkan != nullptr) dlclose(vulkan);
+  const std::string missing =
+      vulkan == nullptr
+          ? "The Vulkan loader (libvulkan.so.1, Debian's libvulkan1) is not installed: WebGPU runs over Vulkan on Linux, and needs it "
+            "and a GPU driver with Vulkan support"
+          : "The Vulkan loader is installed, but no GPU adapter answered: WebGPU needs a GPU driver with Vulkan support (NVIDIA's "
+            "driver with its Vulkan ICD, nvidia_icd.json; Mesa's for AMD and Intel); a CPU Vulkan (llvmpipe) does not count";
+  return ProviderError(loaded_runtime() + " could not start its WebGPU execution provider: " + step + " failed: " + reason + ". " +
+                       missing + ".");
+}
+
+bool is_webgpu_failure(const std::string& message) {
+  for (const char* mark : {"WebGPU", "webgpu", "adapter", "Dawn", "Vulkan"})
+    if (message.find(mark) != std::string::npos) return true;
+  return false;
+}
+
 void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec) {
   const OrtApi* api = ort_api();
   if (spec.provider == "cpu") return;
-  if (spec.provider != "cuda") throw PipelineError(ErrorCode::Internal, "unknown execution provider \"" + spec.provider + "\"");
-  // A runtime built without CUDA fails here; onnxruntime-node's Linux build (CUDA through provider
-  // libraries it does not ship) fails at the update, when it looks for those libraries.
-  OrtCUDAProviderOptionsV2* cuda = nullptr;
-  OrtStatus* status = api->CreateCUDAProviderOptions(&cuda);
-  if (status != nullptr) throw cuda_unavailable(api, status, "CreateCUDAProviderOptions");
-  try {
-    const std::string device_id = std::to_string(spec.device_id);
-    const std::string mem_limit = std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024);
-    // kSameAsRequested: the arena grows by what is asked, not by doubling, so the GPU memory held
-    // stays near the model's real peak.
-    std::vector<const char*> keys = {"device_id", "arena_extend_strategy"};
-    std::vector<const char*> values = {device_id.c_str(), "kSameAsRequested"};
-    if (spec.gpu_mem_limit_mb > 0) {
-      keys.push_back("gpu_mem_limit");
-      values.push_back(mem_limit.c_str());
-    }
-    status = api->UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
-    if (status != nullptr) throw cuda_unavailable(api, status, "UpdateCUDAProviderOptions");
-    status = api->SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda);
-    if (status != nullptr) throw cuda_unavailable(api, status, "SessionOptionsAppendExecutionProvider_CUDA_V2");
-  } catch (...) {
-    api->ReleaseCUDAProviderOptions(cuda);
-    throw;
+  if (spec.provider == "cuda") return append_cuda(api, options, spec, "cuda", "CUDA");
+  if (spec.provider == "tensorrt") return append_tensorrt(api, options, spec);
+  if (spec.provider == "webgpu") {
+    OrtStatus* status = api->SessionOptionsAppendExecutionProvider(options, "WebGPU", nullptr, nullptr, 0);
+    if (status != nullptr) throw webgpu_unavailable("SessionOptionsAppendExecutionProvider(WebGPU)", take_reason(api, status));
+    return;
   }
-  api->ReleaseCUDAProviderOptions(cuda);
+  throw PipelineError(ErrorCode::Internal, "unknown execution provider \"" + spec.provider + "\"");
 }
 
 }  // namespace bgone

@@ -1,6 +1,8 @@
 // Execution providers: where a model's session runs. "cpu" is ONNX Runtime's default and needs
-// nothing; "cuda" appends the CUDA execution provider, which only a GPU build of ONNX Runtime (its
-// provider libraries beside libonnxruntime, CUDA 12, cuDNN 9, the NVIDIA driver) can give.
+// nothing; "cuda" and "tensorrt" append the CUDA (or TensorRT, then CUDA) execution provider, which
+// only a runtime with those provider libraries beside it, the CUDA and cuDNN they were built for and
+// the NVIDIA driver can give; "webgpu" appends ONNX Runtime's WebGPU provider (Dawn over Vulkan: the
+// Vulkan loader and a GPU driver with Vulkan support).
 #pragma once
 #include <string>
 #include <vector>
@@ -27,5 +29,13 @@ std::vector<std::string> available_providers();
 // Appends the execution provider of `spec` to the session options (nothing for "cpu"). Throws
 // ProviderError when the runtime cannot give it, with what a GPU deployment needs.
 void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec);
+
+// The ProviderError of a WebGPU provider that could not start at `step` for `reason`, saying which
+// of the Vulkan loader and a GPU adapter is missing.
+ProviderError webgpu_unavailable(const std::string& step, const std::string& reason);
+
+// Whether CreateSession's message with the WebGPU provider is the provider's (no adapter, Dawn,
+// Vulkan) rather than the model's.
+bool is_webgpu_failure(const std::string& message);
 
 }  // namespace bgone

@@ -207,12 +207,28 @@ export function openApiDocument(): Record<string, unknown> {
             database: { type: 'string', enum: ['sqlite', 'postgres'] },
             inference: {
               type: ['object', 'null'],
-              required: ['provider', 'device_id', 'available'],
+              required: ['provider', 'device_id', 'configured', 'skipped', 'available'],
               additionalProperties: false,
               description: 'Where inference runs (null if the native core does not answer).',
               properties: {
-                provider: { type: 'string', enum: ['cpu', 'cuda'], description: 'The configured execution provider (BGONE_EXECUTION_PROVIDER).' },
-                device_id: { type: ['integer', 'null'], description: 'The GPU index with cuda; null with cpu.' },
+                provider: {
+                  type: ['string', 'null'],
+                  enum: ['cpu', 'cuda', 'tensorrt', 'webgpu', null],
+                  description:
+                    'The execution provider in use: the one of BGONE_EXECUTION_PROVIDER, or the entry of its fall-back list the model loaded with (null before any model loaded).',
+                },
+                device_id: { type: ['integer', 'null'], description: 'The GPU index with cuda and tensorrt; null otherwise.' },
+                configured: { type: 'string', description: 'BGONE_EXECUTION_PROVIDER, e.g. webgpu,cpu.' },
+                skipped: {
+                  type: 'array',
+                  description: 'The entries of the fall-back list before the one in use, which could not start, with the reason.',
+                  items: {
+                    type: 'object',
+                    required: ['provider', 'reason'],
+                    additionalProperties: false,
+                    properties: { provider: { type: 'string' }, reason: { type: 'string' } },
+                  },
+                },
                 available: {
                   type: 'array',
                   items: { type: 'string' },

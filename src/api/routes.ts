@@ -59,12 +59,13 @@ export function mountMetrics(router: Router, metrics: Metrics, token?: string): 
 
 export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
-  // Where inference runs: the configured provider (the model loaded with it, or the service would
-  // not have started) and the providers the loaded ONNX Runtime was built with.
+  // Where inference runs: the provider in use (the model loaded with it, or the service would not
+  // have started), the configured list, those of it skipped, and the providers the loaded ONNX
+  // Runtime was built with.
   const inference = () => {
     try {
-      const { provider, deviceId, available } = inferenceProviders();
-      return { provider, device_id: deviceId, available };
+      const { provider, deviceId, configured, skipped, available } = inferenceProviders();
+      return { provider, device_id: deviceId, configured, skipped, available };
     } catch (err) {
       logger?.warn({ err }, 'readiness: the native core does not answer');
       return null;

@@ -9,7 +9,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
-import { addonFileInUse, BgoneError, configure, preloadModel } from '../lib/index.js';
+import { addonFileInUse, BgoneError, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
 import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
@@ -95,10 +95,11 @@ export async function serveCommand(): Promise<number> {
       if (refused.length > 0) throw new ClusterSecretMismatch(refused);
     }
     const modelStart = performance.now();
-    await preloadModel(config.model);
+    const model = await preloadModel(config.model);
     // Which addon build runs (the AVX2 one where the CPU has it): what an operator comparing nodes needs.
     const addon = basename(addonFileInUse() ?? '');
-    logger.info({ model: config.model ?? 'default', ms: Math.round(performance.now() - modelStart), addon }, 'model loaded');
+    logger.info({ model, ms: Math.round(performance.now() - modelStart), addon }, 'model loaded');
+    logInferenceProvider(logger, config.model, model);
   } catch (err) {
     // Closed, so that its connections do not keep a process that cannot serve alive.
     console.error(`bgone: cannot start: ${(err as Error).message}`);
@@ -179,4 +180,20 @@ export async function serveCommand(): Promise<number> {
     process.on('SIGINT', () => stop('SIGINT'));
   });
   return 0;
+}
+
+/**
+ * The startup log of where inference runs: each provider of a fall-back list that could not start
+ * (a warning, with ONNX Runtime's reason), then the provider in use and the model it runs; on a GPU
+ * provider, the default model's float variant is said to be one.
+ */
+function logInferenceProvider(logger: ReturnType<typeof createLogger>, asked: string | undefined, model: string): void {
+  const { provider, deviceId, configured, skipped } = inferenceProviders();
+  for (const { provider: entry, reason } of skipped) {
+    logger.warn({ provider: entry, configured, reason }, `execution provider ${entry} cannot start, falling back to the next of ${configured}`);
+  }
+  const defaultModel = readManifest().default;
+  const variant = asked === undefined && model !== defaultModel ? ` (the float variant of ${defaultModel}: its int8 graph is for the CPU)` : '';
+  const where = deviceId === null ? `${provider}` : `${provider}:${deviceId}`;
+  logger.info({ provider, device_id: deviceId, configured, model }, `inference on ${where}, model ${model}${variant}`);
 }

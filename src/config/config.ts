@@ -5,7 +5,7 @@
  * `npm start` needs none; the service's are in defaults.ts, shared with startServer.
  */
 import { statSync } from 'node:fs';
-import { ADDON_BUILDS, type AddonBuild, MAX_DEVICE_ID, parseExecutionProvider } from '../lib/settings.js';
+import { ADDON_BUILDS, type AddonBuild, EXECUTION_PROVIDER_GRAMMAR, type ExecutionProvider, parseExecutionProvider } from '../lib/settings.js';
 import { BATCH_DEFAULTS, type BackendChoice, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
@@ -16,9 +16,12 @@ export interface LibraryConfig {
   inferenceThreads: number;
   /** BGONE_NATIVE_CONCURRENCY: jobs inside the native core at once. */
   nativeConcurrency: number;
-  /** BGONE_EXECUTION_PROVIDER: 'cpu' (default), 'cuda' or 'cuda:<device id>'. */
-  executionProvider: 'cpu' | 'cuda' | `cuda:${number}`;
-  /** BGONE_CUDA_MEM_LIMIT_MB: with CUDA, the most GPU memory ONNX Runtime's arena takes (MiB); 0: no limit. */
+  /**
+   * BGONE_EXECUTION_PROVIDER: 'cpu' (default), 'cuda[:<device id>]', 'tensorrt[:<device id>]',
+   * 'webgpu', or an ordered fall-back list of them such as 'webgpu,cpu'.
+   */
+  executionProvider: ExecutionProvider;
+  /** BGONE_CUDA_MEM_LIMIT_MB: with CUDA or TensorRT, the most GPU memory ONNX Runtime's arena takes (MiB); 0: no limit. */
   cudaMemLimitMb: number;
   /** BGONE_ORT_LIBRARY: the ONNX Runtime shared library to open (default: onnxruntime-node's, CPU only). */
   onnxRuntimeLibrary: string | undefined;
@@ -281,8 +284,10 @@ function loadBatchConfig(env: NodeJS.ProcessEnv): BatchConfig {
 export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): LibraryConfig {
   const executionProvider = executionProviderChoice(env);
   const cudaMemLimitMb = int(env, 'BGONE_CUDA_MEM_LIMIT_MB', 0, 1, 1_048_576);
-  if (cudaMemLimitMb > 0 && executionProvider === 'cpu')
-    throw new ConfigError('BGONE_CUDA_MEM_LIMIT_MB applies to the GPU only: set BGONE_EXECUTION_PROVIDER=cuda (or cuda:<device id>) with it');
+  if (cudaMemLimitMb > 0 && !/\b(cuda|tensorrt)\b/.test(executionProvider))
+    throw new ConfigError(
+      'BGONE_CUDA_MEM_LIMIT_MB applies to CUDA and TensorRT only: set BGONE_EXECUTION_PROVIDER=cuda (or cuda:<device id>, tensorrt) with it',
+    );
   return {
     modelsDir: env.BGONE_MODELS_DIR || undefined,
     inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
@@ -305,13 +310,14 @@ function addonBuildChoice(env: NodeJS.ProcessEnv): AddonBuild {
   throw new ConfigError(`BGONE_ADDON_BUILD must be ${ADDON_BUILDS.join(' or ')} (got "${raw}")`);
 }
 
-/** BGONE_EXECUTION_PROVIDER: cpu, cuda (device 0) or cuda:<device id> (0 to 255). */
-function executionProviderChoice(env: NodeJS.ProcessEnv): LibraryConfig['executionProvider'] {
+/** BGONE_EXECUTION_PROVIDER: one provider or an ordered fall-back list (settings.ts parseExecutionProvider). */
+function executionProviderChoice(env: NodeJS.ProcessEnv): ExecutionProvider {
   const raw = env.BGONE_EXECUTION_PROVIDER ?? '';
   if (raw === '') return 'cpu';
   // The library's own grammar of the value, so that the two can never disagree.
-  if (parseExecutionProvider(raw)) return raw as LibraryConfig['executionProvider'];
-  throw new ConfigError(`BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to ${MAX_DEVICE_ID}) (got "${raw}")`);
+  const parsed = parseExecutionProvider(raw);
+  if ('problem' in parsed) throw new ConfigError(`BGONE_EXECUTION_PROVIDER must be ${EXECUTION_PROVIDER_GRAMMAR}: ${parsed.problem} (got "${raw}")`);
+  return parsed.choices.map((c) => c.text).join(',');
 }
 
 /** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */

@@ -125,14 +125,17 @@ export function modelLoadError(model: string, path: string, cause: unknown, prov
 
 /**
  * The configured execution provider (executionProvider, BGONE_EXECUTION_PROVIDER) cannot be set up
- * with the loaded ONNX Runtime, typically CUDA with a CPU-only build. The native core's text says
- * what the runtime lacks and what a GPU deployment needs.
+ * with the loaded ONNX Runtime: CUDA or TensorRT without their provider libraries, WebGPU without the
+ * Vulkan loader or a GPU adapter. The native core's text says what is missing.
  */
 export function providerLoadError(model: string, path: string, provider: string, cause: unknown): BgoneError {
+  const remedy = provider.startsWith('webgpu')
+    ? `Install what is missing, list a fall-back after it (BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`
+    : 'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library, list a fall-back after it ' +
+      `(BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`;
   return new BgoneError(
     'internal_error',
-    `Model ${model} could not be loaded on the execution provider ${provider}: ${describe(cause)} ` +
-      'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library, or use the cpu provider.',
+    `Model ${model} could not be loaded on the execution provider ${provider}: ${describe(cause)} ${remedy}`,
     { component: 'execution_provider', model, path, provider },
     describe(cause),
   );

@@ -7,11 +7,11 @@
  */
 import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
-import { acquireModel, forgetModels } from './models.js';
+import { acquireModel, forgetModels, providerInUse } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
 import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
-import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, parseExecutionProvider, replaceSettings } from './settings.js';
+import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, type ProviderName, replaceSettings } from './settings.js';
 import { downloadSources, needsDownload } from './sources.js';
 import { zipStored } from './zip.js';
 
@@ -40,7 +40,7 @@ export {
 } from './options.js';
 export { isPreparedJob, type MemoryEstimator, type PreparedJob, prepareJob } from './prepare-job.js';
 export { type ImageProbe, probeImage } from './probe.js';
-export { type AddonBuild, DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings } from './settings.js';
+export { type AddonBuild, DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings, type ProviderName } from './settings.js';
 export {
   DEFAULT_FETCH_TIMEOUT_MS,
   DEFAULT_MAX_REDIRECTS,
@@ -118,35 +118,56 @@ export function queueSize(): number {
   return limiter.size;
 }
 
-/** Where inference runs: the configured execution provider and what the loaded ONNX Runtime offers. */
+/** Where inference runs: the execution provider in use and what the loaded ONNX Runtime offers. */
 export interface InferenceProviders {
-  /** The configured provider ('cpu' or 'cuda'), as the executionProvider setting says. */
-  provider: 'cpu' | 'cuda';
-  /** With cuda: the GPU's index; null with cpu. */
+  /**
+   * The provider in use ('cpu', 'cuda', 'tensorrt' or 'webgpu'): the setting's one provider, or the
+   * entry of its fall-back list that a model loaded with; null while a list has not been tried yet
+   * (no model loaded).
+   */
+  provider: ProviderName | null;
+  /** With cuda and tensorrt: the GPU's index; null otherwise. */
   deviceId: number | null;
+  /** The executionProvider setting, e.g. 'webgpu,cpu'. */
+  configured: string;
+  /** The providers of the fall-back list that could not start, in order, with ONNX Runtime's reason. */
+  skipped: Array<{ provider: string; reason: string }>;
   /**
    * The execution providers the loaded ONNX Runtime was built with, e.g. ['CPUExecutionProvider'].
-   * A provider listed may still be unusable (its libraries, CUDA or cuDNN missing): onnxruntime-node's
-   * Linux build lists CUDAExecutionProvider without shipping its libraries.
+   * A provider listed may still be unusable (its libraries, CUDA or cuDNN missing; no GPU adapter):
+   * onnxruntime-node's Linux build lists CUDAExecutionProvider without shipping its libraries.
    */
   available: string[];
 }
 
-/** The execution provider in effect and the runtime's providers; starts the native core (BgoneError if it cannot). */
+/** The execution provider in use and the runtime's providers; starts the native core (BgoneError if it cannot). */
 export function inferenceProviders(): InferenceProviders {
-  const { provider, deviceId } = parseExecutionProvider(librarySettings().executionProvider)!;
+  const state = providerInUse();
   let available: string[];
   try {
     available = native().availableProviders();
   } catch (err) {
     throw fromNativeError(err);
   }
-  return { provider, deviceId: provider === 'cuda' ? deviceId : null, available };
+  const choice = state?.choice;
+  return {
+    provider: choice?.provider ?? null,
+    deviceId: choice && (choice.provider === 'cuda' || choice.provider === 'tensorrt') ? choice.deviceId : null,
+    configured: librarySettings().executionProvider,
+    skipped: state?.skipped.map((s) => ({ ...s })) ?? [],
+    available,
+  };
 }
 
-/** Loads a model ahead of the first request (otherwise it loads on first use), and warms it (WARM_UP_RUNS in models.ts). */
-export async function preloadModel(name?: string): Promise<void> {
-  (await acquireModel(name, true)).release();
+/**
+ * Loads a model ahead of the first request (otherwise it loads on first use), and warms it
+ * (WARM_UP_RUNS in models.ts). Resolves to the model loaded: the one named, or the default (on a GPU
+ * provider its float variant, models.ts floatVariant).
+ */
+export async function preloadModel(name?: string): Promise<string> {
+  const lease = await acquireModel(name, true);
+  lease.release();
+  return lease.key;
 }
 
 type RunPriority = 'normal' | 'background';

@@ -9,6 +9,12 @@
  * for the modelIdleSeconds setting is released. With the modelsMemoryMb setting, a model loads only
  * when the sessions' memory with its own stays within it: idle sessions are released first, least
  * recently used first, and while the running jobs' sessions fill it the load waits for one to end.
+ *
+ * The execution provider in use is chosen at the first load from the executionProvider setting: one
+ * provider is used or its load fails; with a fall-back list, each provider but the last that cannot
+ * start is skipped (and remembered, with ONNX Runtime's reason, for inferenceProviders), and the
+ * first that loads the model is kept for every later load until the settings change. On a GPU
+ * provider, the default model is its float variant where the manifest has one (floatVariant).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +22,7 @@ import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotIns
 import { INFERENCE_SIDES } from './inference-size.js';
 import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
-import { inferenceThreadCount, librarySettings, parseExecutionProvider } from './settings.js';
+import { inferenceThreadCount, librarySettings, type ProviderChoice, providerChoices } from './settings.js';
 
 export interface ModelEntry {
   description?: string;
@@ -163,6 +169,7 @@ function releaseSession(name: string, session: Session): void {
  */
 export function forgetModels(): void {
   cached = undefined;
+  providerState = undefined;
   for (const [name, session] of [...sessions]) {
     if (session.users === 0) releaseSession(name, session);
     else sessions.delete(name); // released when its last job ends (lease below)
@@ -177,12 +184,11 @@ export function forgetModels(): void {
  */
 export const WARM_UP_RUNS = 2;
 
-function loadSession(name: string, entry: ModelEntry, warmUp: boolean): Promise<ModelHandle> {
+function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: ProviderChoice): Promise<ModelHandle> {
   const settings = librarySettings();
   const path = join(settings.modelsDir, entry.file);
   if (!existsSync(path)) return Promise.reject(modelNotInstalledError(name, path));
-  // Validated by configure(): always a provider here.
-  const { provider, deviceId } = parseExecutionProvider(settings.executionProvider)!;
+  const { provider, deviceId } = choice;
   const contract = modelContract(entry);
   const spec: NativeModelSpec = {
     path,
@@ -196,7 +202,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean): Promise<
     threads: inferenceThreadCount(settings),
     provider,
     deviceId,
-    gpuMemLimitMb: provider === 'cuda' ? settings.cudaMemLimitMb : 0,
+    gpuMemLimitMb: provider === 'cuda' || provider === 'tensorrt' ? settings.cudaMemLimitMb : 0,
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
     warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
@@ -209,8 +215,8 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean): Promise<
     return Promise.reject(fromNativeError(err));
   }
   return loading.catch((err: unknown) => {
-    if ((err as { reason?: unknown })?.reason === 'execution_provider') throw providerLoadError(name, path, settings.executionProvider, err);
-    throw modelLoadError(name, path, err, settings.executionProvider);
+    if ((err as { reason?: unknown })?.reason === 'execution_provider') throw providerLoadError(name, path, choice.text, err);
+    throw modelLoadError(name, path, err, choice.text);
   });
 }
 
@@ -286,41 +292,131 @@ function scheduleIdleRelease(key: string, session: Session): void {
   session.idleTimer.unref();
 }
 
+/** The provider in use and the ones skipped before it (a fall-back list's providers that could not start). */
+export interface ProviderState {
+  choice: ProviderChoice;
+  skipped: Array<{ provider: string; reason: string }>;
+}
+
+/** Chosen at the first load for the settings in effect (forgetModels starts again). */
+let providerState: ProviderState | undefined;
+let choosing: Promise<ProviderState> | undefined;
+
+/** The provider in use; undefined while a fall-back list has not yet been tried by a load. */
+export function providerInUse(): ProviderState | undefined {
+  if (providerState) return providerState;
+  const choices = providerChoices(librarySettings().executionProvider);
+  return choices.length === 1 ? { choice: choices[0]!, skipped: [] } : undefined;
+}
+
+/**
+ * The float variant of an int8 model on a GPU provider: the manifest entry derived from the same
+ * source by the same steps less 'int8' (for medium, medium-fp32). int8 QDQ graphs are shaped for
+ * the CPU's kernels; a GPU provider runs them as float with casts around every op, or not at all.
+ */
+export function floatVariant(key: string): string | undefined {
+  const models = readManifest().models;
+  const derive = models[key]?.derive as { from?: unknown; steps?: unknown } | undefined;
+  if (!Array.isArray(derive?.steps) || !derive.steps.includes('int8')) return undefined;
+  const wanted = JSON.stringify(derive.steps.filter((step) => step !== 'int8'));
+  for (const [name, entry] of Object.entries(models)) {
+    const d = entry.derive as { from?: unknown; steps?: unknown } | undefined;
+    if (d?.from === derive.from && JSON.stringify(d?.steps) === wanted && existsSync(join(librarySettings().modelsDir, entry.file))) return name;
+  }
+  return undefined;
+}
+
+/** The default model on a provider: the manifest's, or on a GPU its float variant where there is one. */
+function defaultOn(choice: ProviderChoice | undefined): string {
+  const manifestDefault = readManifest().default;
+  if (choice === undefined || choice.provider === 'cpu') return manifestDefault;
+  return floatVariant(manifestDefault) ?? manifestDefault;
+}
+
+/** The model a job naming none runs on the provider in use (the manifest's default until one is chosen). */
+export function defaultModelName(): string {
+  return defaultOn(providerInUse()?.choice);
+}
+
+/** The model a job runs on this provider: the one named, or the default (its float variant on a GPU). */
+function modelFor(name: string | undefined, choice: ProviderChoice): { key: string; entry: ModelEntry } {
+  return resolveModel(name ?? defaultOn(choice));
+}
+
+/**
+ * Tries a fall-back list's providers in order with the model a job asked for, keeping the session
+ * of the first that loads it; the last one's failure is the load's failure, as with one provider.
+ */
+async function chooseProvider(name: string | undefined, pin: boolean): Promise<ProviderState> {
+  const choices = providerChoices(librarySettings().executionProvider);
+  const skipped: ProviderState['skipped'] = [];
+  for (const [i, choice] of choices.entries()) {
+    const { key, entry } = modelFor(name, choice);
+    const loading = loadSession(key, entry, pin, choice);
+    try {
+      await loading;
+    } catch (err) {
+      const isLast = i === choices.length - 1;
+      if (isLast || !(err instanceof BgoneError) || err.details?.component !== 'execution_provider') throw err;
+      skipped.push({ provider: choice.text, reason: err.detail ?? err.message });
+      continue;
+    }
+    const state = { choice, skipped };
+    if (!sessions.has(key)) addSession(key, entry, pin, loading);
+    else void loading.then((handle) => native().releaseModel(handle));
+    return state;
+  }
+  throw new BgoneError('internal_error', 'executionProvider lists no provider.');
+}
+
+function addSession(key: string, entry: ModelEntry, pin: boolean, loading: Promise<ModelHandle>): Session {
+  const created: Session = {
+    loading,
+    handle: undefined,
+    bytes: entry.bytes,
+    users: 0,
+    lastUsed: Date.now(),
+    pinned: pin,
+    idleTimer: undefined,
+  };
+  sessions.set(key, created);
+  created.loading.then(
+    (handle) => {
+      created.handle = handle;
+      created.bytes = native().modelMemory(handle) || entry.bytes;
+      if (sessions.get(key) !== created) native().releaseModel(handle); // forgotten while it loaded
+    },
+    () => {
+      // A failed load is not kept: the next job tries again (the file may have been fixed).
+      if (sessions.get(key) === created) sessions.delete(key);
+    },
+  );
+  return created;
+}
+
 /**
  * Resolves a model name (undefined: the default) to a loaded session, loading it once, and holds it
  * for one job; `pin` (preloadModel) warms a session it loads (WARM_UP_RUNS) and keeps it loaded.
  */
 export async function acquireModel(name?: string, pin = false): Promise<ModelLease> {
-  const { key, entry } = resolveModel(name);
+  let state = providerInUse();
+  if (state === undefined) {
+    const settingsAtStart = librarySettings();
+    choosing ??= chooseProvider(name, pin).finally(() => {
+      choosing = undefined;
+    });
+    const chosen = await choosing;
+    // Kept only for the settings it was chosen with (configure may have changed them meanwhile).
+    if (librarySettings() === settingsAtStart) providerState = chosen;
+    state = chosen;
+  }
+  const { key, entry } = modelFor(name, state.choice);
   let session = sessions.get(key);
   if (!session) {
     await makeRoom(entry.bytes);
     session = sessions.get(key); // another job may have loaded it meanwhile
   }
-  if (!session) {
-    const created: Session = {
-      loading: loadSession(key, entry, pin),
-      handle: undefined,
-      bytes: entry.bytes,
-      users: 0,
-      lastUsed: Date.now(),
-      pinned: pin,
-      idleTimer: undefined,
-    };
-    session = created;
-    sessions.set(key, created);
-    created.loading.then(
-      (handle) => {
-        created.handle = handle;
-        created.bytes = native().modelMemory(handle) || entry.bytes;
-        if (sessions.get(key) !== created) native().releaseModel(handle); // forgotten while it loaded
-      },
-      () => {
-        // A failed load is not kept: the next job tries again (the file may have been fixed).
-        if (sessions.get(key) === created) sessions.delete(key);
-      },
-    );
-  }
+  if (!session) session = addSession(key, entry, pin, loadSession(key, entry, pin, state.choice));
   if (pin) session.pinned = true;
   const held = session;
   held.users++;

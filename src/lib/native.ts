@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path';
 import { addonLoadError } from './errors.js';
 import type { EncodedFormat, NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
-import { type AddonBuild, librarySettings } from './settings.js';
+import { type AddonBuild, librarySettings, type ProviderName } from './settings.js';
 
 const require = createRequire(import.meta.url);
 
@@ -72,7 +72,7 @@ export interface NativeModelSpec {
   /** ONNX Runtime intra-op threads, at least 1 (settings.ts inferenceThreadCount resolves 0). */
   threads: number;
   /** Execution provider (native/providers.h). */
-  provider: 'cpu' | 'cuda';
+  provider: ProviderName;
   /** With cuda: the GPU's index (0 with cpu). */
   deviceId: number;
   /** With cuda: the most GPU memory ONNX Runtime's arena takes, in MiB; 0: no limit. */

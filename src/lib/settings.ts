@@ -21,13 +21,15 @@ export interface LibrarySettings {
    */
   nativeConcurrency: number;
   /**
-   * Where inference runs: 'cpu' (default), or 'cuda' / 'cuda:<device id>' (an NVIDIA GPU through ONNX
-   * Runtime's CUDA execution provider, device 0 unless given). CUDA needs a GPU build of ONNX Runtime
-   * (onnxRuntimeLibrary): with onnxruntime-node's CPU build, loading a model fails with a message
-   * saying what is missing.
+   * Where inference runs: one provider, or an ordered fall-back list such as 'webgpu,cpu'. Each entry
+   * is 'cpu' (default), 'cuda[:<device id>]' or 'tensorrt[:<device id>]' (an NVIDIA GPU through ONNX
+   * Runtime's CUDA or TensorRT execution provider, device 0 unless given; their provider libraries
+   * must sit beside the ONNX Runtime library, onnxRuntimeLibrary) or 'webgpu' (ONNX Runtime's WebGPU
+   * provider, over Vulkan). A provider that cannot start fails the model's load with a message
+   * saying what is missing, unless an entry follows it: then the next one is tried (models.ts).
    */
   executionProvider: ExecutionProvider;
-  /** With CUDA: the most GPU memory ONNX Runtime's arena may take, in MiB; 0 (default): no limit. */
+  /** With CUDA or TensorRT: the most GPU memory ONNX Runtime's arena may take, in MiB; 0 (default): no limit. */
   cudaMemLimitMb: number;
   /**
    * The ONNX Runtime shared library the native core opens (e.g. a GPU build's libonnxruntime.so.1);
@@ -56,8 +58,25 @@ export interface LibrarySettings {
 export type AddonBuild = 'auto' | 'baseline';
 export const ADDON_BUILDS: readonly AddonBuild[] = ['auto', 'baseline'];
 
-/** 'cpu', 'cuda' (device 0) or 'cuda:<device id>'. */
-export type ExecutionProvider = 'cpu' | 'cuda' | `cuda:${number}`;
+/** One provider or an ordered fall-back list of them, comma-separated: see LibrarySettings.executionProvider. */
+export type ExecutionProvider = string;
+
+/** The execution providers bgone knows. */
+export type ProviderName = 'cpu' | 'cuda' | 'tensorrt' | 'webgpu';
+export const PROVIDER_NAMES: readonly ProviderName[] = ['cpu', 'cuda', 'tensorrt', 'webgpu'];
+
+/** One entry of an executionProvider value. */
+export interface ProviderChoice {
+  provider: ProviderName;
+  /** The GPU's index with cuda and tensorrt (0 unless given); 0 otherwise. */
+  deviceId: number;
+  /** The entry as written, e.g. 'cuda:1'. */
+  text: string;
+}
+
+/** What an executionProvider value may be, for messages. */
+export const EXECUTION_PROVIDER_GRAMMAR =
+  'one provider or an ordered fall-back list (e.g. webgpu,cpu) of cpu, cuda[:<device id>], tensorrt[:<device id>] and webgpu';
 
 /** Highest GPU index accepted in 'cuda:<device id>'. */
 export const MAX_DEVICE_ID = 255;
@@ -128,24 +147,47 @@ function modelsDirSetting(value: unknown): string {
   return dir;
 }
 
-/** The provider and device of an executionProvider value; undefined if it is not one. */
-export function parseExecutionProvider(value: unknown): { provider: 'cpu' | 'cuda'; deviceId: number } | undefined {
-  if (typeof value !== 'string') return undefined;
-  if (value === 'cpu') return { provider: 'cpu', deviceId: 0 };
-  const match = /^cuda(?::(0|[1-9][0-9]{0,2}))?$/.exec(value);
-  const deviceId = Number(match?.[1] ?? 0);
-  if (!match || deviceId > MAX_DEVICE_ID) return undefined;
-  return { provider: 'cuda', deviceId };
+/**
+ * The ordered entries of an executionProvider value, or why it is not one: an unknown provider, a
+ * device id out of 0..MAX_DEVICE_ID or given to webgpu, an empty or repeated entry, or an entry after
+ * cpu (which always starts, so that entry would never be tried).
+ */
+export function parseExecutionProvider(value: unknown): { choices: ProviderChoice[] } | { problem: string } {
+  if (typeof value !== 'string') return { problem: 'it is not a string' };
+  const entries = value.split(',').map((e) => e.trim());
+  const choices: ProviderChoice[] = [];
+  for (const [i, text] of entries.entries()) {
+    if (text === '') return { problem: entries.length === 1 ? 'it is empty' : `entry ${i + 1} of ${entries.length} is empty` };
+    const match = /^(cpu|cuda|tensorrt|webgpu)(?::([0-9]+))?$/.exec(text);
+    if (!match) return { problem: `"${text}" is not a provider` };
+    const provider = match[1] as ProviderName;
+    if (match[2] !== undefined && (provider === 'cpu' || provider === 'webgpu')) {
+      return { problem: `"${text}": ${provider} takes no device id${provider === 'webgpu' ? ' (it uses the first GPU adapter)' : ''}` };
+    }
+    const deviceId = Number(match[2] ?? 0);
+    if (!/^(0|[1-9][0-9]*)$/.test(match[2] ?? '0') || deviceId > MAX_DEVICE_ID) {
+      return { problem: `"${text}": the device id must be a GPU index from 0 to ${MAX_DEVICE_ID}` };
+    }
+    if (choices.some((c) => c.provider === provider)) return { problem: `${provider} is listed twice` };
+    if (choices.at(-1)?.provider === 'cpu') return { problem: `"${text}" follows cpu, which always starts, so it would never be tried` };
+    choices.push({ provider, deviceId, text });
+  }
+  return { choices };
+}
+
+/** The entries of a validated executionProvider value. */
+export function providerChoices(value: ExecutionProvider): ProviderChoice[] {
+  const parsed = parseExecutionProvider(value);
+  if ('problem' in parsed) throw new BgoneError('internal_error', `executionProvider ${JSON.stringify(value)} was not validated: ${parsed.problem}.`);
+  return parsed.choices;
 }
 
 function executionProviderSetting(value: unknown): ExecutionProvider {
-  if (parseExecutionProvider(value) === undefined) {
-    invalid(
-      'executionProvider',
-      `executionProvider must be cpu, cuda or cuda:<device id> (a GPU index from 0 to ${MAX_DEVICE_ID}), got ${JSON.stringify(value) ?? String(value)}.`,
-    );
+  const parsed = parseExecutionProvider(value);
+  if ('problem' in parsed) {
+    invalid('executionProvider', `executionProvider must be ${EXECUTION_PROVIDER_GRAMMAR}, got ${JSON.stringify(value) ?? String(value)}: ${parsed.problem}.`);
   }
-  return value as ExecutionProvider;
+  return parsed.choices.map((c) => c.text).join(',');
 }
 
 function libraryFileSetting(value: unknown): string {

@@ -1,7 +1,7 @@
 /**
  * The service's Prometheus metrics on prom-client: request counts by route, status and code, the
  * latency of POST /api/v1/remove, inference time, the native queue's length, which HTTP backend
- * serves, and prom-client's default process metrics (CPU, memory, event loop, GC, handles).
+ * serves, which execution provider runs inference, and prom-client's default process metrics (CPU, memory, event loop, GC, handles).
  *
  * Each Metrics has its own Registry, so that several servers in one process (the tests) count
  * separately. The default process metrics are collected once per process and shared by every
@@ -11,7 +11,8 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { BackendName } from '../http/types.js';
-import { loadedModels } from '../lib/models.js';
+import { loadedModels, providerInUse } from '../lib/models.js';
+import { librarySettings } from '../lib/settings.js';
 
 export interface MetricsOptions {
   /** Jobs running or waiting in the native core, read at each scrape. */
@@ -80,6 +81,22 @@ export class Metrics {
       collect() {
         this.reset();
         for (const { model, bytes } of loadedModels()) this.set({ model }, bytes);
+      },
+    });
+    new Gauge({
+      name: 'bgone_execution_provider_info',
+      help:
+        'The execution provider running inference (cpu, cuda, tensorrt, webgpu), its GPU index (empty without one) and the ' +
+        'configured list (BGONE_EXECUTION_PROVIDER); always 1, absent until a model has loaded with a fall-back list.',
+      labelNames: ['provider', 'device_id', 'configured'],
+      registers: [own],
+      collect() {
+        this.reset();
+        const state = providerInUse();
+        if (!state) return;
+        const { provider, deviceId } = state.choice;
+        const gpuIndex = provider === 'cuda' || provider === 'tensorrt' ? String(deviceId) : '';
+        this.set({ provider, device_id: gpuIndex, configured: librarySettings().executionProvider }, 1);
       },
     });
     const backend = new Gauge({

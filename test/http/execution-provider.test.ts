@@ -1,15 +1,17 @@
 /**
- * The execution provider through the service: /readyz says where inference runs (the configured
- * provider and the providers of the loaded ONNX Runtime), conforming to the OpenAPI document; and
- * `bgone serve` with BGONE_EXECUTION_PROVIDER=cuda on this machine's CPU-only runtime does not
- * start: the model fails to load at start (the same path as any model that cannot load), with a
- * message naming CUDA and what a GPU deployment needs, before it listens. A bad value of the
- * variables is refused like any other configuration error. Real servers, real child processes.
+ * The execution provider through the service: /readyz says where inference runs (the provider in
+ * use, the configured list, those skipped, the providers of the loaded ONNX Runtime), conforming to
+ * the OpenAPI document, and /metrics names it. On this machine's runtime (onnxruntime-node, no CUDA
+ * provider library beside it, no Vulkan loader and no GPU adapter), `bgone serve` with cuda or
+ * webgpu alone does not start: the model fails to load at start with a message naming what is
+ * missing, before it listens; with webgpu,cpu it starts on the CPU and says so in its log, /readyz
+ * and /metrics. A bad value of the variables is refused like any other configuration error. Real
+ * servers, real child processes.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, useCliFolder } from '../helpers/cli-process.js';
+import { runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
 import { expectConforms, openApi } from '../helpers/http-assert.js';
 import { get, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -27,7 +29,7 @@ describe('/readyz', () => {
   it('reports provider cpu and the runtime providers, CPUExecutionProvider among them, as documented', async () => {
     const ready = await get(ts.url, '/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null });
+    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, configured: 'cpu', skipped: [] });
     expect(ready.json.inference.available).toContain('CPUExecutionProvider');
     expectConforms(await openApi(ts.url), 'GET', '/readyz', ready);
   });
@@ -37,15 +39,56 @@ describe('bgone serve', () => {
   it('BGONE_EXECUTION_PROVIDER=cuda on a CPU-only ONNX Runtime: exits 1 at start, saying the runtime has no usable CUDA provider and what is needed', async () => {
     const run = await runCli(dir, ['serve'], { BGONE_DB: join(dir, 'cuda', 'db.sqlite'), BGONE_PORT: '0', BGONE_EXECUTION_PROVIDER: 'cuda:0' });
     expect(run.code, run.stderr).toBe(1);
-    expect(run.stderr).toMatch(/^bgone: cannot start: Model medium could not be loaded on the execution provider cuda:0: /m);
+    expect(run.stderr).toMatch(/^bgone: cannot start: Model medium-fp32 could not be loaded on the execution provider cuda:0: /m);
     expect(run.stderr).toContain('has no usable CUDA execution provider');
-    expect(run.stderr).toContain('A GPU deployment needs a GPU build of ONNX Runtime 1.30 for CUDA 12');
+    expect(run.stderr).toContain('libonnxruntime_providers_cuda.so');
+    expect(run.stderr).toContain('CUDA 13');
+    expect(run.stderr).toContain('cuDNN 9');
     expect(run.stderr).toContain('BGONE_ORT_LIBRARY');
     expect(run.stdout).not.toMatch(/listening/);
   });
 
+  it('BGONE_EXECUTION_PROVIDER=webgpu without a GPU adapter: exits 1 at start, naming the Vulkan loader or the missing adapter', async () => {
+    const run = await runCli(dir, ['serve'], { BGONE_DB: join(dir, 'webgpu', 'db.sqlite'), BGONE_PORT: '0', BGONE_EXECUTION_PROVIDER: 'webgpu' });
+    expect(run.code, run.stderr).toBe(1);
+    // The default model's float variant is what WebGPU runs.
+    expect(run.stderr).toMatch(/^bgone: cannot start: Model medium-fp32 could not be loaded on the execution provider webgpu: /m);
+    expect(run.stderr).toContain('could not start its WebGPU execution provider');
+    expect(run.stderr).toMatch(/Vulkan loader \(libvulkan\.so\.1, Debian's libvulkan1\) is not installed|no GPU adapter answered/);
+    expect(run.stderr).toContain('BGONE_EXECUTION_PROVIDER=webgpu,cpu');
+    expect(run.stdout).not.toMatch(/listening/);
+  });
+
+  it('BGONE_EXECUTION_PROVIDER=webgpu,cpu without a GPU adapter: starts on the CPU, and its log, /readyz and /metrics say so', async () => {
+    const serve = new ServeProcess(dir, { BGONE_DB: join(dir, 'fallback', 'db.sqlite'), BGONE_PORT: '0', BGONE_EXECUTION_PROVIDER: 'webgpu,cpu' });
+    try {
+      const url = `http://127.0.0.1:${await serve.port()}`;
+      const logs = serve.logs();
+      const skipped = logs.find((l) => l.provider === 'webgpu' && l.level === 40);
+      expect(skipped?.msg).toBe('execution provider webgpu cannot start, falling back to the next of webgpu,cpu');
+      expect(skipped?.reason).toContain('WebGPU');
+      const inUse = logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('inference on '));
+      expect(inUse).toMatchObject({ msg: 'inference on cpu, model medium', provider: 'cpu', configured: 'webgpu,cpu', model: 'medium' });
+
+      const ready = await get(url, '/readyz');
+      expect(ready.status).toBe(200);
+      expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, configured: 'webgpu,cpu' });
+      expect(ready.json.inference.skipped).toEqual([{ provider: 'webgpu', reason: expect.stringContaining('WebGPU') }]);
+      expectConforms(await openApi(url), 'GET', '/readyz', ready);
+
+      const metricsLine = logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('metrics: '));
+      const metrics = await fetch(metricsLine!.msg.slice('metrics: '.length));
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain('bgone_execution_provider_info{provider="cpu",device_id="",configured="webgpu,cpu"} 1');
+    } finally {
+      serve.child.kill('SIGTERM');
+      await serve.exited;
+    }
+  });
+
   it.each([
     ['BGONE_EXECUTION_PROVIDER', 'gpu'],
+    ['BGONE_EXECUTION_PROVIDER', 'cpu,webgpu'],
     ['BGONE_CUDA_MEM_LIMIT_MB', '0'],
     ['BGONE_ORT_LIBRARY', '/no/such/libonnxruntime.so.1'],
   ])('%s=%s: exits 2 with an invalid-configuration message naming it, before touching the database', async (name, value) => {

@@ -1,11 +1,13 @@
 /**
  * The execution provider setting against the real runtime of this machine: onnxruntime-node's
- * Linux build, which lists CUDAExecutionProvider but ships none of its libraries (no GPU build of
- * ONNX Runtime comes from the npm registry). So the CPU path works, and CUDA fails at model load with
- * an internal_error that names CUDA, the runtime in use and what a GPU deployment needs, every time
- * (a failed load is not cached), without harming the process: back on the CPU, the same process
- * serves. The GPU path itself cannot run here (docs/operations.md, "GPU deployment").
+ * Linux build, which lists CUDAExecutionProvider but has none of its provider libraries beside it,
+ * and holds the WebGPU provider, which finds no adapter here (no Vulkan loader, no GPU). So the CPU
+ * path works; CUDA, TensorRT and WebGPU fail at model load with an internal_error that names the
+ * provider, the runtime in use and what is missing, every time (a failed load is not cached),
+ * without harming the process; a fall-back list skips them, says why, and runs on the CPU. The GPU
+ * paths themselves cannot run here (docs/operations.md, "GPU deployment").
  */
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defaultOnnxRuntimeLibrary } from '../../src/lib/native.js';
@@ -23,7 +25,7 @@ afterAll(() => {
 describe('the CPU (default)', () => {
   it("is the provider in effect; the runtime's list holds CPUExecutionProvider", () => {
     const providers = inferenceProviders();
-    expect(providers).toMatchObject({ provider: 'cpu', deviceId: null });
+    expect(providers).toMatchObject({ provider: 'cpu', deviceId: null, configured: 'cpu', skipped: [] });
     expect(providers.available).toContain('CPUExecutionProvider');
   });
 
@@ -41,12 +43,14 @@ describe('CUDA on a runtime without a usable CUDA provider', () => {
       expect(inferenceProviders()).toMatchObject({ provider: 'cuda', deviceId: provider === 'cuda' ? 0 : 1 });
       for (let i = 0; i < 2; i++) {
         const error = await expectBgoneError(preloadModel(), 'internal_error');
-        expect(error.message).toMatch(new RegExp(`^Model medium could not be loaded on the execution provider ${provider}: `));
-        expect(error.message).toContain(`the loaded ONNX Runtime (${defaultOnnxRuntimeLibrary()}) has no usable CUDA execution provider`);
-        expect(error.message).toContain('A GPU deployment needs a GPU build of ONNX Runtime 1.30 for CUDA 12');
+        expect(error.message).toMatch(new RegExp(`^Model medium-fp32 could not be loaded on the execution provider ${provider}: `));
+        expect(error.message).toMatch(/the loaded ONNX Runtime 1\.\d+\.\d+ \(([^)]+)\) has no usable CUDA execution provider/);
+        expect(error.message).toContain(`(${defaultOnnxRuntimeLibrary()})`);
+        expect(error.message).toContain(`libonnxruntime_providers_cuda.so is not in ${dirname(defaultOnnxRuntimeLibrary())}/`);
+        expect(error.message).toContain('CUDA 13');
         expect(error.message).toContain('cuDNN 9');
         expect(error.message).toContain('BGONE_ORT_LIBRARY');
-        expect(error.details).toMatchObject({ component: 'execution_provider', model: 'medium', provider });
+        expect(error.details).toMatchObject({ component: 'execution_provider', model: 'medium-fp32', provider });
         // ONNX Runtime's own reason: here, its CUDA provider libraries are not beside it.
         expect(error.detail).toMatch(/libonnxruntime_providers_(shared|cuda)\.so/);
         const job = await expectBgoneError(removeBackground(teddy, { size: 'preview' }), 'internal_error');
@@ -54,6 +58,16 @@ describe('CUDA on a runtime without a usable CUDA provider', () => {
       }
     },
   );
+
+  it('tensorrt: rejects naming TensorRT, its provider library and what it needs', async () => {
+    configure({ executionProvider: 'tensorrt', cudaMemLimitMb: 0 });
+    expect(inferenceProviders()).toMatchObject({ provider: 'tensorrt', deviceId: 0 });
+    const error = await expectBgoneError(preloadModel(), 'internal_error');
+    expect(error.message).toMatch(/^Model medium-fp32 could not be loaded on the execution provider tensorrt: /);
+    expect(error.message).toContain('has no usable TensorRT execution provider');
+    expect(error.message).toContain('libnvinfer.so.10');
+    expect(error.details).toMatchObject({ component: 'execution_provider', provider: 'tensorrt' });
+  });
 
   it('back on the CPU, the same process loads the model and serves', async () => {
     configure({ executionProvider: 'cpu', cudaMemLimitMb: 0 });
@@ -70,5 +84,49 @@ describe('onnxRuntimeLibrary', () => {
     expect(error.details).toEqual({ field: 'onnxRuntimeLibrary' });
     expect(error.message).toBe(`onnxRuntimeLibrary cannot change once the native core has started (it uses ${inUse}).`);
     expect(librarySettings().onnxRuntimeLibrary).toBe(inUse);
+  });
+});
+
+describe('WebGPU without a GPU adapter', () => {
+  afterAll(() => {
+    configure({ executionProvider: 'cpu', cudaMemLimitMb: 0 });
+  });
+
+  it('webgpu alone: loading rejects every time, naming WebGPU and what is missing, with the float model', async () => {
+    configure({ executionProvider: 'webgpu', cudaMemLimitMb: 0 });
+    expect(inferenceProviders()).toMatchObject({ provider: 'webgpu', deviceId: null, configured: 'webgpu', skipped: [] });
+    for (let i = 0; i < 2; i++) {
+      const error = await expectBgoneError(preloadModel(), 'internal_error');
+      // int8 QDQ graphs are the CPU's: on WebGPU the default is its float variant.
+      expect(error.message).toMatch(/^Model medium-fp32 could not be loaded on the execution provider webgpu: /);
+      expect(error.message).toContain('could not start its WebGPU execution provider');
+      expect(error.message).toMatch(/The Vulkan loader \(libvulkan\.so\.1, Debian's libvulkan1\) is not installed|no GPU adapter answered/);
+      expect(error.message).toContain('BGONE_EXECUTION_PROVIDER=webgpu,cpu');
+      expect(error.details).toMatchObject({ component: 'execution_provider', model: 'medium-fp32', provider: 'webgpu' });
+    }
+  });
+
+  it('a model named by the job is the one loaded, on WebGPU too', async () => {
+    configure({ executionProvider: 'webgpu' });
+    const error = await expectBgoneError(removeBackground(teddy, { size: 'preview', model: 'small' }), 'internal_error');
+    expect(error.details).toMatchObject({ component: 'execution_provider', model: 'small', provider: 'webgpu' });
+  });
+
+  it('webgpu,cpu: WebGPU is skipped with its reason, the CPU runs the default model, and stays chosen', async () => {
+    configure({ executionProvider: 'webgpu,cpu' });
+    expect(inferenceProviders()).toMatchObject({ provider: null, configured: 'webgpu,cpu', skipped: [] });
+    expect(await preloadModel()).toBe('medium');
+    const providers = inferenceProviders();
+    expect(providers).toMatchObject({ provider: 'cpu', deviceId: null, configured: 'webgpu,cpu' });
+    expect(providers.skipped).toEqual([{ provider: 'webgpu', reason: expect.stringContaining('could not start its WebGPU execution provider') }]);
+    expect((await removeBackground(teddy, { size: 'preview' })).width).toBe(284);
+    expect(inferenceProviders().provider).toBe('cpu');
+  });
+
+  it("cuda,webgpu: the last entry's failure is the load's, after the first was skipped", async () => {
+    configure({ executionProvider: 'cuda,webgpu' });
+    const error = await expectBgoneError(preloadModel(), 'internal_error');
+    expect(error.details).toMatchObject({ component: 'execution_provider', provider: 'webgpu' });
+    expect(inferenceProviders()).toMatchObject({ provider: null, skipped: [] });
   });
 });

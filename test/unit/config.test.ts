@@ -250,6 +250,17 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
       { BGONE_EXECUTION_PROVIDER: 'cuda:1', BGONE_ORT_LIBRARY: library },
       { executionProvider: 'cuda:1', onnxRuntimeLibrary: library },
     ],
+    [{ BGONE_EXECUTION_PROVIDER: 'webgpu' }, { executionProvider: 'webgpu' }],
+    [
+      { BGONE_EXECUTION_PROVIDER: 'tensorrt:2', BGONE_CUDA_MEM_LIMIT_MB: '1024' },
+      { executionProvider: 'tensorrt:2', cudaMemLimitMb: 1024 },
+    ],
+    [{ BGONE_EXECUTION_PROVIDER: 'webgpu,cpu' }, { executionProvider: 'webgpu,cpu' }],
+    [{ BGONE_EXECUTION_PROVIDER: ' tensorrt , cuda:1 ,webgpu, cpu' }, { executionProvider: 'tensorrt,cuda:1,webgpu,cpu' }],
+    [
+      { BGONE_EXECUTION_PROVIDER: 'webgpu,cuda', BGONE_CUDA_MEM_LIMIT_MB: '2048' },
+      { executionProvider: 'webgpu,cuda', cudaMemLimitMb: 2048 },
+    ],
   ])('%j gives %j', (env, expected) => {
     expect(loadLibraryConfig(env)).toMatchObject(expected);
     expect(loadConfig(env).library).toMatchObject(expected);
@@ -265,6 +276,13 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     ['BGONE_EXECUTION_PROVIDER', 'cuda:256'],
     ['BGONE_EXECUTION_PROVIDER', 'cpu:0'],
     ['BGONE_EXECUTION_PROVIDER', 'cuda 0'],
+    ['BGONE_EXECUTION_PROVIDER', 'webgpu:0'],
+    ['BGONE_EXECUTION_PROVIDER', 'tensorrt:256'],
+    ['BGONE_EXECUTION_PROVIDER', 'webgpu,,cpu'],
+    ['BGONE_EXECUTION_PROVIDER', 'webgpu,'],
+    ['BGONE_EXECUTION_PROVIDER', 'cpu,webgpu'],
+    ['BGONE_EXECUTION_PROVIDER', 'cuda,cuda:1'],
+    ['BGONE_EXECUTION_PROVIDER', 'webgpu;cpu'],
     ['BGONE_CUDA_MEM_LIMIT_MB', '0'],
     ['BGONE_CUDA_MEM_LIMIT_MB', '-5'],
     ['BGONE_CUDA_MEM_LIMIT_MB', '1.5'],
@@ -279,9 +297,17 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     expect(() => loadLibraryConfig(env)).toThrow(ConfigError);
   });
 
-  it('the provider message lists what is allowed', () => {
-    expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: 'gpu' })).toThrow(
-      'BGONE_EXECUTION_PROVIDER must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255) (got "gpu")',
+  it.each([
+    ['gpu', '"gpu" is not a provider'],
+    ['cuda:256', '"cuda:256": the device id must be a GPU index from 0 to 255'],
+    ['webgpu:1', '"webgpu:1": webgpu takes no device id (it uses the first GPU adapter)'],
+    ['webgpu,,cpu', 'entry 2 of 3 is empty'],
+    ['cpu,webgpu', '"webgpu" follows cpu, which always starts, so it would never be tried'],
+    ['cuda:0,webgpu,cuda:1', 'cuda is listed twice'],
+  ])('the provider message for %s lists what is allowed and says what is wrong', (value, problem) => {
+    expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: value })).toThrow(
+      'BGONE_EXECUTION_PROVIDER must be one provider or an ordered fall-back list (e.g. webgpu,cpu) of cpu, cuda[:<device id>], ' +
+        `tensorrt[:<device id>] and webgpu: ${problem} (got "${value}")`,
     );
   });
 
@@ -300,10 +326,12 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     expect(() => loadConfig({ BGONE_ADDON_BUILD: value })).toThrow(`BGONE_ADDON_BUILD must be auto or baseline (got "${value}")`);
   });
 
-  it('a GPU memory limit without a GPU provider is refused rather than ignored', () => {
+  it('a GPU memory limit without CUDA or TensorRT is refused rather than ignored', () => {
     expect(() => loadConfig({ BGONE_CUDA_MEM_LIMIT_MB: '4096' })).toThrow(ConfigError);
-    expect(() => loadConfig({ BGONE_CUDA_MEM_LIMIT_MB: '4096', BGONE_EXECUTION_PROVIDER: 'cpu' })).toThrow(
-      /BGONE_CUDA_MEM_LIMIT_MB .*BGONE_EXECUTION_PROVIDER=cuda/,
-    );
+    for (const provider of ['cpu', 'webgpu', 'webgpu,cpu']) {
+      expect(() => loadConfig({ BGONE_CUDA_MEM_LIMIT_MB: '4096', BGONE_EXECUTION_PROVIDER: provider })).toThrow(
+        /BGONE_CUDA_MEM_LIMIT_MB applies to CUDA and TensorRT only: .*BGONE_EXECUTION_PROVIDER=cuda/,
+      );
+    }
   });
 });

@@ -1,9 +1,11 @@
 /**
  * The service's Prometheus metrics (src/service/metrics.ts, on prom-client): what render() shows after
  * record() and recordInference() calls, the queue length read at scrape time, the HTTP backend,
- * prom-client's default process metrics, and two instances counting apart.
+ * the execution provider in use, prom-client's default process metrics, and two instances counting
+ * apart.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { configure, DEFAULT_SETTINGS } from '../../src/lib/index.js';
 import { Metrics } from '../../src/service/metrics.js';
 
 const REMOVE = '/api/v1/remove';
@@ -108,6 +110,32 @@ describe('gauges', () => {
     const text = await metrics(() => 0, backend).render();
     expect(text).toContain('# TYPE bgone_http_backend_info gauge');
     expect(samples(text, 'bgone_http_backend_info')).toEqual([`bgone_http_backend_info{backend="${backend}"} 1`]);
+  });
+});
+
+describe('bgone_execution_provider_info', () => {
+  afterAll(() => {
+    configure(DEFAULT_SETTINGS);
+  });
+
+  it('names the provider in use, its GPU index and the configured list, read at scrape time', async () => {
+    const m = metrics();
+    const text = await m.render();
+    expect(text).toContain('# TYPE bgone_execution_provider_info gauge');
+    expect(samples(text, 'bgone_execution_provider_info')).toEqual(['bgone_execution_provider_info{provider="cpu",device_id="",configured="cpu"} 1']);
+    configure({ executionProvider: 'cuda:2' });
+    expect(samples(await m.render(), 'bgone_execution_provider_info')).toEqual([
+      'bgone_execution_provider_info{provider="cuda",device_id="2",configured="cuda:2"} 1',
+    ]);
+    configure({ executionProvider: 'webgpu' });
+    expect(samples(await m.render(), 'bgone_execution_provider_info')).toEqual([
+      'bgone_execution_provider_info{provider="webgpu",device_id="",configured="webgpu"} 1',
+    ]);
+  });
+
+  it('has no sample while a fall-back list has not been tried by a model load', async () => {
+    configure({ executionProvider: 'webgpu,cpu' });
+    expect(samples(await metrics().render(), 'bgone_execution_provider_info')).toEqual([]);
   });
 });
 

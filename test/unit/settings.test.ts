@@ -77,9 +77,12 @@ describe('configure', () => {
     expect(librarySettings().inferenceThreads).toBe(1);
   });
 
-  it('the execution provider: cpu, cuda or cuda:<device id>, with an optional GPU memory limit', () => {
+  it('the execution provider: cpu, cuda[:<device id>], tensorrt[:<device id>], webgpu or a fall-back list, with an optional GPU memory limit', () => {
     expect(configure({ executionProvider: 'cuda' })).toEqual({ ...DEFAULT_SETTINGS, executionProvider: 'cuda' });
     expect(configure({ executionProvider: 'cuda:3', cudaMemLimitMb: 4096 })).toMatchObject({ executionProvider: 'cuda:3', cudaMemLimitMb: 4096 });
+    expect(configure({ executionProvider: 'tensorrt:1' }).executionProvider).toBe('tensorrt:1');
+    expect(configure({ executionProvider: 'webgpu' }).executionProvider).toBe('webgpu');
+    expect(configure({ executionProvider: ' webgpu, cuda:2 ,cpu' }).executionProvider).toBe('webgpu,cuda:2,cpu');
     expect(configure({ executionProvider: 'cpu', cudaMemLimitMb: 0 })).toEqual(DEFAULT_SETTINGS);
   });
 
@@ -116,6 +119,11 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['executionProvider', 'cuda:256'],
     ['executionProvider', 'cuda:01'],
     ['executionProvider', 'cpu:0'],
+    ['executionProvider', 'webgpu:0'],
+    ['executionProvider', ''],
+    ['executionProvider', 'webgpu,'],
+    ['executionProvider', 'cpu,cuda'],
+    ['executionProvider', 'webgpu,webgpu'],
     ['executionProvider', 0],
     ['executionProvider', null],
     ['cudaMemLimitMb', -1],
@@ -159,7 +167,8 @@ describe('a bad value is a validation_error naming the field, and changes nothin
       'modelsDir /no/such/folder/for/bgone is not an existing folder.',
     );
     expect(expectThrowsBgone(() => configure({ executionProvider: 'gpu' as never }), 'validation_error').message).toBe(
-      'executionProvider must be cpu, cuda or cuda:<device id> (a GPU index from 0 to 255), got "gpu".',
+      'executionProvider must be one provider or an ordered fall-back list (e.g. webgpu,cpu) of cpu, cuda[:<device id>], ' +
+        'tensorrt[:<device id>] and webgpu, got "gpu": "gpu" is not a provider.',
     );
     expect(expectThrowsBgone(() => configure({ onnxRuntimeLibrary: '/no/such/libonnxruntime.so.1' }), 'validation_error').message).toBe(
       'onnxRuntimeLibrary /no/such/libonnxruntime.so.1 is not an existing file.',
