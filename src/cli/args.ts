@@ -61,6 +61,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     positionals: { max: Infinity, name: 'model names, or an ONNX file with --family' },
   },
   'models remove': { options: HELP_OPTIONS, positionals: { max: 1, name: 'model name' } },
+  'gpu install': { options: { ...HELP_OPTIONS, dir: { type: 'string' }, 'dry-run': { type: 'boolean' } }, positionals: NONE },
 };
 
 /** The commands that take an action word (`accounts list`), with their actions. */

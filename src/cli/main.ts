@@ -7,6 +7,7 @@ import { configure } from '../lib/index.js';
 import { StoreError } from '../store/index.js';
 import { adminCommand } from './admin.js';
 import { parseCommandLine, UsageError } from './args.js';
+import { gpuCommand } from './gpu.js';
 import { modelsCommand } from './models.js';
 import { REMOVE_FLAGS_HELP, removeCommand } from './remove.js';
 import { serveCommand } from './serve.js';
@@ -34,6 +35,8 @@ const USAGE = `usage: bgone <command>
                                             add an ONNX model of family F (docs/models.md), checked
                                             against the family and run once on a test image
   models remove <name>                      remove a model added from a file
+  gpu install [--dir DIR] [--dry-run]       install the CUDA route's ONNX Runtime 1.29 and its CUDA and
+                                            TensorRT providers from npm (default DIR: the package's .gpu/)
   remove <files or folders> --out DIR       run the library locally over many images, with:
 ${REMOVE_FLAGS_HELP}
 
@@ -55,6 +58,8 @@ async function main(argv: string[]): Promise<number> {
       return removeCommand(parsed);
     case 'models':
       return modelsCommand(parsed);
+    case 'gpu':
+      return gpuCommand(parsed);
     case 'accounts':
     case 'keys':
     case 'plans':

@@ -131,7 +131,7 @@ export function modelLoadError(model: string, path: string, cause: unknown, prov
 export function providerLoadError(model: string, path: string, provider: string, cause: unknown): BgoneError {
   const remedy = provider.startsWith('webgpu')
     ? `Install what is missing, list a fall-back after it (BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`
-    : 'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library, list a fall-back after it ' +
+    : 'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library (`bgone gpu install` sets one up from npm), list a fall-back after it ' +
       `(BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`;
   return new BgoneError(
     'internal_error',

@@ -66,7 +66,19 @@ describe('commands', () => {
       'models list',
       'models add',
       'models remove',
+      'gpu install',
     ]);
+  });
+
+  it('parses `gpu install` with --dir and --dry-run, and nothing else', () => {
+    expect(run(['gpu', 'install', '--dir', '/opt/bgone-gpu', '--dry-run'])).toMatchObject({
+      group: 'gpu',
+      action: 'install',
+      positionals: [],
+      values: { dir: '/opt/bgone-gpu', 'dry-run': true },
+    });
+    expect(usageError(['gpu'])).toBe('gpu needs one of: install');
+    expect(usageError(['gpu', 'install', 'cuda'])).toMatch(/"gpu install" takes no arguments besides its options, got: cuda/);
   });
 
   it('parses `models add` with model names and `models list --json`', () => {
