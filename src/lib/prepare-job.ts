@@ -11,7 +11,7 @@ import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
 import { BgoneError } from './errors.js';
 import { atInferenceSide, withInferenceSize } from './inference-size.js';
-import { inferenceSideOf, type ModelContract, modelContract, resolveModel } from './models.js';
+import { inferenceSideOf, type ModelContract, modelContract, providerInUse, resolveModel } from './models.js';
 import { native } from './native.js';
 import type { Effort } from './option-table.js';
 import {
@@ -140,6 +140,16 @@ function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe:
 }
 
 /**
+ * The job's inference size: on the CPU, for its output (inference-size.ts); on a GPU provider the
+ * family's full side for every job, one fixed input shape, as a GPU provider plans (and CUDA's cuDNN
+ * searches its algorithms) once per shape, and a smaller side saves little there.
+ */
+function sized(options: NativeOptions, width: number, height: number): NativeOptions {
+  const provider = providerInUse()?.choice.provider ?? 'cpu';
+  return provider === 'cpu' ? withInferenceSize(options, width, height) : options;
+}
+
+/**
  * The options for the model's family: its matting levels for the effort, and the side it runs at (a
  * fixed graph's own, or its family's side for a symbolic one), with the guided filter's radius
  * scaled to it.
@@ -170,7 +180,7 @@ function prepare(
   checkCropBox(probe, applied);
   const job: PreparedJob = Object.freeze({
     input: copy ? ownCopy(image) : asBuffer(image),
-    options: Object.freeze({ ...forModel(withInferenceSize(applied, probe.width, probe.height), contract, normalised.effort) }),
+    options: Object.freeze({ ...forModel(sized(applied, probe.width, probe.height), contract, normalised.effort) }),
     model: normalised.model,
     probe: Object.freeze(probe),
     background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,

@@ -6,13 +6,28 @@
  */
 import { describe, expect, it } from 'vitest';
 import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
-import { normaliseOptions, prepareJob, removeBackground } from '../helpers/bgone.js';
+import { configure, normaliseOptions, prepareJob, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { readPhoto } from '../helpers/paths.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
 
 describe('prepareJob', () => {
+  it('on a GPU provider every job takes the full inference side (one input shape); on the CPU a small output takes less', () => {
+    try {
+      for (const [executionProvider, side] of [
+        ['webgpu', 1024],
+        ['cuda:1', 1024],
+        ['cpu', 896],
+      ] as const) {
+        configure({ executionProvider });
+        expect(prepareJob(teddy, { size: 'preview' }).options.inferenceSize).toBe(side);
+      }
+    } finally {
+      configure({ executionProvider: 'cpu' });
+    }
+  });
+
   it('returns the probe, the options for this image, the model and the estimator answer', () => {
     const seen: unknown[] = [];
     const job = prepareJob(teddy, { size: 'preview', format: 'webp' }, (input, probe, options) => {
