@@ -18,8 +18,8 @@
  *   preview, medium            size=preview / medium with the inference size the library picks for it
  *   preview-1024, medium-1024  the same at a 1024² inference; scored at the output's resolution
  * Options: --only <prefix> (e.g. am_), --split tune|check (one half), --model <name> (every variant on that model), --inference-size
- * <side> (every variant at that side), and for tuning the env variables BGONE_GUIDED_RADIUS /
- * BGONE_GUIDED_EPS / BGONE_LEVELS=low,high.
+ * <side> (every variant at that side). Refinement constants are swept as variants (radius:R, eps:E,
+ * levels:L:H).
  */
 
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -135,11 +135,11 @@ function splitOf(names: string[]): Map<string, 'tune' | 'check'> {
 }
 
 /** The native options of a variant for one photo: prepareJob's (the model's family applied), then the variant's knobs. */
-function jobOptions(variant: Variant, input: Buffer, tuning: Partial<NativeOptions>, model: string | undefined): NativeOptions {
+function jobOptions(variant: Variant, input: Buffer, inferenceSide: number | undefined, model: string | undefined): NativeOptions {
   const prepared = prepareJob(input, { ...variant.options, channels: 'alpha', format: 'png', model }).options;
-  const side = tuning.inferenceSize ?? variant.inferenceSize;
+  const side = inferenceSide ?? variant.inferenceSize;
   const options = side !== undefined ? atInferenceSide(prepared, side) : prepared;
-  return { ...options, ...variant.knobs, ...tuning, inferenceSize: options.inferenceSize };
+  return { ...options, ...variant.knobs };
 }
 
 async function main(): Promise<void> {
@@ -150,11 +150,7 @@ async function main(): Promise<void> {
   const variants = new Map(variantNames.map((v) => [v, variantOf(v)]));
   const files = readdirSync(join(dataset, 'images')).sort();
   const split = splitOf(files.map((f) => f.replace(/\.[a-z]+$/, '')));
-  const tuning: { -readonly [K in keyof NativeOptions]?: NativeOptions[K] } = {};
-  if (process.env.BGONE_GUIDED_RADIUS) tuning.guidedRadius = Number(process.env.BGONE_GUIDED_RADIUS);
-  if (process.env.BGONE_GUIDED_EPS) tuning.guidedEps = Number(process.env.BGONE_GUIDED_EPS);
-  if (process.env.BGONE_LEVELS) [tuning.levelsLow, tuning.levelsHigh] = process.env.BGONE_LEVELS.split(',').map(Number) as [number, number];
-  if (arg('--inference-size')) tuning.inferenceSize = Number(arg('--inference-size'));
+  const inferenceSide = arg('--inference-size') ? Number(arg('--inference-size')) : undefined;
 
   const perImage: Array<{ name: string; split: string; variant: string; inferenceSize: number; scores: MatteScores }> = [];
   for (const variantName of variantNames) {
@@ -167,7 +163,7 @@ async function main(): Promise<void> {
       if (onlySplit && split.get(name) !== onlySplit) continue;
       const input = readFileSync(join(dataset, 'images', file));
       const gtPath = join(dataset, 'gt', `${name}.png`);
-      const options = jobOptions(variant, input, tuning, modelName);
+      const options = jobOptions(variant, input, inferenceSide, modelName);
       const full = await grey(gtPath);
       let pred: { data: Uint8Array; width: number; height: number };
       if (reference) {
@@ -268,7 +264,15 @@ async function main(): Promise<void> {
   writeFileSync(
     join(root, 'bench', 'results', 'quality.json'),
     JSON.stringify(
-      { date: new Date().toISOString(), variants: variantNames, tuning, split: Object.fromEntries(split), summary, baseline: BASELINE, perImage },
+      {
+        date: new Date().toISOString(),
+        variants: variantNames,
+        inferenceSide: inferenceSide ?? null,
+        split: Object.fromEntries(split),
+        summary,
+        baseline: BASELINE,
+        perImage,
+      },
       null,
       2,
     ),
