@@ -1,7 +1,7 @@
 // N-API surface of the native core. TypeScript validates and normalises options and owns every
 // default (src/lib/options.ts, src/lib/models.ts); this file copies each field strictly into
 // JobOptions / ModelSpec (fields.h: a missing or mistyped field is a TypeError, never a default),
-// runs the job on a libuv worker thread and turns the result or a PipelineError back into
+// runs the job on a job thread of the core's own (job_threads.h) and turns the result or a PipelineError back into
 // JavaScript values.
 #include <fcntl.h>
 #include <napi.h>
@@ -18,6 +18,7 @@
 #include "errors.h"
 #include "fields.h"
 #include "image_io.h"
+#include "job_threads.h"
 #include "jobs.h"
 #include "model.h"
 #include "model_resample.h"
@@ -182,12 +183,12 @@ Napi::Value guarded(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-class LoadModelWorker : public Napi::AsyncWorker {
+class LoadModelCall : public NativeCall {
  public:
-  LoadModelWorker(Napi::Env env, ModelSpec spec)
-      : Napi::AsyncWorker(env), spec_(std::move(spec)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  LoadModelCall(Napi::Env env, ModelSpec spec) : NativeCall(env), spec_(std::move(spec)), deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
 
+ protected:
   void Execute() override {
     try {
       model_ = std::make_shared<Model>(spec_);
@@ -198,18 +199,14 @@ class LoadModelWorker : public Napi::AsyncWorker {
     } catch (const PipelineError& e) {
       code_ = e.code();
       SetError(e.what());
-    } catch (const std::exception& e) {
-      SetError(e.what());
-    } catch (...) {
-      SetError("unknown native exception");
     }
   }
-  void OnOK() override {
+  void OnOK(Napi::Env env) override {
     auto* holder = new ModelRef(model_);
-    deferred_.Resolve(Napi::External<ModelRef>::New(Env(), holder, [](Napi::Env, ModelRef* ref) { delete ref; }));
+    deferred_.Resolve(Napi::External<ModelRef>::New(env, holder, [](Napi::Env, ModelRef* ref) { delete ref; }));
   }
-  void OnError(const Napi::Error& error) override {
-    Napi::Error rejection = make_error(Env(), code_, error.Message());
+  void OnError(Napi::Env env, const std::string& message) override {
+    Napi::Error rejection = make_error(env, code_, message);
     // The session could not get its execution provider: src/lib/models.ts says so in its message.
     if (provider_failed_) rejection.Value().Set("reason", "execution_provider");
     deferred_.Reject(rejection.Value());
@@ -223,10 +220,10 @@ class LoadModelWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
 };
 
-class RemoveBackgroundWorker : public Napi::AsyncWorker {
+class RemoveBackgroundCall : public NativeCall {
  public:
-  RemoveBackgroundWorker(Napi::Env env, Napi::Buffer<uint8_t> input, JobOptions options, ModelRef model, Napi::Value background)
-      : Napi::AsyncWorker(env),
+  RemoveBackgroundCall(Napi::Env env, Napi::Buffer<uint8_t> input, JobOptions options, ModelRef model, Napi::Value background)
+      : NativeCall(env),
         input_ref_(Napi::Persistent(input.As<Napi::Object>())),
         data_(input.Data()),
         length_(input.Length()),
@@ -241,13 +238,14 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
       background_length_ = bytes.Length();
     }
   }
-  ~RemoveBackgroundWorker() override {
+  ~RemoveBackgroundCall() override {
     if (result_.encoded.data != nullptr) free_encoded(result_.encoded.data, result_.encoded.own);
     if (result_.alpha.data != nullptr) free_encoded(result_.alpha.data, result_.alpha.own);
   }
   Napi::Promise promise() { return deferred_.Promise(); }
 
-  // Runs on a libuv worker thread: no JavaScript values may be touched here. The input bytes are
+ protected:
+  // Runs on a job thread: no JavaScript values may be touched here. The input bytes are
   // read in place, never copied: input_ref_ keeps the Buffer alive, but not its memory if its
   // ArrayBuffer is transferred, so JavaScript hands over only bytes that nothing can transfer
   // (src/lib/prepare-job.ts copies a caller's).
@@ -260,20 +258,10 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
       code_ = e.code();
       from_background_ = e.background();
       SetError(e.what());
-    } catch (const std::bad_alloc&) {
-      code_ = ErrorCode::Internal;
-      SetError("out of memory");
-    } catch (const std::exception& e) {
-      code_ = ErrorCode::Internal;
-      SetError(e.what());
-    } catch (...) {
-      code_ = ErrorCode::Internal;
-      SetError("unknown native exception");
     }
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
+  void OnOK(Napi::Env env) override {
     Napi::Object out = Napi::Object::New(env);
     out.Set("data", take_encoded(env, result_.encoded));
     if (result_.alpha.data != nullptr) {
@@ -305,10 +293,14 @@ class RemoveBackgroundWorker : public Napi::AsyncWorker {
     out.Set("timings", timings);
     deferred_.Resolve(out);
   }
-  void OnError(const Napi::Error& error) override {
-    Napi::Error rejection = make_error(Env(), code_, error.Message());
+  void OnError(Napi::Env env, const std::string& message) override {
+    Napi::Error rejection = make_error(env, code_, message);
     if (from_background_) rejection.Value().Set("input", "background");
     deferred_.Reject(rejection.Value());
+  }
+  void Abandon() override {
+    input_ref_.SuppressDestruct();
+    background_ref_.SuppressDestruct();
   }
 
  private:
@@ -353,9 +345,9 @@ Napi::Value AvailableProviders(const Napi::CallbackInfo& info) {
 // deviceId, gpuMemLimitMb, warmUpRuns, warmUpSide }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   const ModelSpec spec = read_model_spec(info[0]);
-  auto* worker = new LoadModelWorker(info.Env(), spec);
-  Napi::Promise promise = worker->promise();
-  worker->Queue();
+  auto* call = new LoadModelCall(info.Env(), spec);
+  Napi::Promise promise = call->promise();
+  call->Queue();
   return promise;
 }
 
@@ -393,9 +385,9 @@ Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(env, "removeBackground: the model was released").ThrowAsJavaScriptException();
     return env.Undefined();
   }
-  auto* worker = new RemoveBackgroundWorker(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model, info[3]);
-  Napi::Promise promise = worker->promise();
-  worker->Queue();
+  auto* call = new RemoveBackgroundCall(env, info[0].As<Napi::Buffer<uint8_t>>(), options, model, info[3]);
+  Napi::Promise promise = call->promise();
+  call->Queue();
   return promise;
 }
 
