@@ -207,7 +207,7 @@ export function openApiDocument(): Record<string, unknown> {
             database: { type: 'string', enum: ['sqlite', 'postgres'] },
             inference: {
               type: ['object', 'null'],
-              required: ['provider', 'device_id', 'configured', 'skipped', 'available'],
+              required: ['provider', 'device_id', 'configured', 'skipped', 'available', 'native_concurrency'],
               additionalProperties: false,
               description: 'Where inference runs (null if the native core does not answer).',
               properties: {
@@ -233,6 +233,11 @@ export function openApiDocument(): Record<string, unknown> {
                   type: 'array',
                   items: { type: 'string' },
                   description: 'The execution providers the loaded ONNX Runtime was built with; one listed may still lack its libraries.',
+                },
+                native_concurrency: {
+                  type: 'integer',
+                  description:
+                    'Jobs let inside the native core at once: BGONE_NATIVE_CONCURRENCY, or with 0 (default) 2 on the CPU and one per core (4 to 16) on a GPU.',
                 },
               },
             },

@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import type { Router } from '../http/router.js';
 import type { BackendName } from '../http/types.js';
-import { inferenceProviders, queueSize } from '../lib/index.js';
+import { concurrencyInUse, inferenceProviders, queueSize } from '../lib/index.js';
 import type { Admission } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import type { JobMemoryGate } from '../service/job-memory-gate.js';
@@ -60,12 +60,12 @@ export function mountMetrics(router: Router, metrics: Metrics, token?: string): 
 export function mountApi(router: Router, deps: ApiDeps): void {
   const { store, admission, metrics, logger } = deps;
   // Where inference runs: the provider in use (the model loaded with it, or the service would not
-  // have started), the configured list, those of it skipped, and the providers the loaded ONNX
-  // Runtime was built with.
+  // have started), the configured list, those of it skipped, the providers the loaded ONNX Runtime
+  // was built with, and the jobs let inside the native core at once.
   const inference = () => {
     try {
       const { provider, deviceId, configured, skipped, available } = inferenceProviders();
-      return { provider, device_id: deviceId, configured, skipped, available };
+      return { provider, device_id: deviceId, configured, skipped, available, native_concurrency: concurrencyInUse() };
     } catch (err) {
       logger?.warn({ err }, 'readiness: the native core does not answer');
       return null;

@@ -9,7 +9,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
-import { addonFileInUse, BgoneError, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
+import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
 import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
@@ -195,5 +195,9 @@ function logInferenceProvider(logger: ReturnType<typeof createLogger>, asked: st
   const defaultModel = readManifest().default;
   const variant = asked === undefined && model !== defaultModel ? ` (the float variant of ${defaultModel}: its int8 graph is for the CPU)` : '';
   const where = deviceId === null ? `${provider}` : `${provider}:${deviceId}`;
-  logger.info({ provider, device_id: deviceId, configured, model }, `inference on ${where}, model ${model}${variant}`);
+  const jobs = concurrencyInUse();
+  logger.info(
+    { provider, device_id: deviceId, configured, model, native_concurrency: jobs },
+    `inference on ${where}, model ${model}${variant}, ${jobs} jobs at once`,
+  );
 }

@@ -291,7 +291,7 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
   return {
     modelsDir: env.BGONE_MODELS_DIR || undefined,
     inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
-    nativeConcurrency: int(env, 'BGONE_NATIVE_CONCURRENCY', 2, 1, 64),
+    nativeConcurrency: int(env, 'BGONE_NATIVE_CONCURRENCY', 0, 0, 64),
     executionProvider,
     cudaMemLimitMb,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),

@@ -11,7 +11,15 @@ import { acquireModel, forgetModels, providerInUse } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
 import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
-import { DEFAULT_SETTINGS, type LibrarySettings, librarySettings, mergeSettings, type ProviderName, replaceSettings } from './settings.js';
+import {
+  DEFAULT_SETTINGS,
+  type LibrarySettings,
+  librarySettings,
+  mergeSettings,
+  nativeConcurrencyFor,
+  type ProviderName,
+  replaceSettings,
+} from './settings.js';
 import { downloadSources, needsDownload } from './sources.js';
 import { zipStored } from './zip.js';
 
@@ -72,7 +80,13 @@ export interface RemoveBackgroundResult {
 /** Background jobs (batch work) wait this long after a normal job ends before they go in. */
 const BACKGROUND_GRACE_MS = 250;
 
-const limiter = new Limiter(DEFAULT_SETTINGS.nativeConcurrency, BACKGROUND_GRACE_MS);
+const limiter = new Limiter(nativeConcurrencyFor(DEFAULT_SETTINGS, undefined), BACKGROUND_GRACE_MS);
+
+/** Bounds the jobs inside the native core for the settings and the provider in use (known once a model has loaded). */
+function syncConcurrency(): void {
+  const bound = nativeConcurrencyFor(librarySettings(), providerInUse()?.choice.provider);
+  if (limiter.concurrency !== bound) limiter.concurrency = bound;
+}
 
 /**
  * Sets the library's process-wide settings (see LibrarySettings for each and its default); fields
@@ -104,13 +118,23 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
     next.cudaMemLimitMb !== previous.cudaMemLimitMb
   )
     forgetModels();
-  limiter.concurrency = next.nativeConcurrency;
+  syncConcurrency();
   return librarySettings();
 }
 
 /** Sets how many jobs may be inside the native core at once: configure({ nativeConcurrency }). */
 export function setConcurrency(concurrency: number): void {
   configure({ nativeConcurrency: concurrency });
+}
+
+/**
+ * The jobs let inside the native core at once now: the nativeConcurrency setting, or with 0 the
+ * choice for the provider in use (2 on the CPU, one per core from 4 to 16 on a GPU; the CPU's until
+ * a model has loaded).
+ */
+export function concurrencyInUse(): number {
+  syncConcurrency();
+  return limiter.concurrency;
 }
 
 /** Jobs running or waiting in this process. */
@@ -167,6 +191,7 @@ export function inferenceProviders(): InferenceProviders {
 export async function preloadModel(name?: string): Promise<string> {
   const lease = await acquireModel(name, true);
   lease.release();
+  syncConcurrency();
   return lease.key;
 }
 
@@ -238,6 +263,7 @@ export async function removeBackground(
     job = prepareJob(bytes, normalised);
   }
   const lease = await acquireModel(job.model);
+  syncConcurrency();
   try {
     const { alpha, ...result } = await limiter.run(
       () => native().removeBackground(job.input, job.options, lease.handle, job.background),

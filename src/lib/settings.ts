@@ -15,9 +15,10 @@ export interface LibrarySettings {
   /** ONNX Runtime intra-op threads for one inference; 0 (default): one per core (inferenceThreadCount). */
   inferenceThreads: number;
   /**
-   * Jobs inside the native core at once (default 2): a second job's decode and encode overlap the
-   * first one's inference, or its inference runs beside it (at most two runs share the cores:
-   * native/model.cc), while more would only hold libuv threads waiting for a place to run.
+   * Jobs inside the native core at once; 0 (default): nativeConcurrencyFor's choice for the provider
+   * in use, 2 on the CPU and one per core (4 to 16) on a GPU. Each job has a thread of the core's
+   * own from decode to encode (native/job_threads.h), and at most two model runs share the session at
+   * a time (native/model.cc): the other jobs decode, mat and encode meanwhile.
    */
   nativeConcurrency: number;
   /**
@@ -86,7 +87,7 @@ const MAX_GPU_MEM_MB = 1_048_576;
 export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   modelsDir: join(PACKAGE_ROOT, 'models'),
   inferenceThreads: 0,
-  nativeConcurrency: 2,
+  nativeConcurrency: 0,
   executionProvider: 'cpu',
   cudaMemLimitMb: 0,
   onnxRuntimeLibrary: undefined,
@@ -110,6 +111,29 @@ let current: Readonly<LibrarySettings> = DEFAULT_SETTINGS;
  */
 export function inferenceThreadCount(settings: Readonly<LibrarySettings>): number {
   return settings.inferenceThreads > 0 ? settings.inferenceThreads : availableParallelism();
+}
+
+/** Jobs inside the native core at once on the CPU: see nativeConcurrencyFor. */
+export const CPU_NATIVE_CONCURRENCY = 2;
+/** Bounds of the jobs inside the native core at once on a GPU: see nativeConcurrencyFor. */
+export const GPU_NATIVE_CONCURRENCY = { min: 4, max: 16 } as const;
+
+/**
+ * The jobs inside the native core at once: the setting, or with 0 the choice for the provider.
+ * - The CPU: 2 (CPU_NATIVE_CONCURRENCY). The model's run takes every core; a second job's decode and
+ *   encode fill the gaps of the first one's run, or its run shares the session; more would only wait
+ *   for a place to run, holding their decoded images.
+ * - A GPU provider: one job per core this process may run on, at least 4 and at most 16. The GPU
+ *   runs one model at a time in about a tenth of the CPU time a job spends outside it (decode,
+ *   resize, matting, encode: about 50 ms of CPU per 2 MP image), so that many jobs in their CPU
+ *   stages at once keep it busy; more than one per core would only hold memory.
+ * `provider` is the provider in use, undefined before the first model has loaded (a fall-back list
+ * is decided then): the CPU's value meanwhile.
+ */
+export function nativeConcurrencyFor(settings: Readonly<LibrarySettings>, provider: ProviderName | undefined): number {
+  if (settings.nativeConcurrency > 0) return settings.nativeConcurrency;
+  if (provider === undefined || provider === 'cpu') return CPU_NATIVE_CONCURRENCY;
+  return Math.min(GPU_NATIVE_CONCURRENCY.max, Math.max(GPU_NATIVE_CONCURRENCY.min, availableParallelism()));
 }
 
 /** The settings in effect. */
@@ -241,7 +265,13 @@ export function mergeSettings(input: unknown): LibrarySettings {
     next.inferenceThreads = integerSetting('inferenceThreads', given.inferenceThreads, 0, MAX_THREADS, '0: one per core');
   }
   if (given.nativeConcurrency !== undefined) {
-    next.nativeConcurrency = integerSetting('nativeConcurrency', given.nativeConcurrency, 1, MAX_THREADS, 'jobs inside the native core at once');
+    next.nativeConcurrency = integerSetting(
+      'nativeConcurrency',
+      given.nativeConcurrency,
+      0,
+      MAX_THREADS,
+      'jobs inside the native core at once, 0: 2 on the CPU, one per core (4 to 16) on a GPU',
+    );
   }
   if (given.executionProvider !== undefined) next.executionProvider = executionProviderSetting(given.executionProvider);
   if (given.cudaMemLimitMb !== undefined) {

@@ -29,7 +29,7 @@ describe('/readyz', () => {
   it('reports provider cpu and the runtime providers, CPUExecutionProvider among them, as documented', async () => {
     const ready = await get(ts.url, '/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, configured: 'cpu', skipped: [] });
+    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, configured: 'cpu', skipped: [], native_concurrency: 2 });
     expect(ready.json.inference.available).toContain('CPUExecutionProvider');
     expectConforms(await openApi(ts.url), 'GET', '/readyz', ready);
   });

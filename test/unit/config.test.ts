@@ -27,7 +27,7 @@ describe('loadConfig', () => {
       library: {
         modelsDir: undefined,
         inferenceThreads: 0,
-        nativeConcurrency: 2,
+        nativeConcurrency: 0,
         executionProvider: 'cpu',
         cudaMemLimitMb: 0,
         onnxRuntimeLibrary: undefined,
@@ -84,7 +84,7 @@ describe('loadConfig', () => {
     ['BGONE_FETCH_ALLOW_PRIVATE', 'sometimes'],
     ['BGONE_BOOTSTRAP_ACCOUNT', '2'],
     ['BGONE_INFERENCE_THREADS', '-1'],
-    ['BGONE_NATIVE_CONCURRENCY', '0'],
+    ['BGONE_NATIVE_CONCURRENCY', '-1'],
     ['BGONE_RATE_LIMIT_FREE', '1.5'],
     ['BGONE_HOST', 'bad host!'],
     ['BGONE_BODY_TIMEOUT', '0'],

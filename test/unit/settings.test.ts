@@ -3,11 +3,12 @@
  * naming the field, nothing read from the environment. No addon, no model.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { CPU_NATIVE_CONCURRENCY, GPU_NATIVE_CONCURRENCY, nativeConcurrencyFor, type ProviderName } from '../../src/lib/settings.js';
 import { expectThrowsBgone } from '../helpers/assert.js';
-import { configure, DEFAULT_SETTINGS, librarySettings, setConcurrency } from '../helpers/bgone.js';
+import { concurrencyInUse, configure, DEFAULT_SETTINGS, librarySettings, setConcurrency } from '../helpers/bgone.js';
 import { REPO_ROOT } from '../helpers/paths.js';
 
 afterEach(() => {
@@ -15,11 +16,11 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it("the package models folder, ONNX Runtime threads one per core (0), two jobs in the native core, the CPU, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
+  it("the package models folder, ONNX Runtime threads one per core (0), the jobs in the native core chosen for the provider (0), the CPU, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
     expect(librarySettings()).toEqual({
       modelsDir: join(REPO_ROOT, 'models'),
       inferenceThreads: 0,
-      nativeConcurrency: 2,
+      nativeConcurrency: 0,
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
       onnxRuntimeLibrary: undefined,
@@ -89,8 +90,26 @@ describe('configure', () => {
   it('setConcurrency(n) is configure({ nativeConcurrency: n })', () => {
     setConcurrency(3);
     expect(librarySettings().nativeConcurrency).toBe(3);
-    expect(expectThrowsBgone(() => setConcurrency(0), 'validation_error').details?.field).toBe('nativeConcurrency');
+    expect(expectThrowsBgone(() => setConcurrency(-1), 'validation_error').details?.field).toBe('nativeConcurrency');
     expect(librarySettings().nativeConcurrency).toBe(3);
+    expect(concurrencyInUse()).toBe(3);
+    setConcurrency(0);
+    expect(concurrencyInUse()).toBe(CPU_NATIVE_CONCURRENCY);
+  });
+
+  it('nativeConcurrency 0: 2 jobs on the CPU, one per core from 4 to 16 on a GPU provider; a number set wins', () => {
+    const auto = { ...DEFAULT_SETTINGS, nativeConcurrency: 0 };
+    const gpu = Math.min(16, Math.max(4, availableParallelism()));
+    expect([undefined, 'cpu', 'cuda', 'tensorrt', 'webgpu'].map((p) => nativeConcurrencyFor(auto, p as ProviderName | undefined))).toEqual([
+      2,
+      2,
+      gpu,
+      gpu,
+      gpu,
+    ]);
+    expect(GPU_NATIVE_CONCURRENCY).toEqual({ min: 4, max: 16 });
+    expect(nativeConcurrencyFor({ ...auto, nativeConcurrency: 7 }, 'cuda')).toBe(7);
+    expect(nativeConcurrencyFor({ ...auto, nativeConcurrency: 7 }, 'cpu')).toBe(7);
   });
 });
 
@@ -108,7 +127,7 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['inferenceThreads', Number.NaN],
     ['inferenceThreads', 1025],
     ['inferenceThreads', null],
-    ['nativeConcurrency', 0],
+    ['nativeConcurrency', -1],
     ['nativeConcurrency', -2],
     ['nativeConcurrency', 2.5],
     ['nativeConcurrency', '4'],
