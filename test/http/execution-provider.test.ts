@@ -68,7 +68,13 @@ describe('bgone serve', () => {
       expect(skipped?.msg).toBe('execution provider webgpu cannot start, falling back to the next of webgpu,cpu');
       expect(skipped?.reason).toContain('WebGPU');
       const inUse = logs.find((l) => typeof l.msg === 'string' && l.msg.startsWith('inference on '));
-      expect(inUse).toMatchObject({ msg: 'inference on cpu, model medium', provider: 'cpu', configured: 'webgpu,cpu', model: 'medium' });
+      expect(inUse).toMatchObject({
+        msg: 'inference on cpu, model medium, 2 jobs at once',
+        provider: 'cpu',
+        native_concurrency: 2,
+        configured: 'webgpu,cpu',
+        model: 'medium',
+      });
 
       const ready = await get(url, '/readyz');
       expect(ready.status).toBe(200);
