@@ -24,15 +24,19 @@ namespace {
 // same session, with the same threads): one run's steps leave gaps (a step waits for its slowest
 // thread, and some steps are serial) that the other fills: 4 jobs of 2 MP at once take about 10 %
 // less CPU (docs/performance.md, "Two runs share one session"). Not more than two: each holds its
-// own working memory, for no more gaps to fill.
+// own working memory, for no more gaps to fill. On CUDA and TensorRT the second run's copies to and
+// from the GPU and its kernel launches fill the first one's gaps the same way. WebGPU runs one at a
+// time: its device has one queue, which would run two runs' work in turn anyway, and runs of one
+// session from two threads at once are not proven safe on that provider.
 constexpr int kRunsBesideOthers = 2;
+int runs_beside_others(const std::string& provider) { return provider == "webgpu" ? 1 : kRunsBesideOthers; }
 
 class RunSlots {
  public:
   // Holds a place for as long as it lives.
   class Place {
    public:
-    explicit Place(RunSlots& slots) : slots_(slots) { slots_.acquire(); }
+    Place(RunSlots& slots, int beside_others) : slots_(slots) { slots_.acquire(beside_others); }
     ~Place() { slots_.release(); }
     Place(const Place&) = delete;
     Place& operator=(const Place&) = delete;
@@ -42,9 +46,9 @@ class RunSlots {
   };
 
  private:
-  void acquire() {
+  void acquire(int beside_others) {
     std::unique_lock<std::mutex> lock(mutex_);
-    freed_.wait(lock, [this] { return running_ < (jobs_in_progress() > 1 ? kRunsBesideOthers : 1); });
+    freed_.wait(lock, [this, beside_others] { return running_ < (jobs_in_progress() > 1 ? beside_others : 1); });
     ++running_;
   }
   void release() {
@@ -243,7 +247,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   RunCost cost;
   OrtStatus* status;
   {
-    const RunSlots::Place place(g_run_slots);
+    const RunSlots::Place place(g_run_slots, runs_beside_others(spec_.provider));
     cost.waited = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
     // The process's CPU, not the calling thread's: the run's work is on ONNX Runtime's pool too. It
     // also counts whatever else the process does meanwhile (another job's decode or encode), which
