@@ -21,6 +21,7 @@ const { values } = parseArgs({ options: { provider: { type: 'string', default: '
 const provider = values.provider;
 const dryRun = values['dry-run'];
 const lib = await import(join(ROOT, 'dist/src/lib/index.js'));
+const { floatVariant } = await import(join(ROOT, 'dist/src/lib/models.js'));
 
 /** The test photo made into JPEGs of about `megapixels` each (bench/helpers/make-inputs, in its own process). */
 function makeInputs(megapixels) {
@@ -148,6 +149,8 @@ async function onProvider(name, images, counts) {
     runModel = model;
   } catch (err) {
     console.log(`\n== ${name}: cannot start\n${err.message}`);
+    // The CPU's runs then use the graph the GPU provider would have run: the default's float variant.
+    if (runModel === undefined && name !== 'cpu') runModel = floatVariant(lib.readManifest().default);
     return undefined;
   }
   const where = lib.inferenceProviders();

@@ -4,7 +4,13 @@
 # (scripts/gpu-bench.mjs): images/s at 1, 4 and 16 in flight, latency p50, GPU memory, CPU ms
 # outside inference, and the largest alpha difference and the IoU against the CPU's result.
 #
-#   scripts/gpu-check.sh [--provider webgpu|cuda|tensorrt] [--dry-run]
+#   scripts/gpu-check.sh [--provider webgpu|cuda|tensorrt] [--kit DIR] [--dry-run]
+#
+# --kit DIR: first installs the parts of a kit made by scripts/gpu-kit.mjs (for a machine without
+# Node or a registry): unpacks them in the repository's root, puts the kit's Node first on the PATH,
+# unpacks Debian's Vulkan loader into /tmp/gpu-kit-root when the system has none (LD_LIBRARY_PATH),
+# points the loader at NVIDIA's Vulkan ICD where the driver mounts it, and derives the float model
+# (models/isnet-medium-fp32.onnx) from the published one.
 #
 # --dry-run: the checks, then one 2 MP image on the CPU and one try of the provider (on a machine
 # without a GPU, that try prints why the provider cannot start). The project must be built first
@@ -16,16 +22,39 @@ cd "$(dirname "$0")/.."
 
 provider=webgpu
 dry_run=0
+kit=
 while [ $# -gt 0 ]; do
   case "$1" in
     --provider) provider="${2:-}"; shift 2 ;;
     --provider=*) provider="${1#--provider=}"; shift ;;
     --dry-run) dry_run=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --kit) kit="${2:-}"; shift 2 ;;
+    --kit=*) kit="${1#--kit=}"; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 case "$provider" in webgpu|cuda|cuda:*|tensorrt|tensorrt:*) ;; *) echo "gpu-check: --provider must be webgpu, cuda[:N] or tensorrt[:N]" >&2; exit 2 ;; esac
+
+if [ -n "$kit" ]; then
+  echo "== installing the kit from $kit"
+  ls "$kit"/kit.* >/dev/null 2>&1 || { echo "gpu-check: no kit.NN parts in $kit" >&2; exit 2; }
+  cat "$kit"/kit.* | xz -d | tar -x -C . || { echo "gpu-check: the kit does not unpack (a part missing?)" >&2; exit 2; }
+  export PATH="$PWD/.gpu-kit-bin:$PATH"
+  if ! (ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '); then
+    for deb in .gpu-kit-deb/*.deb; do dpkg -x "$deb" /tmp/gpu-kit-root; done
+    export LD_LIBRARY_PATH="/tmp/gpu-kit-root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "  the Vulkan loader unpacked into /tmp/gpu-kit-root"
+  fi
+  for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.x86_64.json; do
+    if [ -e "$f" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILES="$f"; echo "  VK_DRIVER_FILES=$f"; fi
+  done
+  if [ ! -e models/isnet-medium-fp32.onnx ]; then
+    start=$(date +%s)
+    node -e "import('./scripts/derive-models.mjs').then((m) => m.deriveModels({ only: ['medium-fp32'] }))" || { echo "gpu-check: deriving medium-fp32 failed" >&2; exit 2; }
+    echo "  medium-fp32 derived in $(( $(date +%s) - start )) s"
+  fi
+fi
 
 missing=()
 ok() { printf '  ok       %s\n' "$1"; }
@@ -48,9 +77,9 @@ else
 fi
 # WebGPU: the Vulkan loader and a Vulkan driver (ICD) for the GPU.
 vulkan=$( (ldconfig -p 2>/dev/null | grep -o '/[^ ]*libvulkan\.so\.1$' | head -n 1) || true)
-[ -z "$vulkan" ] && for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib; do [ -e "$d/libvulkan.so.1" ] && vulkan="$d/libvulkan.so.1" && break; done
+[ -z "$vulkan" ] && for d in /tmp/gpu-kit-root/usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib; do [ -e "$d/libvulkan.so.1" ] && vulkan="$d/libvulkan.so.1" && break; done
 if [ -n "$vulkan" ]; then ok "Vulkan loader: $vulkan"; else miss "Vulkan loader libvulkan.so.1 (Debian's libvulkan1), for webgpu"; fi
-icd=$(ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json 2>/dev/null | tr '\n' ' ')
+icd=$(ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json ${VK_DRIVER_FILES:-} 2>/dev/null | tr '\n' ' ')
 if printf '%s' "$icd" | grep -q nvidia; then ok "Vulkan ICDs: $icd"; else miss "NVIDIA's Vulkan ICD (nvidia_icd.json under /usr/share/vulkan/icd.d or /etc/vulkan/icd.d), for webgpu; found: ${icd:-none}"; fi
 # CUDA and cuDNN as NVIDIA's Python wheels.
 python=${PYTHON:-python3}
