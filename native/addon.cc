@@ -1,8 +1,8 @@
 // N-API surface of the native core. TypeScript validates and normalises options and owns every
 // default (src/lib/options.ts, src/lib/models.ts); this file copies each field strictly into
 // JobOptions / ModelSpec (fields.h: a missing or mistyped field is a TypeError, never a default),
-// runs the job on a job thread of the core's own (job_threads.h) and turns the result or a PipelineError back into
-// JavaScript values.
+// runs the job on a job thread of the core's own (job_threads.h) and turns the result or a
+// PipelineError back into JavaScript values.
 #include <fcntl.h>
 #include <napi.h>
 #include <vips/vips.h>

@@ -14,7 +14,7 @@ export interface LibraryConfig {
   modelsDir: string | undefined;
   /** BGONE_INFERENCE_THREADS: ONNX Runtime intra-op threads (0: one per core). */
   inferenceThreads: number;
-  /** BGONE_NATIVE_CONCURRENCY: jobs inside the native core at once. */
+  /** BGONE_NATIVE_CONCURRENCY: jobs inside the native core at once (0: 2 on the CPU, one per core from 4 to 16 on a GPU). */
   nativeConcurrency: number;
   /**
    * BGONE_EXECUTION_PROVIDER: 'cpu' (default), 'cuda[:<device id>]', 'tensorrt[:<device id>]',
