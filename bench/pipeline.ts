@@ -499,7 +499,6 @@ interface InFlightRow {
   stages: Timings;
   /** The process's CPU over the row's window per image (ms). */
   cpuPerImageMs: number;
-  /** cpuPerImageMs less the mean result.timings.inferenceCpu (ms). */
   /** At 1 in flight only (null otherwise): CPU per image less the CPU while the model ran. */
   cpuOutsideInferenceMs: number | null;
   /** The bare inference runs right before and right after the row (ms). */
@@ -517,8 +516,8 @@ interface InFlightResult {
   model: string;
   /** The execution provider the case child's model loaded with (inferenceProviders().provider). */
   provider: string | null;
-  /** The library's bound on jobs inside the native core at once (its nativeConcurrency setting). */
-  nativeConcurrency: number | null;
+  /** The jobs the library lets inside the native core at once (concurrencyInUse()). */
+  nativeConcurrency: number;
   nativeConcurrencySource: 'BGONE_NATIVE_CONCURRENCY' | 'default';
   warmupMs: number;
   rows: InFlightRow[];
@@ -571,13 +570,12 @@ async function benchInFlight(image: InputImage, model: string, pure: PureInferen
       rows.push(row);
     }
     await child.close();
-    const concurrency = ready.nativeConcurrency;
     return {
       input: image.label,
       format: FORMAT,
       model: ready.model,
       provider: ready.provider,
-      nativeConcurrency: typeof concurrency === 'number' ? concurrency : null,
+      nativeConcurrency: ready.nativeConcurrency,
       nativeConcurrencySource: process.env.BGONE_NATIVE_CONCURRENCY ? 'BGONE_NATIVE_CONCURRENCY' : 'default',
       warmupMs: warmup.ms,
       rows,
@@ -798,7 +796,7 @@ function report(
   if (inFlight) {
     const ratioHeader = bare === 'bare inference' ? 'img/s / (1/bare)' : 'img/s / (1/bare CPU)';
     printTable(
-      `Jobs in flight: ${inFlight.input} JPEG -> png, provider ${inFlight.provider ?? '?'}, native concurrency ${inFlight.nativeConcurrency ?? '?'} (${inFlight.nativeConcurrencySource}); one fresh process, 1 warmup job, then at each count that many jobs kept in flight (a new one as one ends)`,
+      `Jobs in flight: ${inFlight.input} JPEG -> png, provider ${inFlight.provider ?? '?'}, native concurrency ${inFlight.nativeConcurrency} (${inFlight.nativeConcurrencySource}); one fresh process, 1 warmup job, then at each count that many jobs kept in flight (a new one as one ends)`,
       ['in flight', 'jobs', 'wall ms', 'images/s', 'p50 ms', 'inference ms', 'CPU outside inf ms', 'CPU ms/img', 'queue ms', ratioHeader, 'peak RSS'],
       inFlight.rows.map((r) => [
         String(r.inFlight),

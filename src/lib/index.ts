@@ -7,7 +7,7 @@
  */
 import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
-import { acquireModel, forgetModels, providerInUse } from './models.js';
+import { acquireModel, forgetModels, type ModelLease, providerInUse } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
 import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
 import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
@@ -86,6 +86,13 @@ const limiter = new Limiter(nativeConcurrencyFor(DEFAULT_SETTINGS, undefined), B
 function syncConcurrency(): void {
   const bound = nativeConcurrencyFor(librarySettings(), providerInUse()?.choice.provider);
   if (limiter.concurrency !== bound) limiter.concurrency = bound;
+}
+
+/** A lease on the model (acquireModel); its load may have decided the provider, and so the bound. */
+async function leaseModel(name: string | undefined, pin = false): Promise<ModelLease> {
+  const lease = await acquireModel(name, pin);
+  syncConcurrency();
+  return lease;
 }
 
 /**
@@ -189,9 +196,8 @@ export function inferenceProviders(): InferenceProviders {
  * provider its float variant, models.ts floatVariant).
  */
 export async function preloadModel(name?: string): Promise<string> {
-  const lease = await acquireModel(name, true);
+  const lease = await leaseModel(name, true);
   lease.release();
-  syncConcurrency();
   return lease.key;
 }
 
@@ -262,8 +268,7 @@ export async function removeBackground(
     }
     job = prepareJob(bytes, normalised);
   }
-  const lease = await acquireModel(job.model);
-  syncConcurrency();
+  const lease = await leaseModel(job.model);
   try {
     const { alpha, ...result } = await limiter.run(
       () => native().removeBackground(job.input, job.options, lease.handle, job.background),

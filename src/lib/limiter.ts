@@ -4,7 +4,8 @@
  * (native/model.cc): on the CPU a second job's decode and encode overlap the first one's inference,
  * or its run fills the gaps of the first, while more would only wait for a place to run, holding
  * their decoded images; on a GPU many jobs' CPU stages overlap the GPU's runs. Callers beyond the
- * bound wait here, in order. The bound can change while jobs run (configure()): it applies to jobs not yet started.
+ * bound wait here, in order. The bound can change while jobs run (configure()): it applies to jobs
+ * not yet started.
  *
  * Background jobs (a service's batch work) wait in a lane of their own: one is let in only when no
  * normal job is waiting or running (and, with a grace, none has ended lately), so a normal job
