@@ -26,6 +26,9 @@ struct ModelSpec {
   std::string provider;
   int device_id = 0;
   long long gpu_mem_limit_mb = 0;
+  // With "tensorrt": the existing folder where ONNX Runtime keeps the engines and the timing cache
+  // TensorRT builds ("": none).
+  std::string tensorrt_cache_dir;
   // Runs of the model on a blank warm_up_side² input right after loading (0: none): see warm_up.
   int warm_up_runs = 0;
   int warm_up_side = 0;

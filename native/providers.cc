@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 #include "onnxruntime_c_api.h"
 #include "ort.h"
@@ -100,9 +102,22 @@ void append_tensorrt(const OrtApi* api, OrtSessionOptions* options, const ModelS
   if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "CreateTensorRTProviderOptions");
   try {
     const std::string device_id = std::to_string(spec.device_id);
-    const char* keys[] = {"device_id"};
-    const char* values[] = {device_id.c_str()};
-    status = api->UpdateTensorRTProviderOptions(trt, keys, values, 1);
+    std::vector<const char*> keys = {"device_id"};
+    std::vector<const char*> values = {device_id.c_str()};
+    // Without a cache TensorRT builds its engines again at every start, which takes minutes. ONNX
+    // Runtime names each engine after the graph and the GPU's compute capability, so one folder
+    // serves several models and GPUs; the timing cache speeds up the build of a new engine.
+    if (!spec.tensorrt_cache_dir.empty()) {
+      for (const char* key : {"trt_engine_cache_enable", "trt_timing_cache_enable"}) {
+        keys.push_back(key);
+        values.push_back("1");
+      }
+      for (const char* key : {"trt_engine_cache_path", "trt_timing_cache_path"}) {
+        keys.push_back(key);
+        values.push_back(spec.tensorrt_cache_dir.c_str());
+      }
+    }
+    status = api->UpdateTensorRTProviderOptions(trt, keys.data(), values.data(), keys.size());
     if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "UpdateTensorRTProviderOptions");
     status = api->SessionOptionsAppendExecutionProvider_TensorRT_V2(options, trt);
     if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "SessionOptionsAppendExecutionProvider_TensorRT_V2");

@@ -23,6 +23,11 @@ export interface LibraryConfig {
   executionProvider: ExecutionProvider;
   /** BGONE_CUDA_MEM_LIMIT_MB: with CUDA or TensorRT, the most GPU memory ONNX Runtime's arena takes (MiB); 0: no limit. */
   cudaMemLimitMb: number;
+  /**
+   * BGONE_TENSORRT_CACHE_DIR: with TensorRT, the folder of its engine and timing caches; 'off': none;
+   * undefined (unset): the library's default.
+   */
+  tensorrtCacheDir: string | undefined;
   /** BGONE_ORT_LIBRARY: the ONNX Runtime shared library to open (default: onnxruntime-node's, CPU only). */
   onnxRuntimeLibrary: string | undefined;
   /** BGONE_ADDON_BUILD: 'auto' (default: the AVX2 build where the CPU runs it) or 'baseline'. */
@@ -288,12 +293,14 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     throw new ConfigError(
       'BGONE_CUDA_MEM_LIMIT_MB applies to CUDA and TensorRT only: set BGONE_EXECUTION_PROVIDER=cuda (or cuda:<device id>, tensorrt) with it',
     );
+  const tensorrtCacheDir = tensorrtCacheDirChoice(env, executionProvider);
   return {
     modelsDir: env.BGONE_MODELS_DIR || undefined,
     inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
     nativeConcurrency: int(env, 'BGONE_NATIVE_CONCURRENCY', 0, 0, 64),
     executionProvider,
     cudaMemLimitMb,
+    tensorrtCacheDir,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
     addonBuild: addonBuildChoice(env),
     fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),
@@ -321,6 +328,21 @@ function executionProviderChoice(env: NodeJS.ProcessEnv): ExecutionProvider {
 }
 
 /** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */
+/** BGONE_TENSORRT_CACHE_DIR: a folder (made at the first TensorRT load), or off. */
+function tensorrtCacheDirChoice(env: NodeJS.ProcessEnv, executionProvider: ExecutionProvider): string | undefined {
+  const raw = env.BGONE_TENSORRT_CACHE_DIR || undefined;
+  if (raw === undefined) return undefined;
+  if (!/\btensorrt\b/.test(executionProvider))
+    throw new ConfigError('BGONE_TENSORRT_CACHE_DIR applies to TensorRT only: set BGONE_EXECUTION_PROVIDER=tensorrt (or tensorrt:<device id>) with it');
+  if (raw === 'off') return '';
+  let isOther = false;
+  try {
+    isOther = !statSync(raw).isDirectory();
+  } catch {}
+  if (isOther) throw new ConfigError(`BGONE_TENSORRT_CACHE_DIR must be a folder (made if absent) or off (got "${raw}", which is not a folder)`);
+  return raw;
+}
+
 function onnxRuntimeLibrary(env: NodeJS.ProcessEnv): string | undefined {
   const raw = env.BGONE_ORT_LIBRARY || undefined;
   if (raw === undefined) return undefined;

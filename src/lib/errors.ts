@@ -142,6 +142,21 @@ export function providerLoadError(model: string, path: string, provider: string,
 }
 
 /**
+ * The TensorRT engine cache's folder (tensorrtCacheDir, BGONE_TENSORRT_CACHE_DIR) cannot be created.
+ * An execution provider failure: a fall-back list goes on to its next entry.
+ */
+export function tensorrtCacheError(model: string, path: string, provider: string, dir: string, cause: unknown): BgoneError {
+  const reason = `the TensorRT engine cache folder ${dir} cannot be created (${describe(cause)})`;
+  return new BgoneError(
+    'internal_error',
+    `Model ${model} could not be loaded on the execution provider ${provider}: ${reason}. ` +
+      "Point the tensorrtCacheDir setting (BGONE_TENSORRT_CACHE_DIR) at a folder this process may write, or turn the cache off ('' or off).",
+    { component: 'execution_provider', model, path, provider },
+    reason,
+  );
+}
+
+/**
  * Maps an error thrown by the native addon to a BgoneError with the user-facing message. One the
  * background image caused (input: 'background') names its field.
  */

@@ -122,7 +122,8 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
     next.modelsDir !== previous.modelsDir ||
     next.inferenceThreads !== previous.inferenceThreads ||
     next.executionProvider !== previous.executionProvider ||
-    next.cudaMemLimitMb !== previous.cudaMemLimitMb
+    next.cudaMemLimitMb !== previous.cudaMemLimitMb ||
+    next.tensorrtCacheDir !== previous.tensorrtCacheDir
   )
     forgetModels();
   syncConcurrency();

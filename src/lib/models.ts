@@ -16,9 +16,9 @@
  * first that loads the model is kept for every later load until the settings change. On a GPU
  * provider, the default model is its float variant where the manifest has one (floatVariant).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError } from './errors.js';
+import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError, tensorrtCacheError } from './errors.js';
 import { INFERENCE_SIDES } from './inference-size.js';
 import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
@@ -205,10 +205,18 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
     provider,
     deviceId,
     gpuMemLimitMb: provider === 'cuda' || provider === 'tensorrt' ? settings.cudaMemLimitMb : 0,
+    tensorrtCacheDir: provider === 'tensorrt' ? settings.tensorrtCacheDir : '',
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
     warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
   };
+  if (spec.tensorrtCacheDir !== '') {
+    try {
+      mkdirSync(spec.tensorrtCacheDir, { recursive: true });
+    } catch (err) {
+      return Promise.reject(tensorrtCacheError(name, path, choice.text, spec.tensorrtCacheDir, err));
+    }
+  }
   let loading: Promise<ModelHandle>;
   try {
     loading = native().loadModel(spec);

@@ -77,6 +77,8 @@ export interface NativeModelSpec {
   deviceId: number;
   /** With cuda: the most GPU memory ONNX Runtime's arena takes, in MiB; 0: no limit. */
   gpuMemLimitMb: number;
+  /** With tensorrt: the existing folder of its engine and timing caches; '': none (and with every other provider). */
+  tensorrtCacheDir: string;
   /** Runs on a blank input right after loading, whose memory is given back at once (0: none). */
   warmUpRuns: number;
   /** The side of those runs when the graph takes any size (else its own width × height). */

@@ -33,6 +33,13 @@ export interface LibrarySettings {
   /** With CUDA or TensorRT: the most GPU memory ONNX Runtime's arena may take, in MiB; 0 (default): no limit. */
   cudaMemLimitMb: number;
   /**
+   * With TensorRT: the folder where ONNX Runtime keeps the engines TensorRT builds from a model (and
+   * its timing cache), so that a restart loads them in seconds instead of building them again for
+   * minutes; created at the first load. '' turns the cache off. They hold the model's compiled
+   * layers, nothing of an image. Default: .tensorrt-cache in the package's folder.
+   */
+  tensorrtCacheDir: string;
+  /**
    * The ONNX Runtime shared library the native core opens (e.g. a GPU build's libonnxruntime.so.1);
    * undefined (default): onnxruntime-node's copy. Fixed once the native core has started.
    */
@@ -90,6 +97,7 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   nativeConcurrency: 0,
   executionProvider: 'cpu',
   cudaMemLimitMb: 0,
+  tensorrtCacheDir: join(PACKAGE_ROOT, '.tensorrt-cache'),
   onnxRuntimeLibrary: undefined,
   addonBuild: 'auto',
   fetchAllowPrivate: false,
@@ -228,6 +236,20 @@ function libraryFileSetting(value: unknown): string {
   return file;
 }
 
+function tensorrtCacheDirSetting(value: unknown): string {
+  if (typeof value !== 'string') invalid('tensorrtCacheDir', "tensorrtCacheDir must be the path of a folder, or '' for no engine cache.");
+  if (value.trim() === '') return '';
+  const dir = resolve(value);
+  let isOther = false;
+  try {
+    isOther = !statSync(dir).isDirectory();
+  } catch {
+    // Not there yet: the first TensorRT load creates it.
+  }
+  if (isOther) invalid('tensorrtCacheDir', `tensorrtCacheDir ${dir} exists and is not a folder.`);
+  return dir;
+}
+
 function addonBuildSetting(value: unknown): AddonBuild {
   if (!(ADDON_BUILDS as readonly unknown[]).includes(value)) {
     invalid('addonBuild', `addonBuild must be ${ADDON_BUILDS.join(' or ')}, got ${JSON.stringify(value) ?? String(value)}.`);
@@ -241,6 +263,7 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'nativeConcurrency',
   'executionProvider',
   'cudaMemLimitMb',
+  'tensorrtCacheDir',
   'onnxRuntimeLibrary',
   'addonBuild',
   'fetchAllowPrivate',
@@ -277,6 +300,7 @@ export function mergeSettings(input: unknown): LibrarySettings {
   if (given.cudaMemLimitMb !== undefined) {
     next.cudaMemLimitMb = integerSetting('cudaMemLimitMb', given.cudaMemLimitMb, 0, MAX_GPU_MEM_MB, 'MiB of GPU memory, 0: no limit');
   }
+  if (given.tensorrtCacheDir !== undefined) next.tensorrtCacheDir = tensorrtCacheDirSetting(given.tensorrtCacheDir);
   if (given.onnxRuntimeLibrary !== undefined) next.onnxRuntimeLibrary = libraryFileSetting(given.onnxRuntimeLibrary);
   if (given.addonBuild !== undefined) next.addonBuild = addonBuildSetting(given.addonBuild);
   if (given.fetchAllowPrivate !== undefined) {

@@ -7,7 +7,9 @@
  * without harming the process; a fall-back list skips them, says why, and runs on the CPU. The GPU
  * paths themselves cannot run here (docs/operations.md, "GPU deployment").
  */
-import { dirname } from 'node:path';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defaultOnnxRuntimeLibrary } from '../../src/lib/native.js';
@@ -59,14 +61,37 @@ describe('CUDA on a runtime without a usable CUDA provider', () => {
     },
   );
 
-  it('tensorrt: rejects naming TensorRT, its provider library and what it needs', async () => {
-    configure({ executionProvider: 'tensorrt', cudaMemLimitMb: 0 });
+  it('tensorrt: makes its engine cache folder, then rejects naming TensorRT, its provider library and what it needs', async () => {
+    const cache = join(mkdtempSync(join(tmpdir(), 'bgone-trt-')), 'engines', 'medium');
+    configure({ executionProvider: 'tensorrt', cudaMemLimitMb: 0, tensorrtCacheDir: cache });
     expect(inferenceProviders()).toMatchObject({ provider: 'tensorrt', deviceId: 0 });
     const error = await expectBgoneError(preloadModel(), 'internal_error');
     expect(error.message).toMatch(/^Model medium-fp32 could not be loaded on the execution provider tensorrt: /);
     expect(error.message).toContain('has no usable TensorRT execution provider');
     expect(error.message).toContain('libnvinfer.so.10');
     expect(error.details).toMatchObject({ component: 'execution_provider', provider: 'tensorrt' });
+    expect(statSync(cache).isDirectory()).toBe(true);
+  });
+
+  it('tensorrt with an engine cache folder it cannot make: rejects naming the folder and the setting; a fall-back list goes on to the CPU', async () => {
+    const blocker = join(mkdtempSync(join(tmpdir(), 'bgone-trt-')), 'a-file');
+    writeFileSync(blocker, 'not a folder');
+    const cache = join(blocker, 'engines');
+    configure({ executionProvider: 'tensorrt', cudaMemLimitMb: 0, tensorrtCacheDir: cache });
+    const error = await expectBgoneError(preloadModel(), 'internal_error');
+    expect(error.message).toMatch(
+      new RegExp(`^Model medium-fp32 could not be loaded on the execution provider tensorrt: the TensorRT engine cache folder ${cache} cannot be created \\(`),
+    );
+    expect(error.message).toContain('tensorrtCacheDir setting (BGONE_TENSORRT_CACHE_DIR)');
+    expect(error.details).toMatchObject({ component: 'execution_provider', model: 'medium-fp32', provider: 'tensorrt' });
+
+    configure({ executionProvider: 'tensorrt,cpu' });
+    expect((await removeBackground(teddy, { size: 'preview' })).width).toBe(284);
+    expect(inferenceProviders()).toMatchObject({
+      provider: 'cpu',
+      skipped: [{ provider: 'tensorrt', reason: expect.stringContaining(`the TensorRT engine cache folder ${cache} cannot be created`) }],
+    });
+    configure({ executionProvider: 'cpu', tensorrtCacheDir: DEFAULT_SETTINGS.tensorrtCacheDir });
   });
 
   it('back on the CPU, the same process loads the model and serves', async () => {

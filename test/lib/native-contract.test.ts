@@ -113,6 +113,7 @@ describe('loadModel spec', () => {
     provider: 'cpu',
     deviceId: 0,
     gpuMemLimitMb: 0,
+    tensorrtCacheDir: '',
     warmUpRuns: 0,
     warmUpSide: 1024,
   };
@@ -138,6 +139,7 @@ describe('loadModel spec', () => {
     ['deviceId', -1, /model spec\.deviceId must be an integer in \[0, 255\]/],
     ['deviceId', 0.5, /model spec\.deviceId must be an integer/],
     ['gpuMemLimitMb', -1, /model spec\.gpuMemLimitMb must be an integer in \[0, 1048576\]/],
+    ['tensorrtCacheDir', 7, /model spec\.tensorrtCacheDir must be a string/],
     ['warmUpRuns', 9, /model spec\.warmUpRuns must be an integer in \[0, 8\]/],
     ['warmUpSide', 0, /model spec\.warmUpSide must be an integer in \[1, 16384\]/],
     ['matteTransform', 3, /model spec\.matteTransform must be an integer in \[0, 2\]/],

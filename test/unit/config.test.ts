@@ -2,6 +2,8 @@
  * The one configuration (src/config/config.ts): embedded defaults, every variable read from the
  * environment given (never from import time), and a ConfigError naming the variable for a bad value.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, loadLibraryConfig, loadPostgresConfig, maxKeysPerAccount } from '../../src/config/config.js';
@@ -30,6 +32,7 @@ describe('loadConfig', () => {
         nativeConcurrency: 0,
         executionProvider: 'cpu',
         cudaMemLimitMb: 0,
+        tensorrtCacheDir: undefined,
         onnxRuntimeLibrary: undefined,
         addonBuild: 'auto',
         fetchAllowPrivate: false,
@@ -154,6 +157,7 @@ describe('loadConfig', () => {
       nativeConcurrency: 3,
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
+      tensorrtCacheDir: undefined,
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
@@ -295,6 +299,20 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     expect(() => loadConfig(env)).toThrow(`${name} must `);
     expect(() => loadConfig(env)).toThrow(`(got "${value}")`);
     expect(() => loadLibraryConfig(env)).toThrow(ConfigError);
+  });
+
+  it('BGONE_TENSORRT_CACHE_DIR: a folder, made at the first TensorRT load, or off; only with tensorrt in the list', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'bgone-config-')), 'trt');
+    expect(loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'tensorrt' }).tensorrtCacheDir).toBeUndefined();
+    expect(loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'tensorrt,cuda', BGONE_TENSORRT_CACHE_DIR: dir }).tensorrtCacheDir).toBe(dir);
+    expect(loadConfig({ BGONE_EXECUTION_PROVIDER: 'tensorrt:1', BGONE_TENSORRT_CACHE_DIR: 'off' }).library.tensorrtCacheDir).toBe('');
+    expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: 'cuda', BGONE_TENSORRT_CACHE_DIR: dir })).toThrow(
+      'BGONE_TENSORRT_CACHE_DIR applies to TensorRT only: set BGONE_EXECUTION_PROVIDER=tensorrt',
+    );
+    const file = join(REPO_ROOT, 'package.json');
+    expect(() => loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'tensorrt', BGONE_TENSORRT_CACHE_DIR: file })).toThrow(
+      `BGONE_TENSORRT_CACHE_DIR must be a folder (made if absent) or off (got "${file}", which is not a folder)`,
+    );
   });
 
   it.each([

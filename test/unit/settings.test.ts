@@ -2,7 +2,7 @@
  * configure() and the library's settings (src/lib/settings.ts): defaults in one place, validation
  * naming the field, nothing read from the environment. No addon, no model.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -16,13 +16,14 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it("the package models folder, ONNX Runtime threads one per core (0), the jobs in the native core chosen for the provider (0), the CPU, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
+  it("the package models folder, ONNX Runtime threads one per core (0), the jobs in the native core chosen for the provider (0), the CPU, TensorRT's engines cached in the package folder, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
     expect(librarySettings()).toEqual({
       modelsDir: join(REPO_ROOT, 'models'),
       inferenceThreads: 0,
       nativeConcurrency: 0,
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
+      tensorrtCacheDir: join(REPO_ROOT, '.tensorrt-cache'),
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
@@ -87,6 +88,15 @@ describe('configure', () => {
     expect(configure({ executionProvider: 'cpu', cudaMemLimitMb: 0 })).toEqual(DEFAULT_SETTINGS);
   });
 
+  it("tensorrtCacheDir: a folder resolved to an absolute path, not made until a TensorRT load; '' turns the cache off", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bgone-settings-'));
+    const absent = join(dir, 'not', 'yet');
+    expect(configure({ tensorrtCacheDir: absent }).tensorrtCacheDir).toBe(absent);
+    expect(existsSync(absent)).toBe(false);
+    expect(configure({ tensorrtCacheDir: relative(process.cwd(), dir) }).tensorrtCacheDir).toBe(dir);
+    expect(configure({ tensorrtCacheDir: '' }).tensorrtCacheDir).toBe('');
+  });
+
   it('setConcurrency(n) is configure({ nativeConcurrency: n })', () => {
     setConcurrency(3);
     expect(librarySettings().nativeConcurrency).toBe(3);
@@ -149,6 +159,9 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['cudaMemLimitMb', 1.5],
     ['cudaMemLimitMb', '512'],
     ['cudaMemLimitMb', 1_048_577],
+    ['tensorrtCacheDir', 7],
+    ['tensorrtCacheDir', null],
+    ['tensorrtCacheDir', join(REPO_ROOT, 'package.json')],
     ['onnxRuntimeLibrary', ''],
     ['onnxRuntimeLibrary', 7],
     ['onnxRuntimeLibrary', '/no/such/libonnxruntime.so.1'],
@@ -171,7 +184,9 @@ describe('a bad value is a validation_error naming the field, and changes nothin
   it('an unknown field (a typo) is refused, not ignored', () => {
     const error = expectThrowsBgone(() => configure({ modelDir: '/tmp' } as never), 'validation_error');
     expect(error.details?.field).toBe('modelDir');
-    expect(error.message).toMatch(/modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, onnxRuntimeLibrary, addonBuild/);
+    expect(error.message).toMatch(
+      /modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, tensorrtCacheDir, onnxRuntimeLibrary, addonBuild/,
+    );
   });
 
   it.each([null, 'models', 3, [1]])('settings %j is not an object', (settings) => {
