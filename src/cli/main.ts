@@ -35,8 +35,8 @@ const USAGE = `usage: bgone <command>
                                             add an ONNX model of family F (docs/models.md), checked
                                             against the family and run once on a test image
   models remove <name>                      remove a model added from a file
-  gpu install [--dir DIR] [--dry-run]       install the CUDA route's ONNX Runtime 1.29 and its CUDA and
-                                            TensorRT providers from npm (default DIR: the package's .gpu/)
+  gpu install [--dir DIR] [--dry-run]       install the CUDA route's ONNX Runtime 1.29 and its CUDA
+                                            provider from npm (default DIR: the package's .gpu/)
   remove <files or folders> --out DIR       run the library locally over many images, with:
 ${REMOVE_FLAGS_HELP}
 

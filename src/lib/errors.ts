@@ -129,10 +129,12 @@ export function modelLoadError(model: string, path: string, cause: unknown, prov
  * Vulkan loader or a GPU adapter. The native core's text says what is missing.
  */
 export function providerLoadError(model: string, path: string, provider: string, cause: unknown): BgoneError {
+  const fallBack = `list a fall-back after it (BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`;
   const remedy = provider.startsWith('webgpu')
-    ? `Install what is missing, list a fall-back after it (BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`
-    : 'Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library (`bgone gpu install` sets one up from npm), list a fall-back after it ' +
-      `(BGONE_EXECUTION_PROVIDER=${provider},cpu), or use the cpu provider.`;
+    ? `Install what is missing, ${fallBack}`
+    : provider.startsWith('tensorrt')
+      ? `Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library, ${fallBack}`
+      : `Point the onnxRuntimeLibrary setting (BGONE_ORT_LIBRARY) at such a library (\`bgone gpu install\` sets one up from npm), ${fallBack}`;
   return new BgoneError(
     'internal_error',
     `Model ${model} could not be loaded on the execution provider ${provider}: ${describe(cause)} ${remedy}`,

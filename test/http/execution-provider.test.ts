@@ -5,13 +5,16 @@
  * provider library beside it, no Vulkan loader and no GPU adapter), `bgone serve` with cuda or
  * webgpu alone does not start: the model fails to load at start with a message naming what is
  * missing, before it listens; with webgpu,cpu it starts on the CPU and says so in its log, /readyz
- * and /metrics. A bad value of the variables is refused like any other configuration error. Real
- * servers, real child processes.
+ * and /metrics. On the 1.29 core of `bgone gpu install`, built without CUDA, cuda takes the plugin
+ * route, refused when the provider library is absent or does not load, and tensorrt is refused as
+ * needing a core built with it. A bad value of the variables is refused like any other configuration
+ * error. Real servers, real child processes, real ONNX Runtime libraries.
  */
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
+import { cpuOnlyOrtFolder } from '../helpers/cpu-only-ort.js';
 import { expectConforms, openApi } from '../helpers/http-assert.js';
 import { get, startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -90,6 +93,83 @@ describe('bgone serve', () => {
       serve.child.kill('SIGTERM');
       await serve.exited;
     }
+  });
+
+  describe('on an ONNX Runtime built without CUDA (the 1.29 core of bgone gpu install)', () => {
+    /** A folder holding that core and its shared provider library, and `extra` files beside them. */
+    function coreFolder(name: string, extra: Record<string, string> = {}): string {
+      const folder = join(dir, name);
+      mkdirSync(folder, { recursive: true });
+      for (const f of ['libonnxruntime.so', 'libonnxruntime_providers_shared.so']) copyFileSync(join(cpuOnlyOrtFolder(), f), join(folder, f));
+      for (const [f, text] of Object.entries(extra)) writeFileSync(join(folder, f), text);
+      return folder;
+    }
+
+    it('cuda without libonnxruntime_providers_cuda.so beside it: exits 1, saying the core has no CUDA and the provider library is not there', async () => {
+      const folder = coreFolder('no-provider');
+      const env = {
+        BGONE_DB: join(folder, 'db.sqlite'),
+        BGONE_PORT: '0',
+        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
+        BGONE_EXECUTION_PROVIDER: 'cuda',
+      };
+      const run = await runCli(dir, ['serve'], env);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toContain(`the loaded ONNX Runtime 1.29.0 (${join(folder, 'libonnxruntime.so')}) was built without the CUDA execution provider`);
+      expect(run.stderr).toContain(`libonnxruntime_providers_cuda.so is not in ${folder}/`);
+      expect(run.stdout).not.toMatch(/listening/);
+    });
+
+    it("cuda with a provider library that does not load: exits 1, naming the plugin registration and the loader's reason", async () => {
+      const folder = coreFolder('bad-provider', { 'libonnxruntime_providers_cuda.so': 'not a shared library' });
+      const provider = join(folder, 'libonnxruntime_providers_cuda.so');
+      const env = {
+        BGONE_DB: join(folder, 'db.sqlite'),
+        BGONE_PORT: '0',
+        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
+        BGONE_EXECUTION_PROVIDER: 'cuda:0',
+      };
+      const run = await runCli(dir, ['serve'], env);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toContain(`has no usable CUDA execution provider: RegisterExecutionProviderLibrary(${provider}) failed: `);
+      expect(run.stderr).toContain(provider);
+      expect(run.stderr).toMatch(/ELF|too short|invalid/i);
+    });
+
+    it('tensorrt: exits 1, saying TensorRT needs a core built with it', async () => {
+      const folder = coreFolder('tensorrt');
+      const env = {
+        BGONE_DB: join(folder, 'db.sqlite'),
+        BGONE_PORT: '0',
+        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
+        BGONE_EXECUTION_PROVIDER: 'tensorrt',
+      };
+      const run = await runCli(dir, ['serve'], env);
+      expect(run.code, run.stderr).toBe(1);
+      expect(run.stderr).toContain('was built without the TensorRT execution provider');
+      expect(run.stderr).toContain('TensorRT needs an ONNX Runtime built with it');
+      expect(run.stderr).not.toContain('bgone gpu install');
+    });
+
+    it("cuda,cpu: starts on that core's CPU, the skipped reason in /readyz", async () => {
+      const folder = coreFolder('fallback');
+      const serve = new ServeProcess(dir, {
+        BGONE_DB: join(folder, 'db.sqlite'),
+        BGONE_PORT: '0',
+        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
+        BGONE_EXECUTION_PROVIDER: 'cuda,cpu',
+      });
+      try {
+        const url = `http://127.0.0.1:${await serve.port()}`;
+        const ready = await get(url, '/readyz');
+        expect(ready.status).toBe(200);
+        expect(ready.json.inference).toMatchObject({ provider: 'cpu', configured: 'cuda,cpu' });
+        expect(ready.json.inference.skipped).toEqual([{ provider: 'cuda', reason: expect.stringContaining('was built without the CUDA execution provider') }]);
+      } finally {
+        serve.child.kill('SIGTERM');
+        await serve.exited;
+      }
+    });
   });
 
   it.each([

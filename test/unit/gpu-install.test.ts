@@ -29,7 +29,6 @@ describe('the plan', () => {
       ['libonnxruntime.so', true],
       ['libonnxruntime_providers_shared.so', true],
       ['libonnxruntime_providers_cuda.so', true],
-      ['libonnxruntime_providers_tensorrt.so', false],
     ]);
     expect(gpuInstallPlan().dir).toBe(DEFAULT_GPU_DIR);
     expect(describePlan(plan).at(-1)).toMatch(/CUDA 13 .*cuDNN 9/);
@@ -43,16 +42,15 @@ describe('placeLibraries', () => {
     writeFileSync(from, text);
   }
 
-  it('puts the core and the providers in lib/; the TensorRT provider only where the package has it', () => {
+  it('puts the core and the CUDA provider in lib/, and a second run replaces them', () => {
     const plan = gpuInstallPlan(join(work, 'b'));
     for (const i of [0, 1, 2]) packageFile(plan, i, `library ${i}`);
-    expect(placeLibraries(plan)).toEqual(plan.libraries.slice(0, 3).map((l) => l.to));
+    expect(placeLibraries(plan)).toEqual(plan.libraries.map((l) => l.to));
     for (const i of [0, 1, 2]) expect(readFileSync(plan.libraries[i]!.to, 'utf8')).toBe(`library ${i}`);
-    expect(existsSync(plan.libraries[3]!.to)).toBe(false);
-    // A second run replaces them (a reinstall).
-    packageFile(plan, 3, 'tensorrt');
-    expect(placeLibraries(plan)).toHaveLength(4);
-    expect(statSync(plan.libraries[3]!.to).size).toBe('tensorrt'.length);
+    // A reinstall.
+    packageFile(plan, 2, 'cuda provider, again');
+    expect(placeLibraries(plan)).toHaveLength(3);
+    expect(statSync(plan.libraries[2]!.to).size).toBe('cuda provider, again'.length);
   });
 
   it('fails naming each required library the packages lack', () => {
