@@ -22,6 +22,9 @@ const provider = values.provider;
 const dryRun = values['dry-run'];
 const lib = await import(join(ROOT, 'dist/src/lib/index.js'));
 const { floatVariant } = await import(join(ROOT, 'dist/src/lib/models.js'));
+// The library reads no variable: the ONNX Runtime of the cuda route (BGONE_ORT_LIBRARY, set by
+// gpu-check.sh) is named here, before the first load.
+if (process.env.BGONE_ORT_LIBRARY) lib.configure({ onnxRuntimeLibrary: process.env.BGONE_ORT_LIBRARY });
 
 /** The test photo made into JPEGs of about `megapixels` each (bench/helpers/make-inputs, in its own process). */
 function makeInputs(megapixels) {
@@ -177,7 +180,9 @@ async function onProvider(name, images, counts) {
 
 const images = makeInputs(dryRun ? [2] : [2, 12]);
 const counts = dryRun ? [1] : [1, 4, 16];
-console.log(`node ${process.version}, provider ${provider}${dryRun ? ', dry run' : ''}; images: ${images.map((i) => i.label).join(', ')}`);
+console.log(
+  `node ${process.version}, provider ${provider}${dryRun ? ', dry run' : ''}, ONNX Runtime ${lib.librarySettings().onnxRuntimeLibrary ?? '(the default)'}; images: ${images.map((i) => i.label).join(', ')}`,
+);
 const gpu = await onProvider(provider, images, counts);
 const cpu = await onProvider('cpu', images, dryRun ? [1] : counts);
 if (gpu && cpu) {

@@ -4,13 +4,16 @@
 # (scripts/gpu-bench.mjs): images/s at 1, 4 and 16 in flight, latency p50, GPU memory, CPU ms
 # outside inference, and the largest alpha difference and the IoU against the CPU's result.
 #
-#   scripts/gpu-check.sh [--provider webgpu|cuda|tensorrt] [--kit DIR] [--dry-run]
+#   scripts/gpu-check.sh [--provider webgpu|cuda|tensorrt] [--kit DIR] [--cuda-kit DIR] [--dry-run]
 #
 # --kit DIR: first installs the parts of a kit made by scripts/gpu-kit.mjs (for a machine without
 # Node or a registry): unpacks them in the repository's root, puts the kit's Node first on the PATH,
 # unpacks Debian's Vulkan loader into /tmp/gpu-kit-root when the system has none (LD_LIBRARY_PATH),
 # points the loader at NVIDIA's Vulkan ICD where the driver mounts it, and derives the float model
 # (models/isnet-medium-fp32.onnx) from the published one.
+#
+# --cuda-kit DIR: then unpacks the cuda parts of such a kit (gpu-kit.mjs --cuda: the 1.29 core and
+# its CUDA provider in .gpu/lib) and points BGONE_ORT_LIBRARY at that core unless it is set.
 #
 # --dry-run: the checks, then one 2 MP image on the CPU and one try of the provider (on a machine
 # without a GPU, that try prints why the provider cannot start). The project must be built first
@@ -23,6 +26,7 @@ cd "$(dirname "$0")/.."
 provider=webgpu
 dry_run=0
 kit=
+cuda_kit=
 while [ $# -gt 0 ]; do
   case "$1" in
     --provider) provider="${2:-}"; shift 2 ;;
@@ -30,6 +34,8 @@ while [ $# -gt 0 ]; do
     --dry-run) dry_run=1; shift ;;
     --kit) kit="${2:-}"; shift 2 ;;
     --kit=*) kit="${1#--kit=}"; shift ;;
+    --cuda-kit) cuda_kit="${2:-}"; shift 2 ;;
+    --cuda-kit=*) cuda_kit="${1#--cuda-kit=}"; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -54,6 +60,14 @@ if [ -n "$kit" ]; then
     node -e "import('./scripts/derive-models.mjs').then((m) => m.deriveModels({ only: ['medium-fp32'] }))" || { echo "gpu-check: deriving medium-fp32 failed" >&2; exit 2; }
     echo "  medium-fp32 derived in $(( $(date +%s) - start )) s"
   fi
+fi
+
+if [ -n "$cuda_kit" ]; then
+  echo "== installing the cuda parts from $cuda_kit"
+  ls "$cuda_kit"/cuda.* >/dev/null 2>&1 || { echo "gpu-check: no cuda.NN parts in $cuda_kit" >&2; exit 2; }
+  cat "$cuda_kit"/cuda.* | xz -d | tar -x -C . || { echo "gpu-check: the cuda parts do not unpack (a part missing?)" >&2; exit 2; }
+  export BGONE_ORT_LIBRARY="${BGONE_ORT_LIBRARY:-$PWD/.gpu/lib/libonnxruntime.so}"
+  echo "  BGONE_ORT_LIBRARY=$BGONE_ORT_LIBRARY"
 fi
 
 missing=()
@@ -108,6 +122,9 @@ case "$provider" in
       for f in libonnxruntime_providers_shared.so libonnxruntime_providers_cuda.so; do
         if [ -e "$dir/$f" ]; then ok "$dir/$f"; else miss "$f beside BGONE_ORT_LIBRARY ($dir)"; fi
       done
+      # A core built without CUDA finds GPUs for the provider plugin under /sys/class/drm.
+      cards=$(ls -d /sys/class/drm/card[0-9]* 2>/dev/null | tr '\n' ' ')
+      if [ -n "$cards" ]; then ok "GPUs under /sys/class/drm: $cards"; else miss "no /sys/class/drm/card*: ONNX Runtime's device discovery (the cuda plugin route) finds no GPU"; fi
       case "$provider" in tensorrt*) [ -e "$dir/libonnxruntime_providers_tensorrt.so" ] && ok "$dir/libonnxruntime_providers_tensorrt.so" || miss "libonnxruntime_providers_tensorrt.so beside BGONE_ORT_LIBRARY" ;; esac
     else
       miss "BGONE_ORT_LIBRARY: an ONNX Runtime with its CUDA provider libraries beside it, for $provider"

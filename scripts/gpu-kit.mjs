@@ -4,7 +4,12 @@
 // packages the library, the input maker and the model tools load, the published model the GPU's
 // float variant is derived from, and Debian's Vulkan loader (libvulkan1) for WebGPU.
 //
-//   node scripts/gpu-kit.mjs [--out .gpu-kit] [--part-mib 52] [--check]
+//   node scripts/gpu-kit.mjs [--out .gpu-kit] [--part-mib 52] [--cuda] [--check]
+//
+// --cuda: also packs the cuda route's libraries (`bgone gpu install` first: the 1.29 core and its CUDA
+// provider from .gpu/lib, about 170 MiB of tar.xz) into OUT/cuda-1, cuda-2, ..., made after the WebGPU
+// parts so that the WebGPU check runs before they travel; scripts/gpu-check.sh --cuda-kit DIR
+// unpacks them. CUDA and cuDNN come from the machine's Python wheels.
 //
 // Run after `npm install` and `npm run build`. Writes OUT/1, OUT/2, ... (slices of one tar.xz,
 // kit.NN) and OUT/README with the device commands. Unpacked in the repository's root, the kit puts
@@ -21,7 +26,12 @@ import { parseArgs } from 'node:util';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values } = parseArgs({
-  options: { out: { type: 'string', default: '.gpu-kit' }, 'part-mib': { type: 'string', default: '52' }, check: { type: 'boolean', default: false } },
+  options: {
+    out: { type: 'string', default: '.gpu-kit' },
+    'part-mib': { type: 'string', default: '52' },
+    cuda: { type: 'boolean', default: false },
+    check: { type: 'boolean', default: false },
+  },
 });
 const out = join(ROOT, values.out);
 const partBytes = Number(values['part-mib']) * 2 ** 20;
@@ -68,6 +78,24 @@ const files = [
   'models/isnet-medium.onnx',
 ];
 for (const f of files) if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run npm install and npm run build first`);
+const cudaFiles = values.cuda
+  ? ['libonnxruntime.so', 'libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so'].map((f) => join('.gpu', 'lib', f))
+  : [];
+for (const f of cudaFiles)
+  if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run bgone gpu install (node dist/src/cli/main.js gpu install) first`);
+
+/** Writes `bytes` as parts of at most partBytes into OUT/<prefix>1, <prefix>2, ... named <name>.NN; returns their folders. */
+function writeParts(bytes, prefix, name) {
+  const parts = Math.ceil(bytes.length / partBytes);
+  const folders = [];
+  for (let i = 0; i < parts; i++) {
+    const folder = join(out, `${prefix}${i + 1}`);
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, `${name}.${String(i).padStart(2, '0')}`), bytes.subarray(i * partBytes, (i + 1) * partBytes));
+    folders.push(folder);
+  }
+  return folders;
+}
 
 const stage = mkdtempSync(join(tmpdir(), 'bgone-gpu-kit-'));
 try {
@@ -82,29 +110,47 @@ try {
   execFileSync('sh', ['-c', `tar -cf - -C "${ROOT}" -T "${list}" -C "${stage}" .gpu-kit-bin .gpu-kit-deb | xz -6 -T0 > "${archive}"`], { stdio: 'inherit' });
   rmSync(out, { recursive: true, force: true });
   const bytes = readFileSync(archive);
-  const parts = Math.ceil(bytes.length / partBytes);
-  for (let i = 0; i < parts; i++) {
-    mkdirSync(join(out, String(i + 1)), { recursive: true });
-    writeFileSync(join(out, String(i + 1), `kit.${String(i).padStart(2, '0')}`), bytes.subarray(i * partBytes, (i + 1) * partBytes));
+  const kitFolders = writeParts(bytes, '', 'kit');
+  let cudaFolders = [];
+  let cudaBytes = 0;
+  if (cudaFiles.length > 0) {
+    const cudaArchive = join(stage, 'cuda.tar.xz');
+    writeFileSync(list, `${cudaFiles.join('\n')}\n`);
+    execFileSync('sh', ['-c', `tar -cf - -C "${ROOT}" -T "${list}" | xz -6 -T0 > "${cudaArchive}"`], { stdio: 'inherit' });
+    const cuda = readFileSync(cudaArchive);
+    cudaBytes = cuda.length;
+    cudaFolders = writeParts(cuda, 'cuda-', 'cuda');
   }
-  const rel = relative(ROOT, out);
-  const steps = Array.from({ length: parts }, (_, i) =>
-    i + 1 < parts
-      ? `${i + 1}. run(carry: ["${rel}/${i + 1}"], command: "mkdir -p /tmp/kit && cp ${rel}/${i + 1}/* /tmp/kit/ && ls -la /tmp/kit")`
-      : `${i + 1}. run(carry: ["${rel}/${i + 1}"], command: "mkdir -p /tmp/kit && cp ${rel}/${i + 1}/* /tmp/kit/ && scripts/gpu-check.sh --kit /tmp/kit --provider webgpu 2>&1 | tee $OUT/gpu-check.log")`,
+  const rel = (folder) => relative(ROOT, folder);
+  const copyTo = (folder, dest) => `run(carry: ["${rel(folder)}"], command: "mkdir -p ${dest} && cp ${rel(folder)}/* ${dest}/`;
+  const steps = kitFolders.map((folder, i) =>
+    i + 1 < kitFolders.length
+      ? `${copyTo(folder, '/tmp/kit')} && ls -la /tmp/kit")`
+      : `${copyTo(folder, '/tmp/kit')} && scripts/gpu-check.sh --kit /tmp/kit --provider webgpu 2>&1 | tee $OUT/gpu-check.log")`,
+  );
+  const cudaSteps = cudaFolders.map((folder, i) =>
+    i + 1 < cudaFolders.length
+      ? `${copyTo(folder, '/tmp/kit-cuda')} && ls -la /tmp/kit-cuda")`
+      : `${copyTo(folder, '/tmp/kit-cuda')} && scripts/gpu-check.sh --kit /tmp/kit --cuda-kit /tmp/kit-cuda --provider cuda 2>&1 | tee $OUT/gpu-check-cuda.log")`,
   );
   writeFileSync(
     join(out, 'README'),
     [
-      `bgone GPU kit: ${files.length} files, Node ${process.version}, ${(bytes.length / 2 ** 20).toFixed(1)} MiB of tar.xz in ${parts} parts.`,
+      `bgone GPU kit: ${files.length} files, Node ${process.version}, ${(bytes.length / 2 ** 20).toFixed(1)} MiB of tar.xz in ${kitFolders.length} parts.`,
       'On the device machine, calls made back to back (its /tmp lasts while it stays warm):',
-      ...steps,
+      ...steps.map((step, i) => `${i + 1}. ${step}`),
+      ...(cudaSteps.length === 0
+        ? []
+        : [
+            `Then the cuda route, if the device time allows (${(cudaBytes / 2 ** 20).toFixed(1)} MiB of tar.xz in ${cudaFolders.length} parts):`,
+            ...cudaSteps.map((step, i) => `${steps.length + i + 1}. ${step}`),
+          ]),
       '',
     ].join('\n'),
   );
   console.log(readFileSync(join(out, 'README'), 'utf8'));
-  for (let i = 1; i <= parts; i++)
-    console.log(`${rel}/${i}: ${(statSync(join(out, String(i), `kit.${String(i - 1).padStart(2, '0')}`)).size / 2 ** 20).toFixed(1)} MiB`);
+  for (const folder of [...kitFolders, ...cudaFolders])
+    for (const f of readdirSync(folder)) console.log(`${rel(folder)}/${f}: ${(statSync(join(folder, f)).size / 2 ** 20).toFixed(1)} MiB`);
 } finally {
   rmSync(stage, { recursive: true, force: true });
 }
@@ -115,11 +161,14 @@ if (values.check) {
   try {
     execFileSync('sh', ['-c', `cd "${ROOT}" && git ls-files -z | tar --null -T - -cf - | tar -x -C "${clone}"`]);
     mkdirSync(join(clone, 'kit'));
-    for (const part of readdirSync(out).filter((d) => /^\d+$/.test(d))) {
-      for (const f of readdirSync(join(out, part))) copyFileSync(join(out, part, f), join(clone, 'kit', f));
+    mkdirSync(join(clone, 'kit-cuda'));
+    for (const part of readdirSync(out).filter((d) => /^(cuda-)?\d+$/.test(d))) {
+      const to = part.startsWith('cuda-') ? 'kit-cuda' : 'kit';
+      for (const f of readdirSync(join(out, part))) copyFileSync(join(out, part, f), join(clone, to, f));
     }
+    const cudaArgs = cudaFiles.length > 0 ? ['--cuda-kit', join(clone, 'kit-cuda'), '--provider', 'cuda'] : [];
     // gpu-check.sh puts the kit's Node first on the PATH.
-    execFileSync('scripts/gpu-check.sh', ['--kit', join(clone, 'kit'), '--dry-run'], {
+    execFileSync('scripts/gpu-check.sh', ['--kit', join(clone, 'kit'), ...cudaArgs, '--dry-run'], {
       cwd: clone,
       stdio: 'inherit',
       env: { PATH: process.env.PATH, HOME: clone },
