@@ -96,23 +96,26 @@ describe('bgone serve', () => {
   });
 
   describe('on an ONNX Runtime built without CUDA (the 1.29 core of bgone gpu install)', () => {
-    /** A folder holding that core and its shared provider library, and `extra` files beside them. */
-    function coreFolder(name: string, extra: Record<string, string> = {}): string {
+    /**
+     * A folder holding that core and its shared provider library, and `extra` files beside them, and
+     * the environment of a `bgone serve` on that core with `provider`.
+     */
+    function onCore(name: string, provider: string, extra: Record<string, string> = {}) {
       const folder = join(dir, name);
       mkdirSync(folder, { recursive: true });
       for (const f of ['libonnxruntime.so', 'libonnxruntime_providers_shared.so']) copyFileSync(join(cpuOnlyOrtFolder(), f), join(folder, f));
       for (const [f, text] of Object.entries(extra)) writeFileSync(join(folder, f), text);
-      return folder;
-    }
-
-    it('cuda without libonnxruntime_providers_cuda.so beside it: exits 1, saying the core has no CUDA and the provider library is not there', async () => {
-      const folder = coreFolder('no-provider');
       const env = {
         BGONE_DB: join(folder, 'db.sqlite'),
         BGONE_PORT: '0',
         BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
-        BGONE_EXECUTION_PROVIDER: 'cuda',
+        BGONE_EXECUTION_PROVIDER: provider,
       };
+      return { folder, env };
+    }
+
+    it('cuda without libonnxruntime_providers_cuda.so beside it: exits 1, saying the core has no CUDA and the provider library is not there', async () => {
+      const { folder, env } = onCore('no-provider', 'cuda');
       const run = await runCli(dir, ['serve'], env);
       expect(run.code, run.stderr).toBe(1);
       expect(run.stderr).toContain(`the loaded ONNX Runtime 1.29.0 (${join(folder, 'libonnxruntime.so')}) was built without the CUDA execution provider`);
@@ -121,14 +124,8 @@ describe('bgone serve', () => {
     });
 
     it("cuda with a provider library that does not load: exits 1, naming the plugin registration and the loader's reason", async () => {
-      const folder = coreFolder('bad-provider', { 'libonnxruntime_providers_cuda.so': 'not a shared library' });
+      const { folder, env } = onCore('bad-provider', 'cuda:0', { 'libonnxruntime_providers_cuda.so': 'not a shared library' });
       const provider = join(folder, 'libonnxruntime_providers_cuda.so');
-      const env = {
-        BGONE_DB: join(folder, 'db.sqlite'),
-        BGONE_PORT: '0',
-        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
-        BGONE_EXECUTION_PROVIDER: 'cuda:0',
-      };
       const run = await runCli(dir, ['serve'], env);
       expect(run.code, run.stderr).toBe(1);
       expect(run.stderr).toContain(`has no usable CUDA execution provider: RegisterExecutionProviderLibrary(${provider}) failed: `);
@@ -137,13 +134,7 @@ describe('bgone serve', () => {
     });
 
     it('tensorrt: exits 1, saying TensorRT needs a core built with it', async () => {
-      const folder = coreFolder('tensorrt');
-      const env = {
-        BGONE_DB: join(folder, 'db.sqlite'),
-        BGONE_PORT: '0',
-        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
-        BGONE_EXECUTION_PROVIDER: 'tensorrt',
-      };
+      const { env } = onCore('tensorrt', 'tensorrt');
       const run = await runCli(dir, ['serve'], env);
       expect(run.code, run.stderr).toBe(1);
       expect(run.stderr).toContain('was built without the TensorRT execution provider');
@@ -152,13 +143,7 @@ describe('bgone serve', () => {
     });
 
     it("cuda,cpu: starts on that core's CPU, the skipped reason in /readyz", async () => {
-      const folder = coreFolder('fallback');
-      const serve = new ServeProcess(dir, {
-        BGONE_DB: join(folder, 'db.sqlite'),
-        BGONE_PORT: '0',
-        BGONE_ORT_LIBRARY: join(folder, 'libonnxruntime.so'),
-        BGONE_EXECUTION_PROVIDER: 'cuda,cpu',
-      });
+      const serve = new ServeProcess(dir, onCore('fallback', 'cuda,cpu').env);
       try {
         const url = `http://127.0.0.1:${await serve.port()}`;
         const ready = await get(url, '/readyz');
