@@ -68,15 +68,20 @@ ProviderError gpu_unavailable(const OrtApi* api, OrtStatus* status, const char* 
                        missing_provider_library(provider) + (trt ? kTensorRtNeeds : kCudaNeeds) + ".");
 }
 
-// The CUDA options bgone sets, as key/value strings (both routes below take them so).
+// The CUDA options bgone sets, as key/value strings (both routes below take them so); the plugin
+// route takes the device from its OrtEpDevice instead of a device_id option.
 struct CudaOptions {
-  explicit CudaOptions(const ModelSpec& spec)
+  CudaOptions(const ModelSpec& spec, bool with_device_id)
       : device_id(std::to_string(spec.device_id)), mem_limit(std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024)) {
+    if (with_device_id) {
+      keys.push_back("device_id");
+      values.push_back(device_id.c_str());
+    }
     // kSameAsRequested: the arena grows by what is asked, not by doubling, so the GPU memory held
     // stays near the model's real peak. HEURISTIC: cuDNN's exhaustive search of convolution
     // algorithms, per input shape, costs more than the runs it would speed up.
-    keys = {"arena_extend_strategy", "cudnn_conv_algo_search"};
-    values = {"kSameAsRequested", "HEURISTIC"};
+    keys.insert(keys.end(), {"arena_extend_strategy", "cudnn_conv_algo_search"});
+    values.insert(values.end(), {"kSameAsRequested", "HEURISTIC"});
     if (spec.gpu_mem_limit_mb > 0) {
       keys.push_back("gpu_mem_limit");
       values.push_back(mem_limit.c_str());
@@ -118,7 +123,7 @@ void append_cuda_plugin(const OrtApi* api, OrtSessionOptions* options, const Mod
   if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "GetEpDevices");
   const OrtEpDevice* chosen = nullptr;
   std::string indexes;
-  const CudaOptions cuda(spec);
+  const CudaOptions cuda(spec, false);
   for (size_t i = 0; i < count; ++i) {
     if (std::string(api->EpDevice_EpName(devices[i])) != "CUDAExecutionProvider") continue;
     const char* index = api->GetKeyValue(api->EpDevice_EpOptions(devices[i]), "device_id");
@@ -152,12 +157,8 @@ void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec&
     throw gpu_unavailable(api, status, provider, label, "CreateCUDAProviderOptions");
   }
   try {
-    CudaOptions options_in(spec);
-    options_in.keys.insert(options_in.keys.begin(), "device_id");
-    options_in.values.insert(options_in.values.begin(), options_in.device_id.c_str());
-    const std::vector<const char*>& keys = options_in.keys;
-    const std::vector<const char*>& values = options_in.values;
-    status = api->UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
+    const CudaOptions set(spec, true);
+    status = api->UpdateCUDAProviderOptions(cuda, set.keys.data(), set.values.data(), set.keys.size());
     if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "UpdateCUDAProviderOptions");
     status = api->SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda);
     if (status != nullptr) throw gpu_unavailable(api, status, provider, label, "SessionOptionsAppendExecutionProvider_CUDA_V2");

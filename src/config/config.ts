@@ -327,7 +327,6 @@ function executionProviderChoice(env: NodeJS.ProcessEnv): ExecutionProvider {
   return parsed.choices.map((c) => c.text).join(',');
 }
 
-/** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */
 /** BGONE_TENSORRT_CACHE_DIR: a folder (made at the first TensorRT load), or off. */
 function tensorrtCacheDirChoice(env: NodeJS.ProcessEnv, executionProvider: ExecutionProvider): string | undefined {
   const raw = env.BGONE_TENSORRT_CACHE_DIR || undefined;
@@ -343,6 +342,7 @@ function tensorrtCacheDirChoice(env: NodeJS.ProcessEnv, executionProvider: Execu
   return raw;
 }
 
+/** BGONE_ORT_LIBRARY: an existing file (the library checks it again when configured). */
 function onnxRuntimeLibrary(env: NodeJS.ProcessEnv): string | undefined {
   const raw = env.BGONE_ORT_LIBRARY || undefined;
   if (raw === undefined) return undefined;
