@@ -71,6 +71,9 @@ ProviderError gpu_unavailable(const OrtApi* api, OrtStatus* status, const char* 
 // The CUDA options bgone sets, as key/value strings (both routes below take them so); the plugin
 // route takes the device from its OrtEpDevice instead of a device_id option.
 struct CudaOptions {
+  // values point into device_id and mem_limit: never copied.
+  CudaOptions(const CudaOptions&) = delete;
+  CudaOptions& operator=(const CudaOptions&) = delete;
   CudaOptions(const ModelSpec& spec, bool with_device_id)
       : device_id(std::to_string(spec.device_id)), mem_limit(std::to_string(spec.gpu_mem_limit_mb * 1024 * 1024)) {
     if (with_device_id) {
@@ -149,8 +152,7 @@ void append_cuda(const OrtApi* api, OrtSessionOptions* options, const ModelSpec&
   OrtCUDAProviderOptionsV2* cuda = nullptr;
   OrtStatus* status = api->CreateCUDAProviderOptions(&cuda);
   if (status != nullptr) {
-    const std::string reason = api->GetErrorMessage(status);
-    if (built_without(reason)) {
+    if (built_without(api->GetErrorMessage(status))) {
       api->ReleaseStatus(status);
       return append_cuda_plugin(api, options, spec, provider, label);
     }
@@ -173,16 +175,15 @@ void append_tensorrt(const OrtApi* api, OrtSessionOptions* options, const ModelS
   OrtTensorRTProviderOptionsV2* trt = nullptr;
   OrtStatus* status = api->CreateTensorRTProviderOptions(&trt);
   if (status != nullptr) {
-    const std::string reason = take_reason(api, status);
     // Unlike CUDA's, the TensorRT provider library is not a plugin (no CreateEpFactories).
-    if (built_without(reason)) {
+    if (built_without(api->GetErrorMessage(status))) {
+      const std::string reason = take_reason(api, status);
       throw ProviderError(loaded_runtime() + " was built without the TensorRT execution provider (" + reason +
                           "), and TensorRT's provider library cannot be loaded into it as a plugin: TensorRT needs an ONNX "
                           "Runtime built with it, such as Microsoft's onnxruntime-gpu build, with its provider libraries beside it. " +
                           kTensorRtNeeds + ".");
     }
-    throw ProviderError(loaded_runtime() + " has no usable TensorRT execution provider: CreateTensorRTProviderOptions failed: " + reason +
-                        ". " + missing_provider_library("tensorrt") + kTensorRtNeeds + ".");
+    throw gpu_unavailable(api, status, "tensorrt", "TensorRT", "CreateTensorRTProviderOptions");
   }
   try {
     const std::string device_id = std::to_string(spec.device_id);
