@@ -124,6 +124,7 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   spec.device_id = static_cast<int>(o.integer("deviceId", 0, 255));
   spec.gpu_mem_limit_mb = o.integer("gpuMemLimitMb", 0, 1 << 20);
   spec.tensorrt_cache_dir = o.string("tensorrtCacheDir");
+  spec.webgpu_cpu_adapter = o.boolean("webgpuCpuAdapter");
   spec.warm_up_runs = static_cast<int>(o.integer("warmUpRuns", 0, 8));
   spec.warm_up_side = static_cast<int>(o.integer("warmUpSide", 1, 16384));
   o.finish();

@@ -29,6 +29,9 @@ struct ModelSpec {
   // With "tensorrt": the existing folder where ONNX Runtime keeps the engines and the timing cache
   // TensorRT builds ("": none).
   std::string tensorrt_cache_dir;
+  // With "webgpu": whether a CPU Vulkan device (SwiftShader, for checks) may run the model when the
+  // loader lists no GPU.
+  bool webgpu_cpu_adapter = false;
   // Runs of the model on a blank warm_up_side² input right after loading (0: none): see warm_up.
   int warm_up_runs = 0;
   int warm_up_side = 0;

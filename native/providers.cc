@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -233,18 +235,140 @@ std::vector<std::string> available_providers() {
   return out;
 }
 
+namespace {
+
+// What the Vulkan loader lists, surveyed once per process before Dawn (the WebGPU provider's
+// implementation) opens it. Vulkan's C API is called through the loader's own entry point with the
+// few structures it needs laid out here (their layout is Vulkan 1.0's ABI): bgone ships no Vulkan
+// headers and links nothing of it.
+struct VulkanDevice {
+  int type = 0;  // VkPhysicalDeviceType: 1 integrated, 2 discrete, 3 virtual GPU, 4 CPU, 0 other
+  std::string name;
+};
+struct VulkanSurvey {
+  bool loader = false;
+  int create_result = 0;  // vkCreateInstance's VkResult (0: VK_SUCCESS)
+  std::vector<VulkanDevice> devices;
+};
+
+constexpr int kVkPhysicalDeviceTypeCpu = 4;
+
+struct VkApplicationInfoAbi {
+  int32_t sType;  // VK_STRUCTURE_TYPE_APPLICATION_INFO = 0
+  const void* pNext;
+  const char* pApplicationName;
+  uint32_t applicationVersion;
+  const char* pEngineName;
+  uint32_t engineVersion;
+  uint32_t apiVersion;
+};
+struct VkInstanceCreateInfoAbi {
+  int32_t sType;  // VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 1
+  const void* pNext;
+  uint32_t flags;
+  const VkApplicationInfoAbi* pApplicationInfo;
+  uint32_t enabledLayerCount;
+  const char* const* ppEnabledLayerNames;
+  uint32_t enabledExtensionCount;
+  const char* const* ppEnabledExtensionNames;
+};
+using VkVoidFunction = void (*)();
+using GetInstanceProcAddr = VkVoidFunction (*)(void* instance, const char* name);
+using CreateInstance = int32_t (*)(const VkInstanceCreateInfoAbi*, const void* allocator, void** instance);
+using DestroyInstance = void (*)(void* instance, const void* allocator);
+using EnumeratePhysicalDevices = int32_t (*)(void* instance, uint32_t* count, void** devices);
+using GetPhysicalDeviceProperties = void (*)(void* device, void* properties);
+
+VulkanSurvey survey_vulkan() {
+  VulkanSurvey out;
+  // Dawn opens the loader by this name: a loader found here is the one it finds. It stays open.
+  void* loader = dlopen("libvulkan.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (loader == nullptr) return out;
+  out.loader = true;
+  auto proc = reinterpret_cast<GetInstanceProcAddr>(dlsym(loader, "vkGetInstanceProcAddr"));
+  auto create = proc == nullptr ? nullptr : reinterpret_cast<CreateInstance>(proc(nullptr, "vkCreateInstance"));
+  if (create == nullptr) {
+    out.create_result = -1;
+    return out;
+  }
+  VkApplicationInfoAbi app{0, nullptr, "bgone", 1, "bgone", 1, (1u << 22) | (1u << 12)};  // Vulkan 1.1
+  VkInstanceCreateInfoAbi info{1, nullptr, 0, &app, 0, nullptr, 0, nullptr};
+  void* instance = nullptr;
+  out.create_result = create(&info, nullptr, &instance);
+  if (out.create_result != 0 || instance == nullptr) return out;
+  auto destroy = reinterpret_cast<DestroyInstance>(proc(instance, "vkDestroyInstance"));
+  auto enumerate = reinterpret_cast<EnumeratePhysicalDevices>(proc(instance, "vkEnumeratePhysicalDevices"));
+  auto properties = reinterpret_cast<GetPhysicalDeviceProperties>(proc(instance, "vkGetPhysicalDeviceProperties"));
+  uint32_t count = 0;
+  if (enumerate != nullptr && properties != nullptr && enumerate(instance, &count, nullptr) >= 0 && count > 0) {
+    std::vector<void*> handles(count);
+    if (enumerate(instance, &count, handles.data()) >= 0) {
+      for (uint32_t i = 0; i < count; ++i) {
+        // VkPhysicalDeviceProperties is 824 bytes: four uint32s, the device type at byte 16 and the
+        // NUL-terminated name (256 bytes) at byte 20.
+        alignas(16) unsigned char props[2048] = {};
+        properties(handles[i], props);
+        VulkanDevice device;
+        std::memcpy(&device.type, props + 16, sizeof device.type);
+        props[20 + 255] = 0;
+        device.name = reinterpret_cast<const char*>(props + 20);
+        out.devices.push_back(std::move(device));
+      }
+    }
+  }
+  if (destroy != nullptr) destroy(instance, nullptr);
+  return out;
+}
+
+const VulkanSurvey& vulkan_survey() {
+  static const VulkanSurvey survey = survey_vulkan();
+  return survey;
+}
+
+// "SwiftShader Device (Subzero) (CPU), NVIDIA H100 80GB HBM3 (GPU)"
+std::string device_list(const VulkanSurvey& survey) {
+  std::string out;
+  for (const VulkanDevice& d : survey.devices) {
+    if (!out.empty()) out += ", ";
+    out += d.name + (d.type == kVkPhysicalDeviceTypeCpu ? " (CPU)" : " (GPU)");
+  }
+  return out;
+}
+
+bool has_gpu(const VulkanSurvey& survey) {
+  for (const VulkanDevice& d : survey.devices)
+    if (d.type != kVkPhysicalDeviceTypeCpu) return true;
+  return false;
+}
+
+const char* const kWebGpuNeeds =
+    "WebGPU runs over Vulkan on Linux: it needs the Vulkan loader (libvulkan.so.1, Debian's libvulkan1) and a GPU driver with "
+    "Vulkan support (NVIDIA's driver with its Vulkan ICD, nvidia_icd.json; Mesa's for AMD and Intel)";
+
+// Why the WebGPU provider has no GPU to run on ("" when the loader lists one, or when a CPU
+// device is allowed and listed).
+std::string webgpu_missing(const VulkanSurvey& survey, bool cpu_adapter) {
+  if (!survey.loader) return "The Vulkan loader (libvulkan.so.1) is not installed. " + std::string(kWebGpuNeeds);
+  if (survey.create_result != 0)
+    return "The Vulkan loader found no driver (vkCreateInstance answered VkResult " + std::to_string(survey.create_result) + "). " +
+           kWebGpuNeeds;
+  if (survey.devices.empty()) return "The Vulkan loader lists no device. " + std::string(kWebGpuNeeds);
+  if (!has_gpu(survey) && !cpu_adapter)
+    return "The Vulkan loader lists only CPU devices (" + device_list(survey) +
+           "): WebGPU on a CPU runs many times slower than the cpu provider, so bgone does not take one unless the "
+           "webgpuCpuAdapter setting (BGONE_WEBGPU_CPU_ADAPTER=true) allows it, for checks. " +
+           kWebGpuNeeds;
+  return "";
+}
+
+}  // namespace
+
 ProviderError webgpu_unavailable(const std::string& step, const std::string& reason) {
-  // Dawn opens the Vulkan loader itself: whether it is there tells the two missing pieces apart.
-  void* vulkan = dlopen("libvulkan.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (vulkan != nullptr) dlclose(vulkan);
-  const std::string missing =
-      vulkan == nullptr
-          ? "The Vulkan loader (libvulkan.so.1, Debian's libvulkan1) is not installed: WebGPU runs over Vulkan on Linux, and needs it "
-            "and a GPU driver with Vulkan support"
-          : "The Vulkan loader is installed, but no GPU adapter answered: WebGPU needs a GPU driver with Vulkan support (NVIDIA's "
-            "driver with its Vulkan ICD, nvidia_icd.json; Mesa's for AMD and Intel); a CPU Vulkan (llvmpipe) does not count";
-  return ProviderError(loaded_runtime() + " could not start its WebGPU execution provider: " + step + " failed: " + reason + ". " +
-                       missing + ".");
+  const VulkanSurvey& survey = vulkan_survey();
+  std::string why = webgpu_missing(survey, true);
+  if (why.empty()) why = "The Vulkan loader lists " + device_list(survey) + ", and Dawn took none of them. " + kWebGpuNeeds;
+  return ProviderError(loaded_runtime() + " could not start its WebGPU execution provider: " + step + " failed: " + reason + ". " + why +
+                       ".");
 }
 
 bool is_webgpu_failure(const std::string& message) {
@@ -259,6 +383,8 @@ void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec
   if (spec.provider == "cuda") return append_cuda(api, options, spec, "cuda", "CUDA");
   if (spec.provider == "tensorrt") return append_tensorrt(api, options, spec);
   if (spec.provider == "webgpu") {
+    const std::string missing = webgpu_missing(vulkan_survey(), spec.webgpu_cpu_adapter);
+    if (!missing.empty()) throw ProviderError(loaded_runtime() + " could not start its WebGPU execution provider. " + missing + ".");
     OrtStatus* status = api->SessionOptionsAppendExecutionProvider(options, "WebGPU", nullptr, nullptr, 0);
     if (status != nullptr) throw webgpu_unavailable("SessionOptionsAppendExecutionProvider(WebGPU)", take_reason(api, status));
     return;

@@ -2,7 +2,8 @@
 // nothing; "cuda" and "tensorrt" append the CUDA (or TensorRT, then CUDA) execution provider, which
 // only a runtime with those provider libraries beside it, the CUDA and cuDNN they were built for and
 // the NVIDIA driver can give; "webgpu" appends ONNX Runtime's WebGPU provider (Dawn over Vulkan: the
-// Vulkan loader and a GPU driver with Vulkan support).
+// Vulkan loader and a GPU driver with Vulkan support; a loader listing only CPU devices is refused
+// unless the spec allows one).
 #pragma once
 #include <string>
 #include <vector>
@@ -30,8 +31,8 @@ std::vector<std::string> available_providers();
 // ProviderError when the runtime cannot give it, with what a GPU deployment needs.
 void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec);
 
-// The ProviderError of a WebGPU provider that could not start at `step` for `reason`, saying which
-// of the Vulkan loader and a GPU adapter is missing.
+// The ProviderError of a WebGPU provider that could not start at `step` for `reason`, with what the
+// Vulkan loader lists (or that it is missing).
 ProviderError webgpu_unavailable(const std::string& step, const std::string& reason);
 
 // Whether CreateSession's message with the WebGPU provider is the provider's (no adapter, Dawn,

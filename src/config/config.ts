@@ -28,6 +28,11 @@ export interface LibraryConfig {
    * undefined (unset): the library's default.
    */
   tensorrtCacheDir: string | undefined;
+  /**
+   * BGONE_WEBGPU_CPU_ADAPTER=true: with WebGPU, a CPU Vulkan device (SwiftShader) may run the models
+   * where the loader lists no GPU: for checking the route on a machine without one.
+   */
+  webgpuCpuAdapter: boolean;
   /** BGONE_ORT_LIBRARY: the ONNX Runtime shared library to open (default: onnxruntime-node's, CPU only). */
   onnxRuntimeLibrary: string | undefined;
   /** BGONE_ADDON_BUILD: 'auto' (default: the AVX2 build where the CPU runs it) or 'baseline'. */
@@ -294,6 +299,9 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
       'BGONE_CUDA_MEM_LIMIT_MB applies to CUDA and TensorRT only: set BGONE_EXECUTION_PROVIDER=cuda (or cuda:<device id>, tensorrt) with it',
     );
   const tensorrtCacheDir = tensorrtCacheDirChoice(env, executionProvider);
+  const webgpuCpuAdapter = bool(env, 'BGONE_WEBGPU_CPU_ADAPTER', false);
+  if (webgpuCpuAdapter && !/\bwebgpu\b/.test(executionProvider))
+    throw new ConfigError('BGONE_WEBGPU_CPU_ADAPTER applies to WebGPU only: set BGONE_EXECUTION_PROVIDER=webgpu with it');
   return {
     modelsDir: env.BGONE_MODELS_DIR || undefined,
     inferenceThreads: int(env, 'BGONE_INFERENCE_THREADS', 0, 0, 256),
@@ -301,6 +309,7 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     executionProvider,
     cudaMemLimitMb,
     tensorrtCacheDir,
+    webgpuCpuAdapter,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
     addonBuild: addonBuildChoice(env),
     fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),

@@ -123,7 +123,8 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
     next.inferenceThreads !== previous.inferenceThreads ||
     next.executionProvider !== previous.executionProvider ||
     next.cudaMemLimitMb !== previous.cudaMemLimitMb ||
-    next.tensorrtCacheDir !== previous.tensorrtCacheDir
+    next.tensorrtCacheDir !== previous.tensorrtCacheDir ||
+    next.webgpuCpuAdapter !== previous.webgpuCpuAdapter
   )
     forgetModels();
   syncConcurrency();

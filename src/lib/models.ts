@@ -206,6 +206,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
     deviceId,
     gpuMemLimitMb: provider === 'cuda' || provider === 'tensorrt' ? settings.cudaMemLimitMb : 0,
     tensorrtCacheDir: provider === 'tensorrt' ? settings.tensorrtCacheDir : '',
+    webgpuCpuAdapter: provider === 'webgpu' && settings.webgpuCpuAdapter,
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
     warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),

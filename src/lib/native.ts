@@ -79,6 +79,8 @@ export interface NativeModelSpec {
   gpuMemLimitMb: number;
   /** With tensorrt: the existing folder of its engine and timing caches; '': none (and with every other provider). */
   tensorrtCacheDir: string;
+  /** With webgpu: whether a CPU Vulkan device may run the model when the loader lists no GPU (false with every other provider). */
+  webgpuCpuAdapter: boolean;
   /** Runs on a blank input right after loading, whose memory is given back at once (0: none). */
   warmUpRuns: number;
   /** The side of those runs when the graph takes any size (else its own width × height). */

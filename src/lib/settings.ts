@@ -40,6 +40,13 @@ export interface LibrarySettings {
    */
   tensorrtCacheDir: string;
   /**
+   * With WebGPU: whether a CPU Vulkan device (SwiftShader, as Chromium ships it) may run the models
+   * when the Vulkan loader lists no GPU. false (default): such a machine refuses webgpu, since WebGPU
+   * on a CPU runs many times slower than the cpu provider; true is for checking the WebGPU route on
+   * a machine without a GPU.
+   */
+  webgpuCpuAdapter: boolean;
+  /**
    * The ONNX Runtime shared library the native core opens (e.g. a GPU build's libonnxruntime.so.1);
    * undefined (default): onnxruntime-node's copy. Fixed once the native core has started.
    */
@@ -98,6 +105,7 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   executionProvider: 'cpu',
   cudaMemLimitMb: 0,
   tensorrtCacheDir: join(PACKAGE_ROOT, '.tensorrt-cache'),
+  webgpuCpuAdapter: false,
   onnxRuntimeLibrary: undefined,
   addonBuild: 'auto',
   fetchAllowPrivate: false,
@@ -264,6 +272,7 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'executionProvider',
   'cudaMemLimitMb',
   'tensorrtCacheDir',
+  'webgpuCpuAdapter',
   'onnxRuntimeLibrary',
   'addonBuild',
   'fetchAllowPrivate',
@@ -301,6 +310,10 @@ export function mergeSettings(input: unknown): LibrarySettings {
     next.cudaMemLimitMb = integerSetting('cudaMemLimitMb', given.cudaMemLimitMb, 0, MAX_GPU_MEM_MB, 'MiB of GPU memory, 0: no limit');
   }
   if (given.tensorrtCacheDir !== undefined) next.tensorrtCacheDir = tensorrtCacheDirSetting(given.tensorrtCacheDir);
+  if (given.webgpuCpuAdapter !== undefined) {
+    if (typeof given.webgpuCpuAdapter !== 'boolean') invalid('webgpuCpuAdapter', 'webgpuCpuAdapter must be a boolean.');
+    next.webgpuCpuAdapter = given.webgpuCpuAdapter;
+  }
   if (given.onnxRuntimeLibrary !== undefined) next.onnxRuntimeLibrary = libraryFileSetting(given.onnxRuntimeLibrary);
   if (given.addonBuild !== undefined) next.addonBuild = addonBuildSetting(given.addonBuild);
   if (given.fetchAllowPrivate !== undefined) {

@@ -125,7 +125,10 @@ describe('WebGPU without a GPU adapter', () => {
       // int8 QDQ graphs are the CPU's: on WebGPU the default is its float variant.
       expect(error.message).toMatch(/^Model medium-fp32 could not be loaded on the execution provider webgpu: /);
       expect(error.message).toContain('could not start its WebGPU execution provider');
-      expect(error.message).toMatch(/The Vulkan loader \(libvulkan\.so\.1, Debian's libvulkan1\) is not installed|no GPU adapter answered/);
+      expect(error.message).toMatch(
+        /The Vulkan loader \(libvulkan\.so\.1\) is not installed|The Vulkan loader found no driver|The Vulkan loader lists (no device|only CPU devices)/,
+      );
+      expect(error.message).toContain("Debian's libvulkan1");
       expect(error.message).toContain('BGONE_EXECUTION_PROVIDER=webgpu,cpu');
       expect(error.details).toMatchObject({ component: 'execution_provider', model: 'medium-fp32', provider: 'webgpu' });
     }

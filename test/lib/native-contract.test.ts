@@ -114,6 +114,7 @@ describe('loadModel spec', () => {
     deviceId: 0,
     gpuMemLimitMb: 0,
     tensorrtCacheDir: '',
+    webgpuCpuAdapter: false,
     warmUpRuns: 0,
     warmUpSide: 1024,
   };
@@ -140,6 +141,7 @@ describe('loadModel spec', () => {
     ['deviceId', 0.5, /model spec\.deviceId must be an integer/],
     ['gpuMemLimitMb', -1, /model spec\.gpuMemLimitMb must be an integer in \[0, 1048576\]/],
     ['tensorrtCacheDir', 7, /model spec\.tensorrtCacheDir must be a string/],
+    ['webgpuCpuAdapter', 1, /model spec\.webgpuCpuAdapter must be a boolean/],
     ['warmUpRuns', 9, /model spec\.warmUpRuns must be an integer in \[0, 8\]/],
     ['warmUpSide', 0, /model spec\.warmUpSide must be an integer in \[1, 16384\]/],
     ['matteTransform', 3, /model spec\.matteTransform must be an integer in \[0, 2\]/],

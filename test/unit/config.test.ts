@@ -33,6 +33,7 @@ describe('loadConfig', () => {
         executionProvider: 'cpu',
         cudaMemLimitMb: 0,
         tensorrtCacheDir: undefined,
+        webgpuCpuAdapter: false,
         onnxRuntimeLibrary: undefined,
         addonBuild: 'auto',
         fetchAllowPrivate: false,
@@ -158,6 +159,7 @@ describe('loadConfig', () => {
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
       tensorrtCacheDir: undefined,
+      webgpuCpuAdapter: false,
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
@@ -312,6 +314,20 @@ describe('the execution provider (BGONE_EXECUTION_PROVIDER, BGONE_CUDA_MEM_LIMIT
     const file = join(REPO_ROOT, 'package.json');
     expect(() => loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'tensorrt', BGONE_TENSORRT_CACHE_DIR: file })).toThrow(
       `BGONE_TENSORRT_CACHE_DIR must be a folder (made if absent) or off (got "${file}", which is not a folder)`,
+    );
+  });
+
+  it('BGONE_WEBGPU_CPU_ADAPTER: true or false, false unless set; only with webgpu in the list', () => {
+    expect(loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'webgpu' }).webgpuCpuAdapter).toBe(false);
+    expect(loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'webgpu,cpu', BGONE_WEBGPU_CPU_ADAPTER: 'true' }).webgpuCpuAdapter).toBe(true);
+    expect(loadConfig({ BGONE_EXECUTION_PROVIDER: 'webgpu', BGONE_WEBGPU_CPU_ADAPTER: '0' }).library.webgpuCpuAdapter).toBe(false);
+    // Off is off with any provider.
+    expect(loadLibraryConfig({ BGONE_WEBGPU_CPU_ADAPTER: 'false' }).webgpuCpuAdapter).toBe(false);
+    expect(() => loadConfig({ BGONE_EXECUTION_PROVIDER: 'cuda,cpu', BGONE_WEBGPU_CPU_ADAPTER: 'true' })).toThrow(
+      'BGONE_WEBGPU_CPU_ADAPTER applies to WebGPU only: set BGONE_EXECUTION_PROVIDER=webgpu with it',
+    );
+    expect(() => loadLibraryConfig({ BGONE_EXECUTION_PROVIDER: 'webgpu', BGONE_WEBGPU_CPU_ADAPTER: 'cpu' })).toThrow(
+      'BGONE_WEBGPU_CPU_ADAPTER must be true or false (got "cpu")',
     );
   });
 

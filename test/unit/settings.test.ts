@@ -16,7 +16,7 @@ afterEach(() => {
 });
 
 describe('defaults', () => {
-  it("the package models folder, ONNX Runtime threads one per core (0), the jobs in the native core chosen for the provider (0), the CPU, TensorRT's engines cached in the package folder, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
+  it("the package models folder, ONNX Runtime threads one per core (0), the jobs in the native core chosen for the provider (0), the CPU, TensorRT's engines cached in the package folder, no WebGPU on a CPU Vulkan device, onnxruntime-node's runtime, the addon build the CPU runs best, no downloads from private addresses", () => {
     expect(librarySettings()).toEqual({
       modelsDir: join(REPO_ROOT, 'models'),
       inferenceThreads: 0,
@@ -24,6 +24,7 @@ describe('defaults', () => {
       executionProvider: 'cpu',
       cudaMemLimitMb: 0,
       tensorrtCacheDir: join(REPO_ROOT, '.tensorrt-cache'),
+      webgpuCpuAdapter: false,
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
@@ -162,6 +163,9 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['tensorrtCacheDir', 7],
     ['tensorrtCacheDir', null],
     ['tensorrtCacheDir', join(REPO_ROOT, 'package.json')],
+    ['webgpuCpuAdapter', 'true'],
+    ['webgpuCpuAdapter', 1],
+    ['webgpuCpuAdapter', null],
     ['onnxRuntimeLibrary', ''],
     ['onnxRuntimeLibrary', 7],
     ['onnxRuntimeLibrary', '/no/such/libonnxruntime.so.1'],
@@ -185,7 +189,7 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     const error = expectThrowsBgone(() => configure({ modelDir: '/tmp' } as never), 'validation_error');
     expect(error.details?.field).toBe('modelDir');
     expect(error.message).toMatch(
-      /modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, tensorrtCacheDir, onnxRuntimeLibrary, addonBuild/,
+      /modelsDir, inferenceThreads, nativeConcurrency, executionProvider, cudaMemLimitMb, tensorrtCacheDir, webgpuCpuAdapter, onnxRuntimeLibrary, addonBuild/,
     );
   });
 
