@@ -343,6 +343,13 @@ Napi::Value AvailableProviders(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// webgpuDevice() -> string | null: the Vulkan device the WebGPU provider runs on (providers.h), null
+// without one. Synchronous: the loader is asked once per process.
+Napi::Value WebgpuDevice(const Napi::CallbackInfo& info) {
+  const std::string name = webgpu_device();
+  return name.empty() ? info.Env().Null() : Napi::String::New(info.Env(), name);
+}
+
 // loadModel({ path, outputIndex, matteTransform, width, height, mean, std, dynamicSize, threads, provider,
 // deviceId, gpuMemLimitMb, warmUpRuns, warmUpSide }) -> Promise<handle>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
@@ -556,6 +563,7 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("releaseModel", Napi::Function::New(env, guarded<ReleaseModel>));
   exports.Set("modelMemory", Napi::Function::New(env, guarded<ModelMemory>));
   exports.Set("availableProviders", Napi::Function::New(env, guarded<AvailableProviders>));
+  exports.Set("webgpuDevice", Napi::Function::New(env, guarded<WebgpuDevice>));
   exports.Set("probe", Napi::Function::New(env, guarded<Probe>));
   exports.Set("memoryStats", Napi::Function::New(env, guarded<MemoryStats>));
   exports.Set("encodePng", Napi::Function::New(env, guarded<EncodePng>));

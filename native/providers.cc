@@ -363,6 +363,15 @@ std::string webgpu_missing(const VulkanSurvey& survey, bool cpu_adapter) {
 
 }  // namespace
 
+std::string webgpu_device() {
+  // VkPhysicalDeviceType in the order of preference: discrete, integrated, virtual, other, CPU.
+  static const int kPreference[] = {2, 1, 3, 0, kVkPhysicalDeviceTypeCpu};
+  for (int type : kPreference)
+    for (const VulkanDevice& d : vulkan_survey().devices)
+      if (d.type == type) return d.name;
+  return "";
+}
+
 ProviderError webgpu_unavailable(const std::string& step, const std::string& reason) {
   const VulkanSurvey& survey = vulkan_survey();
   std::string why = webgpu_missing(survey, true);

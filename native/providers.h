@@ -31,6 +31,11 @@ std::vector<std::string> available_providers();
 // ProviderError when the runtime cannot give it, with what a GPU deployment needs.
 void append_execution_provider(OrtSessionOptions* options, const ModelSpec& spec);
 
+// The name of the Vulkan device the WebGPU provider runs on, as the loader names it: the one Dawn
+// takes for high performance (a discrete GPU before an integrated one, before a virtual one, before
+// a CPU device); "" without a loader or a device.
+std::string webgpu_device();
+
 // The ProviderError of a WebGPU provider that could not start at `step` for `reason`, with what the
 // Vulkan loader lists (or that it is missing).
 ProviderError webgpu_unavailable(const std::string& step, const std::string& reason);

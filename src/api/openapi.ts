@@ -207,7 +207,7 @@ export function openApiDocument(): Record<string, unknown> {
             database: { type: 'string', enum: ['sqlite', 'postgres'] },
             inference: {
               type: ['object', 'null'],
-              required: ['provider', 'device_id', 'configured', 'skipped', 'available', 'native_concurrency'],
+              required: ['provider', 'device_id', 'device', 'configured', 'skipped', 'available', 'native_concurrency'],
               additionalProperties: false,
               description: 'Where inference runs (null if the native core does not answer).',
               properties: {
@@ -218,6 +218,10 @@ export function openApiDocument(): Record<string, unknown> {
                     'The execution provider in use: the one of BGONE_EXECUTION_PROVIDER, or the entry of its fall-back list the model loaded with (null before any model loaded).',
                 },
                 device_id: { type: ['integer', 'null'], description: 'The GPU index with cuda and tensorrt; null otherwise.' },
+                device: {
+                  type: ['string', 'null'],
+                  description: 'With webgpu: the Vulkan device it runs on, as the Vulkan loader names it; null otherwise.',
+                },
                 configured: { type: 'string', description: 'BGONE_EXECUTION_PROVIDER, e.g. webgpu,cpu.' },
                 skipped: {
                   type: 'array',

@@ -64,8 +64,8 @@ export function mountApi(router: Router, deps: ApiDeps): void {
   // was built with, and the jobs let inside the native core at once.
   const inference = () => {
     try {
-      const { provider, deviceId, configured, skipped, available } = inferenceProviders();
-      return { provider, device_id: deviceId, configured, skipped, available, native_concurrency: concurrencyInUse() };
+      const { provider, deviceId, device, configured, skipped, available } = inferenceProviders();
+      return { provider, device_id: deviceId, device, configured, skipped, available, native_concurrency: concurrencyInUse() };
     } catch (err) {
       logger?.warn({ err }, 'readiness: the native core does not answer');
       return null;

@@ -188,16 +188,16 @@ export async function serveCommand(): Promise<number> {
  * provider, the default model's float variant is said to be one.
  */
 function logInferenceProvider(logger: ReturnType<typeof createLogger>, asked: string | undefined, model: string): void {
-  const { provider, deviceId, configured, skipped } = inferenceProviders();
+  const { provider, deviceId, device, configured, skipped } = inferenceProviders();
   for (const { provider: entry, reason } of skipped) {
     logger.warn({ provider: entry, configured, reason }, `execution provider ${entry} cannot start, falling back to the next of ${configured}`);
   }
   const defaultModel = readManifest().default;
   const variant = asked === undefined && model !== defaultModel ? ` (the float variant of ${defaultModel}: its int8 graph is for the CPU)` : '';
-  const where = deviceId === null ? `${provider}` : `${provider}:${deviceId}`;
+  const where = `${provider}${deviceId === null ? '' : `:${deviceId}`}${device === null ? '' : ` (${device})`}`;
   const jobs = concurrencyInUse();
   logger.info(
-    { provider, device_id: deviceId, configured, model, native_concurrency: jobs },
+    { provider, device_id: deviceId, ...(device === null ? {} : { device }), configured, model, native_concurrency: jobs },
     `inference on ${where}, model ${model}${variant}, ${jobs} jobs at once`,
   );
 }

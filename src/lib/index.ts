@@ -161,6 +161,11 @@ export interface InferenceProviders {
   provider: ProviderName | null;
   /** With cuda and tensorrt: the GPU's index; null otherwise. */
   deviceId: number | null;
+  /**
+   * With webgpu: the Vulkan device it runs on, as the loader names it (e.g. 'NVIDIA H100 80GB HBM3',
+   * or 'SwiftShader Device (Subzero)' where webgpuCpuAdapter allows a CPU one); null otherwise.
+   */
+  device: string | null;
   /** The executionProvider setting, e.g. 'webgpu,cpu'. */
   configured: string;
   /** The providers of the fall-back list that could not start, in order, with ONNX Runtime's reason. */
@@ -186,6 +191,7 @@ export function inferenceProviders(): InferenceProviders {
   return {
     provider: choice?.provider ?? null,
     deviceId: choice && (choice.provider === 'cuda' || choice.provider === 'tensorrt') ? choice.deviceId : null,
+    device: choice?.provider === 'webgpu' ? native().webgpuDevice() : null,
     configured: librarySettings().executionProvider,
     skipped: state?.skipped.map((s) => ({ ...s })) ?? [],
     available,

@@ -111,6 +111,11 @@ interface Addon {
    */
   availableProviders(): string[];
   /**
+   * The name of the Vulkan device the WebGPU provider runs on (a discrete GPU before an integrated
+   * one, before a CPU device), as the Vulkan loader lists it; null without a loader or a device.
+   */
+  webgpuDevice(): string | null;
+  /**
    * `background`: the encoded bytes of a JPEG, PNG or WebP background image (scaled to cover the
    * canvas, the subject composed over it), or null. An error caused by it carries input: 'background'.
    */

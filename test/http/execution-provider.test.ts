@@ -39,7 +39,7 @@ describe('/readyz', () => {
   it('reports provider cpu and the runtime providers, CPUExecutionProvider among them, as documented', async () => {
     const ready = await get(ts.url, '/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, configured: 'cpu', skipped: [], native_concurrency: 2 });
+    expect(ready.json.inference).toMatchObject({ provider: 'cpu', device_id: null, device: null, configured: 'cpu', skipped: [], native_concurrency: 2 });
     expect(ready.json.inference.available).toContain('CPUExecutionProvider');
     expectConforms(await openApi(ts.url), 'GET', '/readyz', ready);
   });
@@ -216,13 +216,17 @@ describe('bgone serve', () => {
           const url = `http://127.0.0.1:${await serve.port()}`;
           const ready = await get(url, '/readyz');
           expect(ready.json.inference).toMatchObject({ provider, configured: provider });
+          // webgpu names the Vulkan device it runs on: here SwiftShader's CPU one.
+          if (provider === 'webgpu') expect(ready.json.inference.device).toMatch(/^SwiftShader Device/);
+          else expect(ready.json.inference.device).toBeNull();
+          expectConforms(await openApi(url), 'GET', '/readyz', ready);
           const key = serve.stdout.match(/rb-sk_[A-Za-z0-9_-]{43}/)![0];
           const res = await postImage(url, key, { channels: 'alpha', format: 'png', size: 'full' }, readPhoto(PHOTOS.teddy));
           expect(res.status, res.body.toString()).toBe(200);
           alphas.push(await sharp(res.body).extractChannel(0).raw().toBuffer());
         }
         expect(gpu.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('inference on '))?.msg).toMatch(
-          /^inference on webgpu, model tiny, [0-9]+ jobs at once$/,
+          /^inference on webgpu \(SwiftShader Device[^,]*\), model tiny, [0-9]+ jobs at once$/,
         );
         const [onGpu, onCpu] = alphas as [Buffer, Buffer];
         expect(onGpu.length).toBe(onCpu.length);

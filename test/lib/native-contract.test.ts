@@ -163,6 +163,12 @@ describe('availableProviders', () => {
   });
 });
 
+describe('webgpuDevice', () => {
+  it('on this runtime without a Vulkan loader on the library path: null', () => {
+    expect(native().webgpuDevice()).toBeNull();
+  });
+});
+
 describe('init', () => {
   it.each([
     [{}, /init options\.onnxruntime must be present/],

@@ -23,6 +23,7 @@ const CALLS: Record<string, (addon: ReturnType<typeof native>) => unknown> = {
   loadModel: (a) => a.loadModel({} as never),
   removeBackground: (a) => a.removeBackground(teddy, {} as never, {} as never, null),
   availableProviders: (a) => a.availableProviders(),
+  webgpuDevice: (a) => a.webgpuDevice(),
   probe: (a) => a.probe(teddy, 6000),
   memoryStats: (a) => a.memoryStats(),
   encodePng: (a) => a.encodePng(Buffer.alloc(3), 1, 1, 3, 1),
