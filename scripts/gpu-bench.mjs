@@ -158,7 +158,7 @@ async function onProvider(name, images, counts) {
   }
   const where = lib.inferenceProviders();
   console.log(
-    `\n== ${name}: provider in use ${where.provider}${where.deviceId === null ? '' : `:${where.deviceId}`}, model ${model}, loaded in ${Math.round(performance.now() - t)} ms, ${lib.concurrencyInUse()} jobs inside the native core at once`,
+    `\n== ${name}: provider in use ${where.provider}${where.deviceId === null ? '' : `:${where.deviceId}`}${where.device === null ? '' : ` (${where.device})`}, model ${model}, loaded in ${Math.round(performance.now() - t)} ms, ${lib.concurrencyInUse()} jobs inside the native core at once`,
   );
   const rows = [];
   for (const image of images) {
