@@ -335,10 +335,15 @@ std::string device_list(const VulkanSurvey& survey) {
   return out;
 }
 
-bool has_gpu(const VulkanSurvey& survey) {
-  for (const VulkanDevice& d : survey.devices)
-    if (d.type != kVkPhysicalDeviceTypeCpu) return true;
-  return false;
+// The device Dawn takes for high performance: a discrete GPU before an integrated one, a virtual
+// one, another kind, and a CPU device last (VkPhysicalDeviceType 2, 1, 3, 0, 4); null without any.
+const VulkanDevice* preferred_device(const VulkanSurvey& survey) {
+  static const int kPreference[] = {2, 1, 3, 0, kVkPhysicalDeviceTypeCpu};
+  for (int type : kPreference)
+    for (const VulkanDevice& d : survey.devices)
+      if (d.type == type) return &d;
+  // A type outside Vulkan's list: the first device, taken as a GPU.
+  return survey.devices.empty() ? nullptr : &survey.devices.front();
 }
 
 const char* const kWebGpuNeeds =
@@ -353,7 +358,7 @@ std::string webgpu_missing(const VulkanSurvey& survey, bool cpu_adapter) {
     return "The Vulkan loader found no driver (vkCreateInstance answered VkResult " + std::to_string(survey.create_result) + "). " +
            kWebGpuNeeds;
   if (survey.devices.empty()) return "The Vulkan loader lists no device. " + std::string(kWebGpuNeeds);
-  if (!has_gpu(survey) && !cpu_adapter)
+  if (preferred_device(survey)->type == kVkPhysicalDeviceTypeCpu && !cpu_adapter)
     return "The Vulkan loader lists only CPU devices (" + device_list(survey) +
            "): WebGPU on a CPU runs many times slower than the cpu provider, so bgone does not take one unless the "
            "webgpuCpuAdapter setting (BGONE_WEBGPU_CPU_ADAPTER=true) allows it, for checks. " +
@@ -364,12 +369,8 @@ std::string webgpu_missing(const VulkanSurvey& survey, bool cpu_adapter) {
 }  // namespace
 
 std::string webgpu_device() {
-  // VkPhysicalDeviceType in the order of preference: discrete, integrated, virtual, other, CPU.
-  static const int kPreference[] = {2, 1, 3, 0, kVkPhysicalDeviceTypeCpu};
-  for (int type : kPreference)
-    for (const VulkanDevice& d : vulkan_survey().devices)
-      if (d.type == type) return d.name;
-  return "";
+  const VulkanDevice* device = preferred_device(vulkan_survey());
+  return device == nullptr ? "" : device->name;
 }
 
 ProviderError webgpu_unavailable(const std::string& step, const std::string& reason) {
