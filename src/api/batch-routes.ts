@@ -36,8 +36,9 @@ import { hasControlCharacter } from '../service/user-text.js';
 import type { BatchImageError, NewBatchImage, Store } from '../store/index.js';
 import { keyedHandler } from './api-key.js';
 import { batchView, imageExpiresAt } from './batch-views.js';
+import { bgoneOptions } from './dialects/bgone.js';
 import { BG_IMAGE_FIELD, batchForm, IMAGE_FIELD } from './form-fields.js';
-import { fromLibraryError, optionsFromForm } from './metered-removal.js';
+import { fromLibraryError } from './metered-removal.js';
 
 export const BATCHES_PATH = '/api/v1/batches';
 export const MAX_BATCH_IMAGES = 50;
@@ -141,10 +142,10 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       if (background) fields[BG_IMAGE_FIELD] = background.filename || 'file'; // stored as sent: the file's name
       // The batch's options, its background (a file part, or a URL downloaded once for every image)
       // checked once for all its images.
-      const { bgImageUrl: _downloaded, ...options } = optionsFromForm({ files: {}, fields: form.fields }, deps.model);
+      const { bgImageUrl: _downloaded, ...options } = bgoneOptions({ files: {}, fields: form.fields }, deps.model);
       let normalised: NormalisedOptions;
       try {
-        normalised = normaliseOptions(optionsFromForm({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model));
+        normalised = normaliseOptions(bgoneOptions({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model));
         requestModel(normalised.model, deps.model, deps.modelsAllowed);
         if (needsDownload(normalised)) {
           const done = ticket.downloading();

@@ -12,10 +12,9 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import { HttpError } from '../http/errors.js';
-import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../http/exchange.js';
+import type { ErrorRenderer, Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
-import { MEDIA_TYPES, type PreparedJob, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
-import { optionsFromNames } from '../lib/option-table.js';
+import { type PreparedJob, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { type NormalisedOptions, normaliseOptions } from '../lib/options.js';
 import { imageSource, prepareOwnedJob } from '../lib/prepare-job.js';
 import { librarySettings } from '../lib/settings.js';
@@ -27,7 +26,9 @@ import { Credit } from '../service/metering.js';
 import type { Metrics } from '../service/metrics.js';
 import { type ModelsAllowed, requestModel } from '../service/model-access.js';
 import type { Store } from '../store/index.js';
-import { REMOVE_FORM, REMOVE_FORM_MAX_BYTES } from './form-fields.js';
+import { BGONE_DIALECT } from './dialects/bgone.js';
+import type { AnyRemovalDialect } from './dialects/engine.js';
+import { REMOVE_FORM_MAX_BYTES } from './form-fields.js';
 
 export type Headers = Record<string, string>;
 
@@ -75,25 +76,6 @@ export function requestFingerprint(job: PreparedJob): string {
   return hash.digest('hex');
 }
 
-/** The library's options from a form (the API's names), with the service's model. */
-export function optionsFromForm(form: ParsedForm, model: string | undefined): RemoveBackgroundOptions {
-  const values: Record<string, unknown> = { ...form.fields };
-  for (const [name, parts] of Object.entries(form.files)) if (parts?.[0]) values[name] = parts[0].data;
-  const options = optionsFromNames(values) as RemoveBackgroundOptions;
-  return { ...options, model: options.model || model };
-}
-
-/** Whether the client asks for the JSON answer: application/json in Accept, with a q above 0. */
-export function wantsJson(accept: string): boolean {
-  for (const range of accept.split(',')) {
-    const [type, ...params] = range.split(';').map((p) => p.trim().toLowerCase());
-    if (type !== 'application/json') continue;
-    const q = params.find((p) => p.startsWith('q='));
-    return q === undefined || Number(q.slice(2)) > 0;
-  }
-  return false;
-}
-
 /** Idempotency-Key: 1 to 255 visible ASCII characters (or none). */
 export function validIdempotencyKey(value: string): boolean {
   return value.length <= 255 && !/[^\x21-\x7e]/.test(value);
@@ -114,52 +96,6 @@ export interface RemovalOutcome {
   ms: number;
   rateHeaders: Headers;
 }
-
-/**
- * The names a removal is asked and answered in: the form it reads, how its fields become the
- * library's options (a value outside the dialect's lists throws an HttpError or a BgoneError), and
- * the success answer. The pipeline, the ledger and the errors' meaning stay the same.
- */
-export interface RemovalDialect {
-  form: FormShape;
-  options(form: ParsedForm, model: string | undefined): RemoveBackgroundOptions;
-  answer(ex: Exchange, outcome: RemovalOutcome): void;
-}
-
-/** bgone's own dialect: the option table's names, X-Image-* headers, the JSON answer with request_id. */
-export const BGONE_DIALECT: RemovalDialect = {
-  form: REMOVE_FORM,
-  options: optionsFromForm,
-  answer(ex, { result, model, charged, remaining, ms, rateHeaders }) {
-    const { foreground } = result;
-    const headers: Record<string, string> = {
-      'X-Model': model,
-      'X-Processing-Time-Ms': String(ms),
-      'X-Image-Width': String(result.width),
-      'X-Image-Height': String(result.height),
-      'X-Foreground-Top': String(foreground.top),
-      'X-Foreground-Left': String(foreground.left),
-      'X-Foreground-Width': String(foreground.width),
-      'X-Foreground-Height': String(foreground.height),
-      'X-Credits-Charged': String(charged),
-      'X-Credits-Remaining': String(remaining),
-      'Cache-Control': 'no-store',
-      ...rateHeaders,
-    };
-    if (wantsJson(ex.req.header('accept'))) {
-      ex.json(
-        200,
-        {
-          data: { result_b64: result.data.toString('base64'), width: result.width, height: result.height, foreground },
-          request_id: ex.requestId,
-        },
-        headers,
-      );
-    } else {
-      ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
-    }
-  },
-};
 
 export interface RemovalDeps {
   store: Store;
@@ -182,7 +118,7 @@ export interface RemovalRoute {
   /** The principal of the request's key; null for none or a bad one. */
   authenticate: (ex: Exchange) => Promise<Principal | null>;
   unauthenticated: ApiError;
-  dialect?: RemovalDialect | undefined;
+  dialect?: AnyRemovalDialect | undefined;
   /** The dialect's error body and status (none: the contract's). */
   renderErrors?: ErrorRenderer | undefined;
 }
@@ -218,7 +154,7 @@ export class MeteredRemoval {
     private readonly ex: Exchange,
     private readonly ticket: Ticket,
     private readonly deps: RemovalDeps,
-    private readonly dialect: RemovalDialect = BGONE_DIALECT,
+    private readonly dialect: AnyRemovalDialect = BGONE_DIALECT,
   ) {
     this.credit = new Credit({ store: deps.store, logger: deps.logger, requestId: ex.requestId, retryAfterSeconds: deps.overloadRetryAfter ?? 5 });
   }
@@ -268,8 +204,11 @@ export class MeteredRemoval {
     // image, the downloads, the image's bytes and header (no pixel decoded) and the crop caps, before
     // the reservation: a request refused here never holds a credit.
     let job: PreparedJob;
+    let request: unknown;
     try {
-      let normalised: NormalisedOptions = normaliseOptions(this.dialect.options(form, this.deps.model));
+      const read = this.dialect.read(form, this.deps.model);
+      request = read.answer;
+      let normalised: NormalisedOptions = normaliseOptions(read.options);
       this.model = requestModel(normalised.model, this.deps.model, this.deps.modelsAllowed);
       imageSource(undefined, normalised);
       if (needsDownload(normalised)) {
@@ -303,14 +242,14 @@ export class MeteredRemoval {
       if (!this.open) return releaseMemory();
     }
     try {
-      await this.reserveAndProcess(job);
+      await this.reserveAndProcess(job, request);
     } finally {
       releaseMemory();
     }
   }
 
   /** The credit, the work, the charge and the answer, for an upload that passed every check. */
-  private async reserveAndProcess(job: PreparedJob): Promise<void> {
+  private async reserveAndProcess(job: PreparedJob, request: unknown): Promise<void> {
     const { requestId } = this.ex;
     const { accountId, keyId } = this.ticket.principal;
     const { logger } = this.deps;
@@ -351,7 +290,7 @@ export class MeteredRemoval {
     }
     const ms = Math.round(this.ex.seconds() * 1000);
     this.open = false;
-    this.dialect.answer(this.ex, { result, model: this.model, charged, remaining, ms, rateHeaders: this.ticket.rateHeaders });
+    this.dialect.answer(this.ex, { result, model: this.model, charged, remaining, ms, rateHeaders: this.ticket.rateHeaders }, request);
     logger?.info(
       { requestId, status: 200, ms, width: result.width, height: result.height, bytes: result.data.length, charged, timings: result.timings },
       'image processed',

@@ -17,7 +17,7 @@ import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { mountPhotoroom } from './dialects/photoroom.js';
 import { mountRemoveBg } from './dialects/removebg.js';
-import { removalHandler } from './metered-removal.js';
+import { MAX_BODY_BYTES, removalHandler } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
 
 export const REMOVE_PATH = '/api/v1/remove';
@@ -90,7 +90,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
     }),
   );
 
-  mountRemoveBg(router, deps);
+  mountRemoveBg(router, { ...deps, maxBodyBytes: MAX_BODY_BYTES });
   mountPhotoroom(router, deps);
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));

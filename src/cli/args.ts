@@ -62,6 +62,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   'models remove': { options: HELP_OPTIONS, positionals: { max: 1, name: 'model name' } },
   'gpu install': { options: { ...HELP_OPTIONS, dir: { type: 'string' }, 'dry-run': { type: 'boolean' } }, positionals: NONE },
+  'compat check': { options: { ...HELP_OPTIONS, image: { type: 'string' } }, positionals: { max: 2, name: 'URL and API key' } },
 };
 
 /** The commands that take an action word (`accounts list`), with their actions. */

@@ -7,6 +7,7 @@ import { configure } from '../lib/index.js';
 import { StoreError } from '../store/index.js';
 import { adminCommand } from './admin.js';
 import { parseCommandLine, UsageError } from './args.js';
+import { compatCommand } from './compat.js';
 import { gpuCommand } from './gpu.js';
 import { modelsCommand } from './models.js';
 import { REMOVE_FLAGS_HELP, removeCommand } from './remove.js';
@@ -37,6 +38,8 @@ const USAGE = `usage: bgone <command>
   models remove <name>                      remove a model added from a file
   gpu install [--dir DIR] [--dry-run]       install the CUDA route's ONNX Runtime 1.29 and its CUDA
                                             provider from npm (default DIR: the package's .gpu/)
+  compat check URL KEY [--image FILE]       call a bgone as remove.bg's clients do, print each call
+                                            and its answer (charges up to 8 credits)
   remove <files or folders> --out DIR       run the library locally over many images, with:
 ${REMOVE_FLAGS_HELP}
 
@@ -60,6 +63,8 @@ async function main(argv: string[]): Promise<number> {
       return modelsCommand(parsed);
     case 'gpu':
       return gpuCommand(parsed);
+    case 'compat':
+      return compatCommand(parsed);
     case 'accounts':
     case 'keys':
     case 'plans':

@@ -51,9 +51,12 @@ export function checkClaimedSize(bytes: Uint8Array, maxSide: number): ClaimedSiz
 type Check = (width: number, height: number) => void;
 type Size = { width: number; height: number } | undefined;
 
-function broken(detail: string): never {
-  throw new BgoneError('invalid_image', undefined, undefined, detail);
+/** A header no decoder would accept; `dimensions`: its size is what cannot be read (none, or 0). */
+function broken(detail: string, dimensions = false): never {
+  throw new BgoneError('invalid_image', dimensions ? DIMENSIONS_MESSAGE : undefined, dimensions ? { reason: 'dimensions' } : undefined, detail);
 }
+
+const DIMENSIONS_MESSAGE = "The image's dimensions could not be read from its header: it is cut short or claims no pixels.";
 
 function ascii(b: Uint8Array, at: number, length: number): string {
   return String.fromCharCode(...b.subarray(at, at + length));
@@ -85,13 +88,13 @@ function crc32(b: Uint8Array): number {
 }
 
 function readPng(b: Uint8Array, check: Check): Size {
-  if (b.length < 24) broken('PNG cut short before the IHDR size');
+  if (b.length < 24) broken('PNG cut short before the IHDR size', true);
   if (u32be(b, 8) !== 13 || ascii(b, 12, 4) !== 'IHDR') broken('PNG without a 13-byte IHDR first');
   const width = u32be(b, 16);
   const height = u32be(b, 20);
   check(width, height);
   if (b.length < 33) broken('PNG cut short inside IHDR');
-  if (width === 0 || height === 0) broken('PNG of zero width or height');
+  if (width === 0 || height === 0) broken('PNG of zero width or height', true);
   if (crc32(b.subarray(12, 29)) !== u32be(b, 29)) broken('PNG IHDR fails its CRC');
   return { width, height };
 }
@@ -121,12 +124,12 @@ function readJpeg(b: Uint8Array, check: Check): Size {
     if (length < 2) broken('JPEG segment shorter than its own length field');
     if (isSof(marker)) {
       if (size) broken('JPEG with two frame headers');
-      if (at + 7 > b.length) broken('JPEG cut short inside its frame header');
+      if (at + 7 > b.length) broken('JPEG cut short inside its frame header', true);
       const height = u16be(b, at + 3);
       const width = u16be(b, at + 5);
       check(width, height);
       // Height 0 would defer it to a DNL marker, which libjpeg does not support.
-      if (width === 0 || height === 0) broken('JPEG frame of zero width or height');
+      if (width === 0 || height === 0) broken('JPEG frame of zero width or height', true);
       size = { width, height };
     } else if (marker === 0xda) {
       if (!size) broken('JPEG scan before its frame header');
@@ -150,25 +153,25 @@ function readWebp(b: Uint8Array, check: Check): Size {
   let width: number;
   let height: number;
   if (chunk === 'VP8 ') {
-    if (b.length < 30) broken('WebP (lossy) cut short before its size');
+    if (b.length < 30) broken('WebP (lossy) cut short before its size', true);
     if (b[23] !== 0x9d || b[24] !== 0x01 || b[25] !== 0x2a) broken('WebP (lossy) without a key frame start code');
     width = u16le(b, 26) & 0x3fff;
     height = u16le(b, 28) & 0x3fff;
   } else if (chunk === 'VP8L') {
-    if (b.length < 25) broken('WebP (lossless) cut short before its size');
+    if (b.length < 25) broken('WebP (lossless) cut short before its size', true);
     if (b[20] !== 0x2f) broken('WebP (lossless) without its signature');
     const bits = u32le(b, 21);
     width = (bits & 0x3fff) + 1;
     height = ((bits >>> 14) & 0x3fff) + 1;
   } else if (chunk === 'VP8X') {
-    if (b.length < 30) broken('WebP (extended) cut short before its canvas size');
+    if (b.length < 30) broken('WebP (extended) cut short before its canvas size', true);
     width = u24le(b, 24) + 1;
     height = u24le(b, 27) + 1;
   } else {
     return undefined;
   }
   check(width, height);
-  if (width === 0 || height === 0) broken('WebP of zero width or height');
+  if (width === 0 || height === 0) broken('WebP of zero width or height', true);
   return { width, height };
 }
 

@@ -51,7 +51,9 @@ describe('POST /v1/segment', () => {
     const res = ok(await post({}));
     expect(res.headers.get('content-type')).toBe('image/png');
     expect(res.headers.get('x-credits-charged')).toBe('1');
-    expect(res.headers.get('x-uncertainty-score')).toBeNull();
+    const uncertainty = Number(res.headers.get('x-uncertainty-score'));
+    expect(uncertainty).toBeGreaterThanOrEqual(0);
+    expect(uncertainty).toBeLessThanOrEqual(1);
     const image = await decode(res.body);
     expect({ width: image.width, height: image.height, channels: image.channels }).toEqual({ ...TEDDY, channels: 4 });
     expect(pixel(image, 0, 0)[3]).toBe(0);
@@ -96,10 +98,36 @@ describe('POST /v1/segment', () => {
     expect(row(image.height - 1)).toBeGreaterThan(0);
   });
 
-  it("despill=true is taken and gives despill=false's bytes: the foreground estimate is always on", async () => {
-    const plain = ok(await post({ despill: 'false' }));
-    const despilled = ok(await post({ despill: 'true' }));
-    expect(despilled.body.equals(plain.body)).toBe(true);
+  it('despill=true takes a green screen off the edges; on a photo without one it changes nothing', async () => {
+    // The teddy on chroma green, through its ground-truth matte.
+    const gt = await gtMask(PHOTOS.teddy);
+    const rgb = await sharp(teddy).removeAlpha().raw().toBuffer();
+    const screen = Buffer.alloc(TEDDY.width * TEDDY.height * 3);
+    for (let i = 0; i < TEDDY.width * TEDDY.height; i++) {
+      const a = gt.mask[i]! / 255;
+      const green = [0, 177, 64];
+      for (let c = 0; c < 3; c++) screen[i * 3 + c] = Math.round(rgb[i * 3 + c]! * a + green[c]! * (1 - a));
+    }
+    const greenScreen = await sharp(screen, { raw: { ...TEDDY, channels: 3 } })
+      .png()
+      .toBuffer();
+    const plain = ok(await post({ despill: 'false' }, greenScreen));
+    const despilled = ok(await post({ despill: 'true' }, greenScreen));
+    expect(despilled.body.equals(plain.body)).toBe(false);
+    const excess = async (png: Buffer) => {
+      const image = await decode(png);
+      let sum = 0;
+      let n = 0;
+      for (let i = 0; i < image.width * image.height; i++) {
+        const [r, g, b, a] = [...image.data.subarray(i * 4, i * 4 + 4)] as [number, number, number, number];
+        if (a === 0 || a === 255) continue; // the edge: what is neither background nor inside
+        sum += Math.max(0, g - Math.max(r, b));
+        n++;
+      }
+      return sum / n;
+    };
+    expect(await excess(despilled.body)).toBeLessThan((await excess(plain.body)) * 0.5);
+    expect(ok(await post({ despill: 'true' })).body.equals(ok(await post({ despill: 'false' })).body)).toBe(true);
   });
 
   it('Accept: application/json answers {base64img}', async () => {
@@ -126,7 +154,7 @@ describe('POST /v1/segment', () => {
     ['channels', 'rgb'],
     ['size', 'huge'],
     ['size', 'auto'],
-    ['crop', 'yes'],
+    ['crop', 'maybe'],
     ['despill', 'maybe'],
     ['bg_color', 'not-a-colour'],
   ])("%s=%s → 400 in Photoroom's shape, nothing charged", async (field, value) => {
@@ -142,6 +170,42 @@ describe('POST /v1/segment', () => {
     expectError(await post({}, Buffer.from('not an image at all')), 400);
     expectError(await post({}, teddy, { 'Idempotency-Key': 'k'.repeat(256) }), 400, 'validation_error');
     expect(await credits(ts)).toEqual(before);
+  });
+});
+
+describe('GET /v1/account and GET /v2/account', () => {
+  it("Photoroom's shapes from the real balance: credits.available and .subscription; images and the plan", async () => {
+    const balance = await ts.store.credits.balance(ts.accountId);
+    const v1 = await toResult(await fetch(`${ts.url}/v1/account`, { headers: { 'x-api-key': ts.key } }));
+    expect(v1.status).toBe(200);
+    expect(v1.json).toEqual({ credits: { available: balance.remaining, subscription: balance.allowance } });
+    const v2 = await toResult(await fetch(`${ts.url}/v2/account`, { headers: { 'X-Api-Key': ts.key } }));
+    expect(v2.json).toEqual({ images: { available: balance.remaining, subscription: balance.allowance }, plan: 'pro' });
+    ok(await post({}));
+    const after = await toResult(await fetch(`${ts.url}/v2/account`, { headers: { 'X-Api-Key': ts.key } }));
+    expect(after.json.images.available).toBe(balance.remaining - 1);
+  });
+
+  it('a wrong key: 403 {"error": {"message"}}; not metered', async () => {
+    const before = await credits(ts);
+    for (const path of ['/v1/account', '/v2/account']) {
+      const res = await toResult(await fetch(`${ts.url}${path}`, { headers: { 'x-api-key': 'rb-sk_wrong' } }));
+      expect(res.status).toBe(403);
+      expect(res.json).toEqual({ error: { message: expect.any(String) } });
+    }
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it("unknown paths and wrong methods under /v1/ and /v2/: Photoroom's bodies", async () => {
+    const get = await toResult(await fetch(`${ts.url}/v1/segment`));
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    expect(get.json).toEqual({ detail: expect.any(String), status_code: 405, type: 'method_not_allowed' });
+    const v1 = await toResult(await fetch(`${ts.url}/v1/render`, { method: 'POST' }));
+    expect(v1.json).toEqual({ detail: expect.any(String), status_code: 404, type: 'not_found' });
+    const v2 = await toResult(await fetch(`${ts.url}/v2/unknown`));
+    expect(v2.status).toBe(404);
+    expect(v2.json).toEqual({ error: { message: expect.any(String) } });
   });
 });
 

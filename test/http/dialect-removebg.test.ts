@@ -127,7 +127,16 @@ describe('POST /v1.0/removebg', () => {
     expect(alpha).toMatchObject({ channels: 1, ...TEDDY });
     const mask = ok(await post({ channels: 'alpha', format: 'png', size: 'full' }, { image_file: teddy }));
     expect(entries[1]!.data.equals(mask.body)).toBe(true);
-    expectError(await post({ format: 'zip', channels: 'alpha' }, { image_file: teddy }), 400, 'invalid_channels');
+    // The mask in a zip (remove.bg's CLIs and Ruby gem for a mask): grey colours, an opaque alpha.
+    const inZip = unzipStored(ok(await post({ format: 'zip', channels: 'alpha', size: 'full' }, { image_file: teddy })).body);
+    expect(inZip.map((e) => e.name)).toEqual(['color.jpg', 'alpha.png']);
+    const opaque = await decode(inZip[1]!.data);
+    expect(Math.min(...opaque.data)).toBe(255);
+    const grey = await decode(await sharp(inZip[0]!.data).extractChannel(0).toBuffer());
+    const maskPixels = (await decode(mask.body)).data;
+    let diff = 0;
+    for (let i = 0; i < maskPixels.length; i++) diff += Math.abs(grey.data[i]! - maskPixels[i]!);
+    expect(diff / maskPixels.length).toBeLessThan(1);
   });
 
   it('channels=alpha gives the mask alone', async () => {
@@ -176,6 +185,69 @@ describe('POST /v1.0/removebg', () => {
     );
     expect(res.headers.get('content-type')).toBe('image/webp');
     expect(res.headers.get('x-type')).toBe('other');
+  });
+
+  it("type_level=none leaves X-Type out, as remove.bg's document says", async () => {
+    const res = ok(await post({ type_level: 'none' }, { image_file: teddy }));
+    expect(res.headers.get('x-type')).toBeNull();
+  });
+
+  it('add_shadow=true draws a shadow from the matte (drop by default, contact for 3D); semitransparency=false changes the matte', async () => {
+    const plain = await decode(ok(await post({ size: 'full', format: 'png' }, { image_file: teddy })).body);
+    const shadowed = await decode(ok(await post({ size: 'full', format: 'png', add_shadow: 'true' }, { image_file: teddy })).body);
+    const alphaSum = (image: { data: Buffer }) => image.data.reduce((sum, v, i) => (i % 4 === 3 ? sum + v : sum), 0);
+    expect(alphaSum(shadowed)).toBeGreaterThan(alphaSum(plain) * 1.02);
+    const faint = await decode(ok(await post({ size: 'full', format: 'png', add_shadow: 'true', shadow_opacity: '20' }, { image_file: teddy })).body);
+    expect(alphaSum(faint)).toBeLessThan(alphaSum(shadowed));
+    expect(alphaSum(faint)).toBeGreaterThan(alphaSum(plain));
+    const contact = ok(await post({ size: 'full', format: 'png', add_shadow: 'true', shadow_type: '3D' }, { image_file: teddy }));
+    expect(contact.body.equals(ok(await post({ size: 'full', format: 'png', add_shadow: 'true' }, { image_file: teddy })).body)).toBe(false);
+    const unshadowed = ok(await post({ size: 'full', format: 'png', add_shadow: 'false', shadow_type: 'drop', shadow_opacity: '90' }, { image_file: teddy }));
+    expect((await decode(unshadowed.body)).data.equals(plain.data)).toBe(true);
+  });
+
+  it('Authorization: Bearer authenticates like X-Api-Key', async () => {
+    const res = ok(await post({}, { image_file: teddy }, { 'X-Api-Key': '', authorization: `Bearer ${ts.key}` }));
+    expect(res.headers.get('x-credits-charged')).toBe('1');
+  });
+
+  it("POST /v1.0/improve: 501 not_supported in remove.bg's body, after the upload is read; nothing charged", async () => {
+    const before = await credits(ts);
+    const form = new FormData();
+    form.append('image_file', blob(swan, 'image/jpeg'), 'car.jpg');
+    form.append('tag', 'batch_1');
+    const res = await toResult(await fetch(`${ts.url}/v1.0/improve`, { method: 'POST', headers: { 'X-Api-Key': ts.key }, body: form }));
+    expectError(res, 501, 'not_supported');
+    expect(res.json.errors[0].title).toMatch(/stores no image/);
+    const wrong = await toResult(await fetch(`${ts.url}/v1.0/improve`, { method: 'POST', headers: { 'X-Api-Key': 'rb-sk_wrong' }, body: form }));
+    expectError(wrong, 403, 'auth_failed');
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it("unknown paths and wrong methods under /v1.0/: remove.bg's error body", async () => {
+    const get = await toResult(await fetch(`${ts.url}/v1.0/removebg`));
+    expectError(get, 405, 'method_not_allowed');
+    expect(get.headers.get('allow')).toBe('POST');
+    expectError(await toResult(await fetch(`${ts.url}/v1.0/nothing-here`)), 404, 'not_found');
+    expectError(await toResult(await fetch(`${ts.url}/v1.0/account`, { method: 'DELETE' })), 405, 'method_not_allowed');
+  });
+
+  it("titles are remove.bg's messages: no key, a wrong key, a bad size, a header with no size", async () => {
+    const title = (res: HttpResult) => res.json.errors[0].title;
+    expect(title(await post({}, { image_file: teddy }, { 'X-Api-Key': '' }))).toBe('Missing API Key');
+    expect(title(await post({}, { image_file: teddy }, { 'X-Api-Key': 'rb-sk_wrong' }))).toBe('API Key invalid');
+    expect(title(await post({ size: 'huge' }, { image_file: teddy }))).toBe("Invalid value for parameter 'size'");
+    // A PNG whose IHDR says 0 x 0.
+    const png = Buffer.from(
+      await sharp({ create: { width: 4, height: 4, channels: 3, background: '#888' } })
+        .png()
+        .toBuffer(),
+    );
+    png.writeUInt32BE(0, 16);
+    png.writeUInt32BE(0, 20);
+    const res = await post({}, { image_file: png });
+    expectError(res, 400, 'invalid_dimensions');
+    expect(title(res)).toBe('Failed to read image dimensions');
   });
 
   it('crop=true without crop_margin crops to the subject with no margin', async () => {

@@ -67,6 +67,7 @@ describe('commands', () => {
       'models add',
       'models remove',
       'gpu install',
+      'compat check',
     ]);
   });
 

@@ -1,114 +1,221 @@
 /**
- * Photoroom's "Remove Background" API as a dialect of bgone's: POST /v1/segment, so that a client
- * written for Photoroom works with only its base URL changed. As with remove.bg's (removebg.ts), the
- * dialect translates names, defaults, headers and errors; the options, the pipeline, the admission
- * path and the ledger are bgone's own, keyed by `x-api-key: rb-sk_...`.
+ * Photoroom's "Remove Background" API as a dialect of bgone's: POST /v1/segment, and its account
+ * endpoints GET /v1/account and GET /v2/account, so that a client written for Photoroom works with
+ * only its base URL changed. As with remove.bg's (removebg.ts), FIELDS and ERRORS are read by the
+ * one engine (engine.ts); the options, the pipeline, the admission path and the ledger are bgone's
+ * own, keyed by `x-api-key: rb-sk_...`.
  *
- * FIELDS follows Photoroom's published OpenAPI document (its `remove-background-post-params`): each
- * field, its values and its default. `despill` has no option of its own: bgone's foreground
- * estimate (native/foreground.cc) already takes the background's colour out of the subject's edges
- * whatever it is set to, so it is checked against its list and changes nothing. Errors are written
- * as Photoroom writes them, `{"detail", "status_code", "type"}`, with its statuses (403 for a
- * missing or wrong key, 402 for credits, 400 for any bad input).
+ * FIELDS follows Photoroom's published OpenAPI document (its `remove-background-post-params`), and
+ * takes the JSON body that the npm `photoroom-sdk` sends as well (`{"image_file_b64": ...}`,
+ * remove.bg's convention): its answer then names the base64 `result_b64`, as that client reads it;
+ * a multipart request's JSON answer is the document's `{"base64img"}`. Errors on /v1/segment are
+ * Photoroom's `{"detail", "status_code", "type"}`; on the account endpoints its
+ * `{"error": {"message"}}` (402: `{"error": {"detail"}}`).
  */
-import { HttpError } from '../../http/errors.js';
-import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../../http/exchange.js';
-import type { Router } from '../../http/router.js';
-import { MEDIA_TYPES, type RemoveBackgroundOptions } from '../../lib/index.js';
-import { MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
-import { ApiError } from '../../service/errors.js';
+import type { Logger } from '../../config/logger.js';
+import type { HttpError } from '../../http/errors.js';
+import type { ErrorRenderer, Exchange } from '../../http/exchange.js';
+import type { FallbackAnswers, Router } from '../../http/router.js';
+import { MEDIA_TYPES } from '../../lib/index.js';
+import type { Admission } from '../../service/admission.js';
+import { ApiError, storeFailure } from '../../service/errors.js';
+import { isDatabaseUnavailable } from '../../store/index.js';
 import { principalOfKey } from '../api-key.js';
-import { type RemovalDialect, removalHandler, wantsJson } from '../metered-removal.js';
+import { removalHandler } from '../metered-removal.js';
+import {
+  always,
+  BOOLEAN,
+  BOOLEAN_WORDS,
+  type DialectErrorRow,
+  type DialectField,
+  dialectForm,
+  dialectOptions,
+  errorRow,
+  isCode,
+  type RemovalDialect,
+  same,
+  translateFields,
+  wantsJson,
+} from './engine.js';
 import type { RemoveBgDeps } from './removebg.js';
 
 export const PHOTOROOM_PATH = '/v1/segment';
+export const PHOTOROOM_V1_ACCOUNT_PATH = '/v1/account';
+export const PHOTOROOM_V2_ACCOUNT_PATH = '/v2/account';
 
-/** One Photoroom field: the bgone option it sets (none: checked only), its values, its default. */
-interface Field {
-  readonly option?: string;
-  /** Photoroom's values (lower case); a value outside is a 400. Absent: passed on to the option's parser. */
-  readonly values?: readonly string[];
-  /** Photoroom's default, sent to bgone when the field is absent or empty. */
-  readonly default?: string;
-}
+/** Photoroom's fields (its document's, and the JSON source its npm client sends). */
+export const PHOTOROOM_FIELDS: readonly DialectField[] = [
+  { name: 'image_file', part: 'file', option: 'image_file', accepts: 'a JPG, PNG or WebP file part' },
+  {
+    name: 'image_file_b64',
+    part: 'field',
+    option: 'image_file_b64',
+    accepts: 'the image in base64 (a JSON or urlencoded body)',
+    note: "not in Photoroom's document: the npm `photoroom-sdk` sends it; the JSON answer then names the image `result_b64`",
+  },
+  { name: 'format', part: 'field', option: 'format', values: { png: 'png', jpg: 'jpg', jpeg: 'jpg', webp: 'webp' }, default: 'png' },
+  { name: 'channels', part: 'field', option: 'channels', values: same('rgba', 'alpha'), default: 'rgba' },
+  { name: 'bg_color', part: 'field', option: 'bg_color', accepts: "bgone's colours: hex (`#FF00FF`, with or without `#`), `rgb(...)` or an HTML colour name" },
+  {
+    name: 'size',
+    part: 'field',
+    option: 'size',
+    values: same('preview', 'medium', 'hd', 'full'),
+    default: 'full',
+    accepts: '`preview` (0.25 MP), `medium` (1.5 MP), `hd` (4 MP), `full`',
+  },
+  { name: 'crop', part: 'field', option: 'crop', values: BOOLEAN, default: 'false', accepts: BOOLEAN_WORDS, note: "to the cut-out's border, with no margin" },
+  {
+    name: 'despill',
+    part: 'field',
+    option: 'despill',
+    values: BOOLEAN,
+    default: 'false',
+    accepts: BOOLEAN_WORDS,
+    note: "a green or blue screen's colour taken off the subject's edges",
+  },
+];
 
-const BOOLEAN = ['true', 'false'] as const;
+/** A crop is to the cut-out's border: no margin (bgone's own padding default is 10 %). */
+const PHOTOROOM_FIXED = { padding: '0px' };
 
-const FIELDS: Readonly<Record<string, Field>> = {
-  format: { option: 'format', values: ['png', 'jpg', 'webp'], default: 'png' },
-  channels: { option: 'channels', values: ['rgba', 'alpha'], default: 'rgba' },
-  bg_color: { option: 'bg_color' },
-  size: { option: 'size', values: ['preview', 'medium', 'hd', 'full'], default: 'full' },
-  crop: { option: 'crop', values: BOOLEAN, default: 'false' },
-  despill: { values: BOOLEAN, default: 'false' },
-};
+/** Photoroom's errors on /v1/segment: the status of each; `type` is bgone's code. */
+export const PHOTOROOM_ERRORS: readonly DialectErrorRow[] = [
+  { code: 'missing_image', status: 400, matches: isCode('missing_image'), when: 'no `image_file` (or `image_file_b64`)' },
+  {
+    code: 'validation_error',
+    status: 400,
+    matches: isCode('validation_error'),
+    when: "a value outside a field's values, an unknown field, a bad `Idempotency-Key`",
+  },
+  {
+    code: 'image_too_large, unsupported_media_type, invalid_image, foreground_not_found',
+    status: 400,
+    matches: isCode('image_too_large', 'unsupported_media_type', 'invalid_image', 'foreground_not_found'),
+    when: 'over 20 MB or 6000 px per side, not a JPG, PNG or WebP, a corrupt image, no subject',
+  },
+  { code: 'payment_required', status: 402, matches: isCode('payment_required'), when: 'no credits left' },
+  {
+    code: 'authentication_error, permission_denied',
+    status: 403,
+    matches: isCode('authentication_error', 'permission_denied'),
+    when: 'a missing or wrong key, a disabled account; no `WWW-Authenticate` challenge',
+  },
+  { code: 'not_found', status: 404, matches: isCode('not_found'), when: 'an unknown path under `/v1/` or `/v2/`' },
+  { code: 'method_not_allowed', status: 405, matches: isCode('method_not_allowed'), when: 'a known path with another method; `Allow`' },
+  { code: 'request_timeout', status: 408, matches: isCode('request_timeout'), when: 'the body arrived too late or too slowly' },
+  { code: 'idempotency_in_progress', status: 409, matches: isCode('idempotency_in_progress'), when: 'the first request with the `Idempotency-Key` still runs' },
+  {
+    code: 'rate_limit_exceeded',
+    status: 429,
+    matches: isCode('rate_limit_exceeded'),
+    when: "over the rate limit or the account's in-flight cap; `Retry-After`",
+  },
+  { code: 'overloaded', status: 503, matches: isCode('overloaded'), when: 'the server is busy or draining; `Retry-After`' },
+  { code: 'internal_server_error', status: 500, matches: always, when: 'anything else' },
+];
 
-/** The form: image_file and the text fields, each as long as its option's row takes (16 for despill). */
-const FORM: FormShape = {
-  fields: Object.fromEntries(Object.entries(FIELDS).map(([name, field]) => [name, field.option ? optionByName(field.option)!.maxLength : 16])),
-  files: { image_file: 1 },
-  maxFileBytes: MAX_FILE_BYTES,
-  maxTotalBytes: MAX_FILE_BYTES,
-};
+const photoroomStatus = (err: HttpError): number => errorRow(PHOTOROOM_ERRORS, err).status;
 
-/** bgone's options (by API name) from a Photoroom form; a value outside Photoroom's lists is a 400. */
-export function translateForm(form: ParsedForm): Record<string, unknown> {
-  // A crop is to the cut-out's border: no margin (bgone's own padding default is 10 %).
-  const named: Record<string, unknown> = { padding: '0px' };
-  const data = form.files.image_file?.[0]?.data;
-  if (data) named.image_file = data;
-  for (const [name, field] of Object.entries(FIELDS)) {
-    const given = form.fields[name]?.trim();
-    let value = given === undefined || given === '' ? field.default : given;
-    if (value !== undefined && field.values && given) {
-      value = value.toLowerCase();
-      if (!field.values.includes(value)) {
-        throw new HttpError(400, 'validation_error', `${name} must be one of ${field.values.join(', ')}.`, { field: name, allowed: field.values });
-      }
-    }
-    if (value !== undefined && field.option) named[field.option] = value;
-  }
-  return named;
-}
-
-/** Photoroom's status: 403 for a missing or wrong key, 400 for any bad input (bgone's 415 and 422 too). */
-function photoroomStatus(status: number): number {
-  if (status === 401) return 403;
-  return status === 415 || status === 422 ? 400 : status;
-}
-
-/** Every error of the route, in Photoroom's shape; the type is bgone's error code, its message the detail. */
+/** Every error of /v1/segment, in Photoroom's shape; the type is bgone's error code, its message the detail. */
 export const renderPhotoroomError: ErrorRenderer = (err) => {
-  const status = photoroomStatus(err.status);
+  const status = photoroomStatus(err);
   return { status, body: { detail: err.message, status_code: status, type: err.code } };
 };
 
+/** The errors of Photoroom's account (and image editing) endpoints: `{"error": {"message"}}`, 402's `{"error": {"detail"}}`. */
+export const renderPhotoroomAccountError: ErrorRenderer = (err) => {
+  const status = photoroomStatus(err);
+  return { status, body: { error: status === 402 ? { detail: err.message } : { message: err.message } } };
+};
+
+/** Unknown paths and wrong methods under /v1/ and /v2/, each in its version's shape. */
+const fallback = (render: ErrorRenderer): FallbackAnswers => ({
+  notFound: (ex) => {
+    ex.renderErrors(render);
+    ex.error(new ApiError('not_found'));
+  },
+  methodNotAllowed: (ex, allowed) => {
+    ex.renderErrors(render);
+    ex.error(new ApiError('method_not_allowed'), { Allow: allowed.join(', ') });
+  },
+});
+export const PHOTOROOM_V1_FALLBACK = fallback(renderPhotoroomError);
+export const PHOTOROOM_V2_FALLBACK = fallback(renderPhotoroomAccountError);
+
+/** What the answer needs of the request: the JSON answer's key for the base64 image. */
+interface PhotoroomRequest {
+  base64Key: 'base64img' | 'result_b64';
+}
+
 /** The removal in Photoroom's names, defaults and answer. */
-export const PHOTOROOM_DIALECT: RemovalDialect = {
-  form: FORM,
-  options: (form, model) => ({ ...optionsFromNames(translateForm(form)), model }) as RemoveBackgroundOptions,
-  answer(ex, { result, charged, rateHeaders }) {
-    // Photoroom's x-uncertainty-score is left out: bgone's model gives no such score.
+export const PHOTOROOM_DIALECT: RemovalDialect<PhotoroomRequest> = {
+  form: dialectForm(PHOTOROOM_FIELDS),
+  read(form, model) {
+    const options = dialectOptions(translateFields(PHOTOROOM_FIELDS, form, PHOTOROOM_FIXED), model);
+    return { options, answer: { base64Key: form.fields.image_file_b64 === undefined ? 'base64img' : 'result_b64' } };
+  },
+  answer(ex, { result, charged, rateHeaders }, request) {
     const headers: Record<string, string> = { 'X-Credits-Charged': String(charged), 'Cache-Control': 'no-store', ...rateHeaders };
-    if (wantsJson(ex.req.header('accept'))) ex.json(200, { base64img: result.data.toString('base64') }, headers);
+    if (wantsJson(ex.req.header('accept'))) ex.json(200, { [request.base64Key]: result.data.toString('base64') }, headers);
     else ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
   },
 };
 
-/** POST /v1/segment, behind the one admission path. */
+const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "x-api-key: rb-sk_...".');
+
+/** The request's principal, by its `x-api-key`. */
+function photoroomPrincipal(deps: { store: RemoveBgDeps['store'] }, ex: Exchange) {
+  return principalOfKey(deps.store, ex.req.header('x-api-key').trim() || null);
+}
+
+/** An account endpoint of Photoroom's, from the account's real balance: remaining and the cycle's allowance. */
+function accountRoute(
+  deps: { store: RemoveBgDeps['store']; admission: Admission; logger?: Logger | undefined },
+  shape: (balance: { remaining: number; allowance: number; plan: string }) => unknown,
+): (ex: Exchange) => Promise<void> {
+  return async (ex) => {
+    ex.renderErrors(renderPhotoroomAccountError);
+    const ticket = await deps.admission.admit(ex, () => photoroomPrincipal(deps, ex), unauthenticated);
+    if (!ticket) return;
+    try {
+      const balance = await deps.store.credits.balance(ticket.principal.accountId);
+      ex.json(200, shape(balance), ticket.rateHeaders);
+    } catch (err) {
+      deps.logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
+      ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
+    } finally {
+      ticket.release();
+    }
+  };
+}
+
+/** POST /v1/segment, GET /v1/account and GET /v2/account, behind the one admission path; Photoroom's answers to the rest of /v1/ and /v2/. */
 export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
   const { store, admission, logger } = deps;
-  const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "x-api-key: rb-sk_...".');
+  router.group('/v1/', PHOTOROOM_V1_FALLBACK);
+  router.group('/v2/', PHOTOROOM_V2_FALLBACK);
 
   router.post(
     PHOTOROOM_PATH,
     removalHandler({
       admission,
       removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
-      authenticate: (ex: Exchange) => principalOfKey(store, ex.req.header('x-api-key').trim() || null),
+      authenticate: (ex: Exchange) => photoroomPrincipal(deps, ex),
       unauthenticated,
       dialect: PHOTOROOM_DIALECT,
       renderErrors: renderPhotoroomError,
     }),
+    PHOTOROOM_V1_FALLBACK,
+  );
+  router.get(
+    PHOTOROOM_V1_ACCOUNT_PATH,
+    accountRoute(deps, ({ remaining, allowance }) => ({ credits: { available: remaining, subscription: allowance } })),
+    PHOTOROOM_V2_FALLBACK,
+  );
+  router.get(
+    PHOTOROOM_V2_ACCOUNT_PATH,
+    accountRoute(deps, ({ remaining, allowance, plan }) => ({ images: { available: remaining, subscription: allowance }, plan })),
+    PHOTOROOM_V2_FALLBACK,
   );
 }

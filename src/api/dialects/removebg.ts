@@ -1,47 +1,54 @@
 /**
- * remove.bg's API as a dialect of bgone's: POST /v1.0/removebg and GET /v1.0/account, so that a
- * client written for remove.bg works with only its base URL changed. The dialect translates names,
- * defaults, headers and errors; the options, the pipeline, the admission path and the ledger are
- * bgone's own (metered-removal.ts, service/admission.ts), keyed by `X-Api-Key: rb-sk_...`.
+ * remove.bg's API as a dialect of bgone's: POST /v1.0/removebg, GET /v1.0/account and POST
+ * /v1.0/improve, so that a client written for remove.bg works with only its base URL changed. The
+ * options, the pipeline, the admission path and the ledger are bgone's own (metered-removal.ts,
+ * service/admission.ts), keyed by `X-Api-Key: rb-sk_...` or `Authorization: Bearer rb-sk_...`.
  *
- * FIELDS is the one table of the translation: each remove.bg field, the option it sets (its row in
- * src/lib/option-table.ts gives the longest text taken) and how its values translate. The fields
- * without an option (type, shadows, semitransparency) are checked against remove.bg's lists and
- * change nothing. Errors are written as remove.bg writes them, `{"errors": [{title, code, detail}]}`,
- * with its statuses (403 for a missing or wrong key, 400 for any bad input).
+ * FIELDS is remove.bg's published OpenAPI document field by field, as lenient as what its public
+ * clients send by default (empty strings for fields left out, booleans as True or 1, bare numbers
+ * as pixels); ERRORS is its error table: its codes, its statuses (403 for a key, 400 for any bad
+ * input) and its titles, which are messages. Both are read by the one engine (engine.ts), and
+ * docs/compatibility.md's tables are generated from them.
  */
 import type { Logger } from '../../config/logger.js';
 import { HttpError } from '../../http/errors.js';
-import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../../http/exchange.js';
-import type { Router } from '../../http/router.js';
-import { MEDIA_TYPES, type RemoveBackgroundOptions } from '../../lib/index.js';
-import { MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
+import type { Exchange } from '../../http/exchange.js';
+import type { FallbackAnswers, Router } from '../../http/router.js';
+import { MEDIA_TYPES } from '../../lib/index.js';
 import type { Admission } from '../../service/admission.js';
 import { ApiError, storeFailure } from '../../service/errors.js';
 import type { JobMemoryGate } from '../../service/job-memory-gate.js';
 import type { Metrics } from '../../service/metrics.js';
 import { isDatabaseUnavailable, type Store } from '../../store/index.js';
 import { principalOfKey } from '../api-key.js';
-import { type RemovalDialect, removalHandler, wantsJson } from '../metered-removal.js';
+import { removalHandler } from '../metered-removal.js';
+import {
+  always,
+  BOOLEAN,
+  BOOLEAN_WORDS,
+  type DialectErrorRow,
+  type DialectField,
+  dialectForm,
+  dialectOptions,
+  fieldOf,
+  fieldsOf,
+  isCode,
+  type RemovalDialect,
+  refuse,
+  renderWith,
+  same,
+  titleOf,
+  translateFields,
+  wantsJson,
+} from './engine.js';
 
+export const REMOVEBG_PREFIX = '/v1.0/';
 export const REMOVEBG_PATH = '/v1.0/removebg';
 export const REMOVEBG_ACCOUNT_PATH = '/v1.0/account';
+export const REMOVEBG_IMPROVE_PATH = '/v1.0/improve';
 
-/** One remove.bg field: the bgone option it sets (none: accepted and without effect), its values, its default. */
-interface Field {
-  /** The option's API name in the option table; absent for a field bgone only checks. */
-  readonly option?: string;
-  readonly part?: 'file';
-  /** remove.bg's value (lower case) → bgone's; a value outside is `invalid_<field>`. Absent: translate or pass on. */
-  readonly values?: Readonly<Record<string, string>>;
-  /** A value's translation or check (throws the field's HttpError); absent: passed on as it is. */
-  readonly translate?: (value: string) => string;
-  /** What bgone receives when the field is absent (remove.bg's default in bgone's words). */
-  readonly default?: string;
-}
-
-const same = (...values: string[]) => Object.fromEntries(values.map((v) => [v, v]));
-const BOOLEAN = same('true', 'false');
+/** A bare number: remove.bg's clients send pixels without a unit (`0 0 100% 100%`). */
+const BARE = /^\d+(?:\.\d+)?$/;
 
 /** crop_margin: 1, 2 or 4 values, each px or % (a bare number is px), at most 50% or 500px per side. */
 function cropMargin(value: string): string {
@@ -54,9 +61,27 @@ function cropMargin(value: string): string {
     return Number.isInteger(n) && n <= 500 ? `${n}px` : undefined;
   });
   if (px.some((t) => t === undefined)) {
-    throw invalidField('crop_margin', 'crop_margin must be 1, 2 or 4 values, each in px or %, at most 50% or 500px per side, e.g. "10px" or "5% 10%".');
+    throw refuse('crop_margin', 'crop_margin must be 1, 2 or 4 values, each in px or %, at most 50% or 500px per side, e.g. "10px" or "5% 10%".');
   }
   return px.join(' ');
+}
+
+/** roi: four values, each px or %; a bare number is px. */
+function roi(value: string): string {
+  return value
+    .trim()
+    .split(/[\s,]+/)
+    .map((token) => (BARE.test(token) ? `${token}px` : token))
+    .join(' ');
+}
+
+/** scale and position: a bare number is a percentage. */
+function percent(value: string): string {
+  return value
+    .trim()
+    .split(/\s+/)
+    .map((token) => (BARE.test(token) ? `${token}%` : token))
+    .join(' ');
 }
 
 /** bg_color: remove.bg's 4-digit hex (#RGBA, with or without #) as 8 digits; every other form is bgone's own. */
@@ -70,142 +95,329 @@ function bgColor(value: string): string {
     : value;
 }
 
-function shadowOpacity(value: string): string {
-  const v = value.trim();
-  if (!/^\d{1,3}$/.test(v) || Number(v) > 100) throw invalidField('shadow_opacity', 'shadow_opacity must be an integer from 0 to 100.');
-  return v;
+/** remove.bg's shadow types and bgone's shadow of each: a drop shadow, or a contact shadow under the subject. */
+const SHADOW_TYPES: Readonly<Record<string, string>> = { drop: 'drop', '3d': 'contact', car: 'contact' };
+
+/** add_shadow=true: the shadow of shadow_type (drop by default); false: none. */
+function shadow(value: string, given: (name: string) => string | undefined): string | undefined {
+  return value === 'true' ? SHADOW_TYPES[given('shadow_type') ?? 'drop'] : undefined;
 }
 
-const FIELDS: Readonly<Record<string, Field>> = {
-  image_file: { option: 'image_file', part: 'file' },
-  image_file_b64: { option: 'image_file_b64' },
-  image_url: { option: 'image_url' },
-  size: {
+/** shadow_opacity: an integer from 0 to 100 (or a percentage), with add_shadow=true only. */
+function shadowOpacity(value: string, given: (name: string) => string | undefined): string | undefined {
+  const m = /^\s*(\d{1,3})\s*%?\s*$/.exec(value);
+  if (!m || Number(m[1]) > 100) throw refuse('shadow_opacity', 'shadow_opacity must be an integer from 0 to 100.');
+  return given('add_shadow') === 'true' ? `${Number(m[1])}%` : undefined;
+}
+
+/** remove.bg's fields, in its document's order, and what each sets of bgone's options. */
+export const REMOVEBG_FIELDS: readonly DialectField[] = [
+  { name: 'image_file', part: 'file', option: 'image_file', accepts: 'a JPG, PNG or WebP file part (an empty part is absent)' },
+  { name: 'image_file_b64', part: 'field', option: 'image_file_b64', accepts: 'the image in base64, with or without a `data:` prefix' },
+  { name: 'image_url', part: 'field', option: 'image_url', accepts: 'an http or https URL' },
+  {
+    name: 'size',
+    part: 'field',
     option: 'size',
     values: { preview: 'preview', small: 'preview', regular: 'preview', medium: 'medium', hd: 'hd', full: 'full', '4k': 'full', '50mp': 'full', auto: 'full' },
     default: 'preview',
+    accepts: '`preview`, `small`, `regular` (preview, 0.25 MP); `medium` (1.5 MP); `hd` (4 MP); `full`, `4k`, `50MP`, `auto` (full)',
   },
-  format: { option: 'format', values: same('auto', 'png', 'jpg', 'webp', 'zip'), default: 'auto' },
-  channels: { option: 'channels', values: same('rgba', 'alpha') },
-  bg_color: { option: 'bg_color', translate: bgColor },
-  bg_image_url: { option: 'bg_image_url' },
-  bg_image_file: { option: 'bg_image_file', part: 'file' },
-  crop: { option: 'crop', values: BOOLEAN },
-  crop_margin: { option: 'padding', translate: cropMargin, default: '0px' },
-  scale: { option: 'scale' },
-  position: { option: 'position' },
-  roi: { option: 'roi' },
-  type: { values: same('auto', 'person', 'product', 'car', 'animal', 'graphic', 'transportation') },
-  type_level: { values: same('none', '1', '2', 'latest') },
-  add_shadow: { values: BOOLEAN },
-  shadow_type: { values: same('car', '3d', 'drop') },
-  shadow_opacity: { translate: shadowOpacity },
-  shadow_method: { values: same('legacy', 'latest') },
-  semitransparency: { values: BOOLEAN },
-};
+  {
+    name: 'type',
+    part: 'field',
+    option: null,
+    values: same('auto', 'person', 'product', 'car', 'animal', 'graphic', 'graphics', 'transportation', 'car_interior', 'car_part', 'other'),
+    default: 'auto',
+    note: "a hint for remove.bg's models; bgone's one model needs none",
+  },
+  {
+    name: 'type_level',
+    part: 'field',
+    option: null,
+    values: same('none', '1', '2', 'latest'),
+    default: '1',
+    note: '`none` leaves out `X-Type`; the others send `X-Type: other` (bgone does not classify the subject)',
+  },
+  { name: 'format', part: 'field', option: 'format', values: { auto: 'auto', png: 'png', jpg: 'jpg', jpeg: 'jpg', webp: 'webp', zip: 'zip' }, default: 'auto' },
+  {
+    name: 'roi',
+    part: 'field',
+    option: 'roi',
+    translate: roi,
+    accepts: '`x1 y1 x2 y2`, each px (a bare number is px) or %',
+    note: 'the whole image by default',
+  },
+  { name: 'crop', part: 'field', option: 'crop', values: BOOLEAN, accepts: BOOLEAN_WORDS },
+  {
+    name: 'crop_margin',
+    part: 'field',
+    option: 'padding',
+    translate: cropMargin,
+    default: '0',
+    accepts: "1, 2 or 4 values (top right bottom left), each px (a bare number is px) or % of the subject's width; at most 500px or 50% per side",
+  },
+  { name: 'scale', part: 'field', option: 'scale', translate: percent, accepts: '`10%` to `100%` (a bare number is %), `original`' },
+  { name: 'position', part: 'field', option: 'position', translate: percent, accepts: '`original`, `center`, one or two % values (a bare number is %)' },
+  { name: 'channels', part: 'field', option: 'channels', values: same('rgba', 'alpha') },
+  { name: 'bg_color', part: 'field', option: 'bg_color', translate: bgColor, accepts: "bgone's colours, and the 4-digit hex `#RGBA` (with or without `#`)" },
+  { name: 'bg_image_url', part: 'field', option: 'bg_image_url', accepts: 'an http or https URL' },
+  { name: 'bg_image_file', part: 'file', option: 'bg_image_file', accepts: 'a JPG, PNG or WebP file part (an empty part is absent)' },
+  { name: 'add_shadow', part: 'field', option: 'shadow', values: BOOLEAN, translate: shadow, accepts: BOOLEAN_WORDS, note: 'a shadow of `shadow_type`' },
+  {
+    name: 'shadow_type',
+    part: 'field',
+    option: null,
+    values: { drop: 'drop', '3d': '3d', car: 'car' },
+    default: 'drop',
+    accepts: '`drop`, `3D`, `car`',
+    note: 'with add_shadow=true: `drop` is a drop shadow; `3D` and `car` a contact shadow under the subject (an approximation of theirs)',
+  },
+  {
+    name: 'shadow_opacity',
+    part: 'field',
+    option: 'shadow_opacity',
+    translate: shadowOpacity,
+    accepts: 'an integer from 0 to 100',
+    note: "with add_shadow=true (bgone's default: 50)",
+  },
+  { name: 'shadow_method', part: 'field', option: null, values: same('legacy', 'latest'), note: 'accepted from older clients; bgone has one shadow method' },
+  {
+    name: 'semitransparency',
+    part: 'field',
+    option: 'semitransparency',
+    values: BOOLEAN,
+    accepts: BOOLEAN_WORDS,
+    note: '`false`: the subject made opaque where it is semi-transparent inside its outline',
+  },
+  {
+    name: 'api_key',
+    part: 'field',
+    option: null,
+    maxLength: 256,
+    accepts: 'anything',
+    note: "sent by remove.bg's own browser sample beside the header; the key is read from the header only",
+  },
+];
 
-/** The remove.bg field of a bgone option name (crop_margin for padding), or the name itself. */
+/** remove.bg's field of a bgone option (crop_margin for padding), for an error the option's parser raised. */
 const FIELD_OF_OPTION: Readonly<Record<string, string>> = Object.fromEntries(
-  Object.entries(FIELDS).flatMap(([name, field]) => (field.option ? [[field.option, name]] : [])),
+  REMOVEBG_FIELDS.flatMap((field) => (field.option && field.option !== field.name ? [[field.option, field.name]] : [])),
 );
+const dialectField = (err: HttpError): string => FIELD_OF_OPTION[fieldOf(err)] ?? fieldOf(err);
+const background = (err: HttpError): boolean => fieldOf(err).startsWith('bg_image');
 
-function invalidField(field: string, message: string): HttpError {
-  return new HttpError(400, `invalid_${field}`, message, { field });
-}
+/** A 400 for a refused value of `field`, with remove.bg's title for it. */
+const fieldRow = (field: string, title: string): DialectErrorRow => ({
+  code: `invalid_${field}`,
+  status: 400,
+  title,
+  matches: (err) => (err.code === 'validation_error' || err.code === 'invalid_roi') && dialectField(err) === field && fieldsOf(err).length < 2,
+  when: `a value of \`${field}\` outside its values`,
+});
 
-/** The form: text fields as long as their option's row takes (16 for a field without one), and the two files. */
-const FORM: FormShape = {
-  fields: Object.fromEntries(
-    Object.entries(FIELDS)
-      .filter(([, field]) => field.part !== 'file')
-      .map(([name, field]) => [name, field.option ? optionByName(field.option)!.maxLength : 16]),
+/** What a failed download's title says of it: remove.bg's "HTTP Status 404", else bgone's message. */
+const downloadCause = (err: HttpError): string => (typeof err.details?.status === 'number' ? `HTTP Status ${err.details.status}` : err.message);
+
+/** remove.bg's errors: its codes, statuses and titles, the first row that matches answering. */
+export const REMOVEBG_ERRORS: readonly DialectErrorRow[] = [
+  {
+    code: 'auth_failed',
+    status: 403,
+    title: 'Missing API Key',
+    matches: (err) => err.code === 'authentication_error' && err.details?.reason === 'missing',
+    when: 'no key',
+  },
+  { code: 'auth_failed', status: 403, title: 'API Key invalid', matches: isCode('authentication_error'), when: 'a wrong or revoked key' },
+  { code: 'permission_denied', status: 403, title: 'Account disabled', matches: isCode('permission_denied'), when: 'a disabled account' },
+  { code: 'insufficient_credits', status: 402, title: 'Insufficient credits', matches: isCode('payment_required'), when: 'no credits left' },
+  {
+    code: 'rate_limit_exceeded',
+    status: 429,
+    title: 'Rate limit exceeded',
+    matches: isCode('rate_limit_exceeded'),
+    when: "over the rate limit or the account's in-flight cap; `Retry-After`",
+  },
+  { code: 'missing_source', status: 400, title: 'No image given', matches: isCode('missing_image'), when: 'no image' },
+  {
+    code: 'multiple_bg_sources',
+    status: 400,
+    title: 'Multiple background sources given: Please provide either the bg_color, the bg_image_url or the bg_image_file parameter.',
+    matches: (err) => err.code === 'validation_error' && fieldsOf(err).length > 1 && fieldsOf(err).some((f) => f.startsWith('bg_')),
+    when: 'two backgrounds',
+  },
+  {
+    code: 'multiple_sources',
+    status: 400,
+    title: 'Multiple image sources given: Please provide either the image_url, image_file or image_file_b64 parameter.',
+    matches: (err) => err.code === 'validation_error' && fieldsOf(err).length > 1,
+    when: 'two images',
+  },
+  {
+    code: 'resolution_too_high',
+    status: 400,
+    title: 'Image resolution too high',
+    matches: (err) => err.code === 'image_too_large' && err.details?.max_side !== undefined,
+    when: 'over 6000 px per side',
+  },
+  { code: 'file_too_large', status: 400, title: 'File too large', matches: isCode('image_too_large'), when: 'over 20 MB' },
+  { code: 'invalid_file_type', status: 400, title: 'Invalid file type', matches: isCode('unsupported_media_type'), when: 'not a JPG, PNG or WebP' },
+  {
+    code: 'invalid_dimensions',
+    status: 400,
+    title: 'Failed to read image dimensions',
+    matches: (err) => err.code === 'invalid_image' && err.details?.reason === 'dimensions',
+    when: "the image's header has no readable size",
+  },
+  {
+    code: 'failed_to_read_image',
+    status: 400,
+    title: 'There was an error reading the image.',
+    matches: (err) => err.code === 'invalid_image' || (err.code === 'validation_error' && fieldOf(err) === 'image_file_b64'),
+    when: 'a corrupt image, or base64 that is none',
+  },
+  {
+    code: 'unknown_foreground',
+    status: 400,
+    title: 'Could not identify foreground in image. For details and recommendations see https://www.remove.bg/supported-images.',
+    matches: isCode('foreground_not_found'),
+    when: 'no subject found',
+  },
+  {
+    code: 'invalid_bg_image_url',
+    status: 400,
+    title: 'Invalid bg_image_url: Please provide a valid URL.',
+    matches: (err) => err.code === 'invalid_image_url' && background(err),
+    when: "the background's URL is malformed",
+  },
+  {
+    code: 'invalid_image_url',
+    status: 400,
+    title: 'Invalid image_url: Please provide a valid URL.',
+    matches: isCode('invalid_image_url'),
+    when: "the image's URL is malformed",
+  },
+  {
+    code: 'failed_bg_download',
+    status: 400,
+    title: (err) => `Failed to download background image from given image_url: ${downloadCause(err)}`,
+    matches: (err) => err.code === 'failed_image_download' && background(err),
+    when: 'the background could not be downloaded',
+  },
+  {
+    code: 'failed_image_download',
+    status: 400,
+    title: (err) => `Failed to download image from given image_url: ${downloadCause(err)}`,
+    matches: isCode('failed_image_download'),
+    when: 'the image could not be downloaded',
+  },
+  {
+    code: 'roi_exceeds_bounds',
+    status: 400,
+    title: 'ROI exceeds image bounds',
+    matches: (err) => err.code === 'invalid_roi' && err.details?.image !== undefined,
+    when: 'the roi reaches outside the image',
+  },
+  {
+    code: 'roi_region_empty',
+    status: 400,
+    title: 'ROI region is empty',
+    matches: (err) => err.code === 'invalid_roi' && err.details?.allowed === undefined,
+    when: 'the roi is empty',
+  },
+  fieldRow('size', "Invalid value for parameter 'size'"),
+  fieldRow('channels', "Invalid value for parameter 'channels'"),
+  ...REMOVEBG_FIELDS.filter((f) => f.part === 'field' && !['size', 'channels', 'image_file_b64', 'image_url', 'bg_image_url', 'api_key'].includes(f.name)).map(
+    (f) => fieldRow(f.name, `Invalid ${f.name} parameter given`),
   ),
-  files: { image_file: 1, bg_image_file: 1 },
-  maxFileBytes: MAX_FILE_BYTES,
-  maxTotalBytes: 2 * MAX_FILE_BYTES,
+  {
+    code: 'invalid_idempotency_key',
+    status: 400,
+    title: 'Invalid Idempotency-Key header given',
+    matches: (err) => err.code === 'validation_error' && fieldOf(err) === 'Idempotency-Key',
+    when: 'an `Idempotency-Key` that is not 1 to 255 visible ASCII characters',
+  },
+  {
+    code: 'invalid_parameters',
+    status: 400,
+    title: 'Invalid parameters',
+    matches: (err) => err.status === 400,
+    when: 'any other bad input (an unknown field)',
+  },
+  {
+    code: 'idempotency_in_progress',
+    status: 409,
+    title: 'Request with this Idempotency-Key in progress',
+    matches: isCode('idempotency_in_progress'),
+    when: 'the first request with this `Idempotency-Key` still runs; `Retry-After`',
+  },
+  { code: 'not_found', status: 404, title: 'Not found', matches: isCode('not_found'), when: 'an unknown path under `/v1.0/`' },
+  {
+    code: 'method_not_allowed',
+    status: 405,
+    title: 'Method not allowed',
+    matches: isCode('method_not_allowed'),
+    when: 'a known path with another method; `Allow`',
+  },
+  { code: 'request_timeout', status: 408, title: 'Request timeout', matches: isCode('request_timeout'), when: 'the body arrived too late or too slowly' },
+  {
+    code: 'not_supported',
+    status: 501,
+    title: 'The improvement program is not offered: this server stores no image',
+    matches: isCode('not_supported'),
+    when: '`POST /v1.0/improve`',
+  },
+  {
+    code: 'request_header_fields_too_large',
+    status: 431,
+    title: 'Request header fields too large',
+    matches: (err) => err.status === 431,
+    when: 'request headers over 16 KiB',
+  },
+  {
+    code: 'service_unavailable',
+    status: 503,
+    title: 'Service unavailable',
+    matches: isCode('overloaded'),
+    when: 'the server is busy or draining; `Retry-After`',
+  },
+  { code: 'internal_server_error', status: 500, title: 'Internal server error', matches: always, when: 'anything else' },
+];
+
+/** Every error under /v1.0/, in remove.bg's shape: `{"errors": [{title, code, detail}]}`, bgone's message as the detail. */
+export const renderRemoveBgError = renderWith(REMOVEBG_ERRORS, (row, err) => ({ errors: [{ title: titleOf(row, err), code: row.code, detail: err.message }] }));
+
+/** Unknown paths and wrong methods under /v1.0/. */
+export const REMOVEBG_FALLBACK: FallbackAnswers = {
+  notFound: (ex) => {
+    ex.renderErrors(renderRemoveBgError);
+    ex.error(new ApiError('not_found'));
+  },
+  methodNotAllowed: (ex, allowed) => {
+    ex.renderErrors(renderRemoveBgError);
+    ex.error(new ApiError('method_not_allowed'), { Allow: allowed.join(', ') });
+  },
 };
 
-/** bgone's options (by API name) from a remove.bg form; a value outside remove.bg's lists is a 400 with its code. */
-export function translateForm(form: ParsedForm): Record<string, unknown> {
-  const named: Record<string, unknown> = {};
-  for (const [name, field] of Object.entries(FIELDS)) {
-    if (field.part === 'file') {
-      const data = form.files[name]?.[0]?.data;
-      if (data && field.option) named[field.option] = data;
-      continue;
-    }
-    const given = form.fields[name];
-    let value: string | undefined;
-    if (given === undefined || given.trim() === '') value = field.default;
-    else if (field.values) {
-      value = field.values[given.trim().toLowerCase()];
-      if (value === undefined) throw invalidField(name, `${name} must be one of ${Object.keys(field.values).join(', ')}.`);
-    } else value = field.translate ? field.translate(given) : given;
-    if (value !== undefined && field.option) named[field.option] = value;
-  }
-  return named;
+/** What the answer needs of the request: whether X-Type is sent. */
+interface RemoveBgRequest {
+  xType: boolean;
 }
-
-/** remove.bg's code for a bgone error. */
-function removeBgCode(err: HttpError): string {
-  const field = typeof err.details?.field === 'string' ? err.details.field : '';
-  const fields = Array.isArray(err.details?.fields) ? (err.details.fields as string[]) : [];
-  const background = field.startsWith('bg_image');
-  switch (err.code) {
-    case 'authentication_error':
-      return 'auth_failed';
-    case 'payment_required':
-      return 'insufficient_credits';
-    case 'missing_image':
-      return 'missing_source';
-    case 'image_too_large':
-      return err.details?.max_side !== undefined ? 'resolution_too_high' : 'file_too_large';
-    case 'unsupported_media_type':
-      return 'invalid_file_type';
-    case 'invalid_image':
-      return 'failed_to_read_image';
-    case 'foreground_not_found':
-      return 'unknown_foreground';
-    case 'invalid_image_url':
-      return background ? 'invalid_bg_image_url' : 'invalid_image_url';
-    case 'failed_image_download':
-      return background ? 'failed_bg_download' : 'failed_image_download';
-    case 'invalid_roi':
-      if (err.details?.image !== undefined) return 'roi_exceeds_bounds';
-      return err.details?.allowed !== undefined ? 'invalid_roi' : 'roi_region_empty';
-    case 'validation_error':
-      if (fields.length > 1) return fields.some((f) => f.startsWith('bg_')) ? 'multiple_bg_sources' : 'multiple_sources';
-      if (field === 'image_file_b64') return 'failed_to_read_image';
-      if (Object.hasOwn(FIELD_OF_OPTION, field)) return `invalid_${FIELD_OF_OPTION[field]}`;
-      return field === 'Idempotency-Key' ? 'invalid_idempotency_key' : 'invalid_parameters';
-    default:
-      return err.code;
-  }
-}
-
-/** remove.bg's status: 403 for a missing or wrong key, 400 for any bad input (bgone's 415 and 422 too). */
-function removeBgStatus(status: number): number {
-  if (status === 401) return 403;
-  return status === 415 || status === 422 ? 400 : status;
-}
-
-/** Every error of the dialect's routes, in remove.bg's shape; bgone's message is the detail. */
-export const renderRemoveBgError: ErrorRenderer = (err) => {
-  const code = removeBgCode(err);
-  const title = code.replaceAll('_', ' ').replace(/^./, (c) => c.toUpperCase());
-  return { status: removeBgStatus(err.status), body: { errors: [{ title, code, detail: err.message }] } };
-};
 
 /** The removal in remove.bg's names, defaults and answer. */
-export const REMOVEBG_DIALECT: RemovalDialect = {
-  form: FORM,
-  options: (form, model) => ({ ...optionsFromNames(translateForm(form)), model }) as RemoveBackgroundOptions,
-  answer(ex, { result, charged, rateHeaders }) {
+export const REMOVEBG_DIALECT: RemovalDialect<RemoveBgRequest> = {
+  form: dialectForm(REMOVEBG_FIELDS),
+  read(form, model) {
+    const options = dialectOptions(translateFields(REMOVEBG_FIELDS, form), model);
+    const typeLevel = form.fields.type_level?.trim().toLowerCase();
+    return { options, answer: { xType: typeLevel !== 'none' } };
+  },
+  answer(ex, { result, charged, rateHeaders }, request) {
     const { foreground } = result;
     const headers: Record<string, string> = {
       'X-Width': String(result.width),
       'X-Height': String(result.height),
-      'X-Type': 'other',
+      ...(request.xType ? { 'X-Type': 'other' } : {}),
       'X-Foreground-Top': String(foreground.top),
       'X-Foreground-Left': String(foreground.left),
       'X-Foreground-Width': String(foreground.width),
@@ -241,11 +453,45 @@ export interface RemoveBgDeps {
   overloadRetryAfter?: number | undefined;
 }
 
-/** POST /v1.0/removebg and GET /v1.0/account, behind the one admission path. */
-export function mountRemoveBg(router: Router, deps: RemoveBgDeps): void {
+/** The API key of a remove.bg request: `X-Api-Key`, or an `Authorization: Bearer` token (remove.bg's OAuth header). */
+export function removeBgKey(ex: Exchange): string | null {
+  const header = ex.req.header('x-api-key').trim();
+  if (header) return header;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(ex.req.header('authorization'));
+  return bearer ? bearer[1]! : null;
+}
+
+/** Missing and wrong keys: remove.bg's two titles of auth_failed. */
+const missingKey = new ApiError('authentication_error', 'No API key: send it as "X-Api-Key: rb-sk_..." or "Authorization: Bearer rb-sk_...".', {
+  reason: 'missing',
+});
+const invalidKey = new ApiError('authentication_error', 'The API key is not valid: send a key of this server as "X-Api-Key: rb-sk_...".');
+
+/** Reads and drops a request's body under its admission limits; resolves when it has ended (or stopped). */
+function discardBody(ex: Exchange, maxBytes: number): Promise<HttpError | undefined> {
+  return new Promise((resolve) => {
+    let size = 0;
+    ex.onAbort(() => resolve(undefined));
+    ex.onBody(
+      (chunk, isLast) => {
+        size += chunk.byteLength;
+        if (size > maxBytes) resolve(new ApiError('image_too_large', `The request body is larger than ${maxBytes} bytes.`));
+        else if (isLast) resolve(undefined);
+      },
+      (err) => resolve(err),
+    );
+  });
+}
+
+/** POST /v1.0/removebg, GET /v1.0/account and POST /v1.0/improve, behind the one admission path; remove.bg's answers to the rest of /v1.0/. */
+export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyBytes: number }): void {
   const { store, admission, logger } = deps;
-  const authenticate = (ex: Exchange) => () => principalOfKey(store, ex.req.header('x-api-key').trim() || null);
-  const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "X-Api-Key: rb-sk_...".');
+  const authenticate = (ex: Exchange) => () => {
+    const key = removeBgKey(ex);
+    if (!key) throw missingKey;
+    return principalOfKey(store, key);
+  };
+  router.group(REMOVEBG_PREFIX, REMOVEBG_FALLBACK);
 
   router.post(
     REMOVEBG_PATH,
@@ -253,26 +499,53 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps): void {
       admission,
       removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
       authenticate: (ex) => authenticate(ex)(),
-      unauthenticated,
+      unauthenticated: invalidKey,
       dialect: REMOVEBG_DIALECT,
       renderErrors: renderRemoveBgError,
     }),
+    REMOVEBG_FALLBACK,
   );
 
   // The balance, not metered: remove.bg's credit kinds are one balance here (subscription).
-  router.get(REMOVEBG_ACCOUNT_PATH, async (ex) => {
-    ex.renderErrors(renderRemoveBgError);
-    const ticket = await admission.admit(ex, authenticate(ex), unauthenticated);
-    if (!ticket) return;
-    try {
-      const { remaining } = await store.credits.balance(ticket.principal.accountId);
-      const credits = { total: remaining, subscription: remaining, payg: 0, enterprise: 0 };
-      ex.json(200, { data: { attributes: { credits, api: { free_calls: 0, sizes: 'all' } } } }, ticket.rateHeaders);
-    } catch (err) {
-      logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
-      ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
-    } finally {
-      ticket.release();
-    }
-  });
+  router.get(
+    REMOVEBG_ACCOUNT_PATH,
+    async (ex) => {
+      ex.renderErrors(renderRemoveBgError);
+      const ticket = await admission.admit(ex, authenticate(ex), invalidKey);
+      if (!ticket) return;
+      try {
+        const { remaining } = await store.credits.balance(ticket.principal.accountId);
+        const credits = { total: remaining, subscription: remaining, payg: 0, enterprise: 0 };
+        ex.json(200, { data: { attributes: { credits, api: { free_calls: 0, sizes: 'all' } } } }, ticket.rateHeaders);
+      } catch (err) {
+        logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
+        ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
+      } finally {
+        ticket.release();
+      }
+    },
+    REMOVEBG_FALLBACK,
+  );
+
+  // remove.bg's improvement program keeps the images sent to it; bgone keeps no image, and says so.
+  // The upload is read to its end (and dropped), so that the client reads the answer, not a reset.
+  router.post(
+    REMOVEBG_IMPROVE_PATH,
+    async (ex) => {
+      ex.renderErrors(renderRemoveBgError);
+      const ticket = await admission.admit(ex, authenticate(ex), invalidKey);
+      if (!ticket) return;
+      try {
+        const refused = await discardBody(ex, deps.maxBodyBytes);
+        ex.error(
+          refused ??
+            new HttpError(501, 'not_supported', 'bgone stores no image, so it takes part in no improvement program: nothing was kept and nothing was charged.'),
+          ticket.rateHeaders,
+        );
+      } finally {
+        ticket.release();
+      }
+    },
+    REMOVEBG_FALLBACK,
+  );
 }
