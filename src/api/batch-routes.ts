@@ -26,7 +26,7 @@ import type { Router } from '../http/router.js';
 import { type EncodedFormat, MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type PreparedJob } from '../lib/index.js';
 import { checkBackground, prepareOwnedJob } from '../lib/prepare-job.js';
 import { librarySettings } from '../lib/settings.js';
-import { downloadSources, needsDownload } from '../lib/sources.js';
+import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -150,7 +150,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
         if (needsDownload(normalised)) {
           const done = ticket.downloading();
           try {
-            normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate });
+            normalised = await downloadSources(normalised, downloadRules(librarySettings()));
           } finally {
             done();
           }

@@ -18,7 +18,7 @@ import { type PreparedJob, type RemoveBackgroundResult, removeBackground } from 
 import { type NormalisedOptions, normaliseOptions } from '../lib/options.js';
 import { imageSource, prepareOwnedJob } from '../lib/prepare-job.js';
 import { librarySettings } from '../lib/settings.js';
-import { downloadSources, needsDownload } from '../lib/sources.js';
+import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
 import type { Admission, Principal, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -214,7 +214,7 @@ export class MeteredRemoval {
       if (needsDownload(normalised)) {
         const done = this.ticket.downloading();
         try {
-          normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate, signal: this.job.signal });
+          normalised = await downloadSources(normalised, { ...downloadRules(librarySettings()), signal: this.job.signal });
         } finally {
           done();
         }

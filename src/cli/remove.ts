@@ -9,7 +9,7 @@ import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackg
 import { cliFlag, type OptionRow, optionsFor } from '../lib/option-table.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import { librarySettings } from '../lib/settings.js';
-import { downloadSources, needsDownload } from '../lib/sources.js';
+import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
@@ -66,7 +66,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
   const out = resolve(requiredFlag(args, 'out'));
   let normalised = normaliseOptions(optionsFromFlags(args)); // fail before reading any file, and once for them all
   // A background by URL is downloaded once for every image.
-  if (needsDownload(normalised)) normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate });
+  if (needsDownload(normalised)) normalised = await downloadSources(normalised, downloadRules(librarySettings()));
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');
   mkdirSync(out, { recursive: true });

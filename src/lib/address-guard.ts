@@ -7,6 +7,12 @@
  * (resolveCheckedAddress), and the connection goes to exactly the address checked (pinnedRequest),
  * so a name that changes its answer in between cannot slip through. `allowPrivate` lifts the
  * address rules for local setups and tests.
+ *
+ * An operator's allow list (FetchAllowList, parsed by parseFetchAllow) opens them host by host
+ * instead: a host name it lists may resolve to private addresses, and an address inside a network
+ * it lists may be connected to, whatever name led there. The cloud metadata addresses
+ * (METADATA_ADDRESSES) stay refused behind a listed name and inside a listed network: only an
+ * entry naming that exact address (an address, a /32 or a /128) opens one.
  */
 
 import { lookup, Resolver } from 'node:dns/promises';
@@ -18,13 +24,40 @@ import { hasControlCharacter } from './user-text.js';
 /** At most this long, so a URL always fits a database row and the logs. */
 export const MAX_URL_LENGTH = 2048;
 
+/**
+ * Where clouds serve instance metadata and credentials: refused whatever else is allowed, unless an
+ * allow list names the exact address. Most lie inside a forbidden range already; Azure's WireServer
+ * is a public address and is refused only for being here.
+ */
+export const METADATA_ADDRESSES: readonly string[] = [
+  '169.254.169.254', // AWS, Google Cloud, Azure, OpenStack, Oracle, DigitalOcean, Akamai and most others
+  '169.254.170.2', // AWS ECS task metadata and credentials
+  '169.254.170.23', // AWS EKS Pod Identity agent
+  '169.254.0.23', // Tencent Cloud
+  '169.254.42.42', // Scaleway
+  '100.100.100.200', // Alibaba Cloud
+  '192.0.0.192', // Oracle Cloud (classic)
+  '168.63.129.16', // Azure WireServer (a public address)
+  'fd00:ec2::254', // AWS IMDS over IPv6
+  'fd00:ec2::23', // AWS EKS Pod Identity agent over IPv6
+  'fd20:ce::254', // Google Cloud over IPv6
+  'fd00:42::42', // Scaleway over IPv6
+  'fd00:a9fe:a9fe::1', // Akamai (Linode) over IPv6
+  'fd00:c1::a9fe:a9fe', // Oracle Cloud over IPv6
+  'fd00:100::100:200', // Alibaba Cloud over IPv6
+  'fe80::a9fe:a9fe', // OpenStack over IPv6 (link-local)
+];
+
+const METADATA = new BlockList();
+for (const address of METADATA_ADDRESSES) METADATA.addAddress(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
+
 const FORBIDDEN = new BlockList();
 for (const [net, prefix] of [
   ['0.0.0.0', 8], // "this network"
   ['10.0.0.0', 8],
   ['100.64.0.0', 10], // carrier-grade NAT
   ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, cloud metadata (169.254.169.254)
+  ['169.254.0.0', 16], // link-local, cloud metadata (METADATA_ADDRESSES)
   ['172.16.0.0', 12],
   ['192.0.0.0', 24], // IETF protocol assignments
   ['192.168.0.0', 16],
@@ -36,7 +69,7 @@ for (const [net, prefix] of [
 for (const [net, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128],
-  ['fc00::', 7], // unique local (AWS's IPv6 metadata address fd00:ec2::254 among them)
+  ['fc00::', 7], // unique local (most IPv6 metadata addresses among them: METADATA_ADDRESSES)
   ['fe80::', 10], // link-local
   ['fec0::', 10], // site-local: deprecated (RFC 3879), still routed inside some networks
   ['ff00::', 8], // multicast
@@ -68,11 +101,13 @@ const ipv4Of = (high: number, low: number) => `${high >> 8}.${high & 0xff}.${low
  * The IPv4 addresses an IPv6 address carries to, for the forms that reach an IPv4 host through it:
  * IPv4-compatible `::a.b.c.d`, IPv4-mapped `::ffff:a.b.c.d`, SIIT's `::ffff:0:a.b.c.d`, NAT64's
  * well-known `64:ff9b::/96`, 6to4 `2002::/16` and Teredo `2001::/32` (its server and its client,
- * the latter stored inverted). null: not such a form; 'refuse': local-use NAT64 (64:ff9b:1::/48),
- * whose embedding depends on a prefix length only its operator knows, so it is refused outright.
+ * the latter stored inverted). null: not such a form (`::` and `::1` are IPv6's own unspecified
+ * and loopback addresses); 'refuse': local-use NAT64 (64:ff9b:1::/48), whose embedding depends on
+ * a prefix length only its operator knows, so it is refused outright.
  */
 function embeddedIpv4(g: number[]): string[] | 'refuse' | null {
   const zero = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zero(0, 7) && g[7]! <= 1) return null;
   if (zero(0, 6)) return [ipv4Of(g[6]!, g[7]!)];
   if (zero(0, 5) && g[5] === 0xffff) return [ipv4Of(g[6]!, g[7]!)];
   if (zero(0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6]!, g[7]!)];
@@ -83,20 +118,201 @@ function embeddedIpv4(g: number[]): string[] | 'refuse' | null {
   return null;
 }
 
+interface Destination {
+  address: string;
+  family: 'ipv4' | 'ipv6';
+}
+
 /**
- * An address bgone must never connect to for a client. An IPv6 address that carries an IPv4 one (mapped,
- * compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address it leads to.
+ * The hosts a connection to `address` reaches: the IPv4 ones an IPv6 form carries (embeddedIpv4),
+ * else the address itself (an IPv6 zone index, fe80::1%eth0, names no other host). null: not an
+ * address, or one refused outright.
+ */
+function destinations(address: string): Destination[] | null {
+  const family = isIP(address);
+  if (family === 4) return [{ address, family: 'ipv4' }];
+  if (family === 0) return null;
+  const bare = address.replace(/%.*$/, '');
+  const groups = ipv6Groups(bare);
+  if (!groups) return null;
+  const embedded = embeddedIpv4(groups);
+  if (embedded === 'refuse') return null;
+  if (embedded) return embedded.map((ipv4) => ({ address: ipv4, family: 'ipv4' }));
+  return [{ address: bare, family: 'ipv6' }];
+}
+
+/**
+ * Whether bgone may connect to `address` for a client. Without an allow list: an address outside
+ * every forbidden range and not a metadata address. With one: a forbidden address too when it lies
+ * inside a network the list names, or when `nameListed` (the URL's host name is on the list); a
+ * metadata address only when the list names that exact address. An IPv6 address that carries an
+ * IPv4 one (mapped, compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address it
+ * leads to, against the IPv4 entries.
+ */
+export function addressAllowed(address: string, allow?: FetchAllowList | undefined, nameListed = false): boolean {
+  const reached = destinations(address);
+  if (!reached) return false;
+  return reached.every(({ address: a, family }) => {
+    if (METADATA.check(a, family)) return allow?.exact.check(a, family) ?? false;
+    if (!FORBIDDEN.check(a, family)) return true;
+    return nameListed || (allow?.networks.check(a, family) ?? false);
+  });
+}
+
+/**
+ * An address bgone must never connect to for a client (no allow list). An IPv6 address that carries
+ * an IPv4 one (mapped, compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address it
+ * leads to.
  */
 export function isForbiddenAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true; // not an address at all: refuse rather than guess
-  if (family === 4) return FORBIDDEN.check(address, 'ipv4');
-  const groups = ipv6Groups(address.replace(/%.*$/, '')); // a zone index (fe80::1%eth0) names no other host
-  if (!groups) return true;
-  const embedded = embeddedIpv4(groups);
-  if (embedded === 'refuse') return true;
-  if (embedded) return embedded.some((ipv4) => FORBIDDEN.check(ipv4, 'ipv4'));
-  return FORBIDDEN.check(address, 'ipv6');
+  return !addressAllowed(address);
+}
+
+/** Whether `address` (an IPv4 or IPv6 address, a zone index aside) is one of METADATA_ADDRESSES, in any of its forms. */
+export function isMetadataAddress(address: string): boolean {
+  return (destinations(address) ?? []).some(({ address: a, family }) => METADATA.check(a, family));
+}
+
+/**
+ * The operator's allow list, compiled: host names that may resolve to private addresses (exact,
+ * or every name under a `*.` wildcard), networks whose addresses may be connected to, and the
+ * entries that name one exact address (which alone open a metadata address).
+ */
+export interface FetchAllowList {
+  /** The entries, normalised (lower case, canonical addresses, a full-length prefix written as the bare address). */
+  readonly entries: readonly string[];
+  readonly names: ReadonlySet<string>;
+  /** `*.example.internal` as `.example.internal`. */
+  readonly suffixes: readonly string[];
+  readonly networks: BlockList;
+  readonly exact: BlockList;
+}
+
+/** What an allow list's entries may be, for messages. */
+export const FETCH_ALLOW_GRAMMAR =
+  'comma-separated host names (images.example.internal), *.domain wildcards (*.example.internal: every name under it), IPv4 or IPv6 networks in CIDR notation (10.1.0.0/16, fd12:3456::/48) and addresses (10.1.2.3, meaning /32; fd12::7, meaning /128)';
+
+type Entry =
+  | { kind: 'name'; name: string }
+  | { kind: 'suffix'; suffix: string }
+  | { kind: 'network'; address: string; prefix: number; family: 'ipv4' | 'ipv6'; text: string };
+
+/** 32-bit IPv4 or 128-bit IPv6 address as a bigint. */
+function addressBits(address: string, family: 'ipv4' | 'ipv6'): bigint {
+  if (family === 'ipv4') return address.split('.').reduce((n, part) => (n << 8n) | BigInt(part), 0n);
+  return ipv6Groups(address)!.reduce((n, group) => (n << 16n) | BigInt(group), 0n);
+}
+
+function bitsAddress(bits: bigint, family: 'ipv4' | 'ipv6'): string {
+  if (family === 'ipv4') return [24n, 16n, 8n, 0n].map((shift) => String((bits >> shift) & 0xffn)).join('.');
+  const groups = Array.from({ length: 8 }, (_, i) => ((bits >> BigInt((7 - i) * 16)) & 0xffffn).toString(16)).join(':');
+  return canonicalIpv6(groups);
+}
+
+/** The canonical (RFC 5952) text of an IPv6 address, as the URL parser writes it. */
+function canonicalIpv6(address: string): string {
+  return new URL(`http://[${address}]/`).hostname.slice(1, -1);
+}
+
+/** A host name of a URL: LDH labels (and `_`, which internal names use), ASCII, that the URL parser keeps as it is. */
+function hostNameProblem(name: string): string | null {
+  if (/[^\x21-\x7e]/.test(name)) return 'is not ASCII (write an internationalised name in punycode, xn--...)';
+  if (name.length > 253) return 'is longer than 253 characters';
+  const labels = name.split('.');
+  if (labels.some((label) => !/^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/.test(label)))
+    return 'is not a host name (labels of letters, digits, hyphens and underscores, 1 to 63 long, no hyphen at either end)';
+  // A URL reads a host whose last label is a number as an IPv4 address (http://10.1/ is 10.0.0.1).
+  if (/^(?:0x[0-9a-f]*|[0-9]+)$/.test(labels.at(-1)!)) return 'is neither an address nor a host name (a URL reads it as an IPv4 address)';
+  let parsed: string;
+  try {
+    parsed = new URL(`http://${name}/`).hostname;
+  } catch {
+    parsed = '';
+  }
+  return parsed === name ? null : 'is not a host name a URL keeps as it is';
+}
+
+/** One entry of an allow list, normalised, or why it is not one. */
+function parseEntry(raw: string): Entry | { problem: string } {
+  const text = raw.trim().toLowerCase();
+  const slash = text.indexOf('/');
+  const addressPart = slash === -1 ? text : text.slice(0, slash);
+  const family = isIP(addressPart);
+  if (family !== 0 || slash !== -1 || text.startsWith('[')) {
+    if (text.startsWith('[')) return { problem: 'has brackets: an IPv6 entry is written without them (fd12::7, fd12::/48)' };
+    if (addressPart.includes('%')) return { problem: 'has a zone index (%eth0): an entry names no interface' };
+    if (family === 0) return { problem: 'is not an IPv4 or IPv6 address before its /prefix' };
+    const kind = family === 4 ? 'ipv4' : 'ipv6';
+    const max = family === 4 ? 32 : 128;
+    const prefixText = slash === -1 ? String(max) : text.slice(slash + 1);
+    if (!/^(?:0|[1-9][0-9]{0,2})$/.test(prefixText) || Number(prefixText) > max)
+      return { problem: `has a prefix length that is not a number from 0 to ${max}` };
+    const prefix = Number(prefixText);
+    if (kind === 'ipv6') {
+      const embedded = embeddedIpv4(ipv6Groups(addressPart)!);
+      if (embedded !== null)
+        return { problem: 'is an IPv6 form that carries an IPv4 address, judged by that IPv4 address: list the IPv4 address or network instead' };
+    }
+    const bits = addressBits(addressPart, kind);
+    const hostBits = (1n << BigInt(max - prefix)) - 1n;
+    const network = bitsAddress(bits & ~hostBits, kind);
+    if ((bits & hostBits) !== 0n) return { problem: `has bits set past its /${prefix} prefix (its network is ${network}/${prefix})` };
+    return { kind: 'network', address: network, prefix, family: kind, text: prefix === max ? network : `${network}/${prefix}` };
+  }
+  const wildcard = text.startsWith('*.');
+  const name = (wildcard ? text.slice(2) : text).replace(/\.$/, '');
+  if (name === '') return { problem: 'is empty' };
+  if (name.includes('*')) return { problem: 'has a * elsewhere than a leading *. (*.example.internal)' };
+  const problem = hostNameProblem(name);
+  if (problem) return { problem };
+  return wildcard ? { kind: 'suffix', suffix: `.${name}` } : { kind: 'name', name };
+}
+
+/**
+ * An allow list from its entries (an array, or one comma-separated string), or why it is not one:
+ * the first bad entry, named with its position. Empty: no list (undefined).
+ */
+export function parseFetchAllow(value: unknown): { list: FetchAllowList | undefined } | { problem: string } {
+  let raw: unknown[];
+  if (typeof value === 'string') raw = value.trim() === '' ? [] : value.split(',');
+  else if (Array.isArray(value)) raw = value;
+  else return { problem: 'it is not a list of entries' };
+  const entries: Entry[] = [];
+  for (const [i, item] of raw.entries()) {
+    const where = raw.length === 1 ? 'the entry' : `entry ${i + 1} of ${raw.length}`;
+    if (typeof item !== 'string') return { problem: `${where} is not a string` };
+    if (item.trim() === '') return { problem: `${where} is empty` };
+    const entry = parseEntry(item);
+    if ('problem' in entry) return { problem: `${where}, "${item.trim()}", ${entry.problem}` };
+    entries.push(entry);
+  }
+  if (entries.length === 0) return { list: undefined };
+  const networks = new BlockList();
+  const exact = new BlockList();
+  const names = new Set<string>();
+  const suffixes: string[] = [];
+  const texts: string[] = [];
+  for (const entry of entries) {
+    if (entry.kind === 'name') {
+      names.add(entry.name);
+      texts.push(entry.name);
+    } else if (entry.kind === 'suffix') {
+      suffixes.push(entry.suffix);
+      texts.push(`*${entry.suffix}`);
+    } else {
+      networks.addSubnet(entry.address, entry.prefix, entry.family);
+      if (entry.prefix === (entry.family === 'ipv4' ? 32 : 128)) exact.addAddress(entry.address, entry.family);
+      texts.push(entry.text);
+    }
+  }
+  return { list: { entries: texts, names, suffixes, networks, exact } };
+}
+
+/** Whether the host name `host` (as urlHost gives it) is on the list: an exact name, or under a wildcard. */
+export function hostListed(allow: FetchAllowList | undefined, host: string): boolean {
+  if (!allow || isIP(host) !== 0) return false;
+  const name = host.toLowerCase();
+  return allow.names.has(name) || allow.suffixes.some((suffix) => name.endsWith(suffix));
 }
 
 /**
@@ -112,7 +328,7 @@ const LOCALHOST = /^localhost$|\.localhost$/i;
 
 /**
  * Why a URL's text is refused. 'blocked_address': the text is well formed, but its host is
- * `localhost` or an address in a forbidden range.
+ * `localhost` (unless listed by name) or an address the rules refuse (addressAllowed).
  */
 export type UrlProblemReason = 'too_long' | 'malformed' | 'scheme' | 'credentials' | 'blocked_address';
 
@@ -123,8 +339,10 @@ export interface UrlProblem {
 }
 
 export interface UrlRules {
-  /** Lifts the address rules (localhost, forbidden IP literals). */
+  /** Lifts the address rules (localhost, forbidden IP literals), metadata addresses included. */
   allowPrivate: boolean;
+  /** The operator's allow list (image downloads only): hosts and networks opened one by one. */
+  allow?: FetchAllowList | undefined;
   /** The protocols accepted, as URL.protocol spells them: ['https:'] or ['http:', 'https:']. */
   schemes: readonly string[];
 }
@@ -133,7 +351,7 @@ export interface UrlRules {
  * Checks a URL's text; returns why it is refused, or null. A host that is an address is checked
  * here; a name is checked where it resolves (resolveCheckedAddress).
  */
-export function urlProblem(raw: string, { allowPrivate, schemes }: UrlRules): UrlProblem | null {
+export function urlProblem(raw: string, { allowPrivate, schemes, allow }: UrlRules): UrlProblem | null {
   if (raw.length > MAX_URL_LENGTH) return { reason: 'too_long', message: `The URL is longer than ${MAX_URL_LENGTH} characters.` };
   // The URL parser drops CR, LF and TAB without a word, but the text as given is what is stored.
   if (hasControlCharacter(raw)) return { reason: 'malformed', message: 'The URL must not contain control characters (such as CR, LF or NUL).' };
@@ -151,8 +369,8 @@ export function urlProblem(raw: string, { allowPrivate, schemes }: UrlRules): Ur
   const host = urlHost(url);
   if (host === '') return { reason: 'malformed', message: 'The URL has no host name.' };
   if (allowPrivate) return null;
-  if (LOCALHOST.test(host)) return { reason: 'blocked_address', message: 'The URL must not point to this machine.' };
-  if (isIP(host) !== 0 && isForbiddenAddress(host))
+  if (LOCALHOST.test(host) && !hostListed(allow, host)) return { reason: 'blocked_address', message: 'The URL must not point to this machine.' };
+  if (isIP(host) !== 0 && !addressAllowed(host, allow))
     return { reason: 'blocked_address', message: 'The URL must not point to a loopback, private, link-local or metadata address.' };
   return null;
 }
@@ -162,6 +380,8 @@ export interface ResolveOptions {
   signal?: AbortSignal | undefined;
   /** DNS servers to ask instead of the system's (`host` or `host:port`; tests run their own). */
   dnsServers?: readonly string[] | undefined;
+  /** The operator's allow list (image downloads only; see addressAllowed). */
+  allow?: FetchAllowList | undefined;
 }
 
 export interface CheckedAddress {
@@ -195,10 +415,11 @@ function aborted(signal: AbortSignal | undefined): Promise<never> {
  * A name's addresses, IPv4 first. Asked with c-ares (dns.Resolver), which runs on the event loop:
  * dns.lookup() takes a thread of libuv's small pool for each name (at most 2 at once), so a few
  * names whose servers never answer would hold every other lookup behind them. An abort cancels
- * the queries. With `allowPrivate` (local setups), a name DNS does not know is looked up by the
- * system as well, so that /etc/hosts names keep working there.
+ * the queries. With `systemToo` (private addresses allowed, or a name the operator listed), a name
+ * DNS does not know is looked up by the system as well, so that /etc/hosts names (`localhost`
+ * among them) keep working there.
  */
-async function addressesOf(host: string, allowPrivate: boolean, options: ResolveOptions): Promise<Array<{ address: string; family: 4 | 6 }>> {
+async function addressesOf(host: string, systemToo: boolean, options: ResolveOptions): Promise<Array<{ address: string; family: 4 | 6 }>> {
   const { signal } = options;
   const resolver = new Resolver();
   if (options.dnsServers?.length) resolver.setServers([...options.dnsServers]);
@@ -213,9 +434,10 @@ async function addressesOf(host: string, allowPrivate: boolean, options: Resolve
     if (found.length > 0) return found;
     const failure = [v4, v6].find((r): r is PromiseRejectedResult => r.status === 'rejected' && !NO_ANSWER.has((r.reason as NodeJS.ErrnoException).code ?? ''));
     if (failure) throw new AddressError('dns', `${host}: DNS ${(failure.reason as NodeJS.ErrnoException).code ?? (failure.reason as Error).message}`);
-    if (!allowPrivate) return [];
+    if (!systemToo) return [];
     const system = await Promise.race([lookup(host, { all: true, verbatim: true }).catch(() => []), aborted(signal)]);
-    return system.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+    // IPv4 first, as DNS's answers are (the system lists /etc/hosts lines in their order).
+    return system.map((a) => ({ address: a.address, family: a.family === 6 ? (6 as const) : (4 as const) })).sort((a, b) => a.family - b.family);
   } finally {
     signal?.removeEventListener('abort', cancel);
   }
@@ -224,19 +446,23 @@ async function addressesOf(host: string, allowPrivate: boolean, options: Resolve
 /**
  * Resolves a host (a URL's host as urlHost gives it: a name, or an address without brackets) to the
  * one address to connect to, IPv4 first. An address is checked as it is; a name is resolved and
- * refused if any of its answers is forbidden, so that which answer a connection would pick does not
- * matter. Throws an AddressError (or the signal's reason, once it aborts).
+ * refused if any of its answers is refused (addressAllowed, with the name's own place on the allow
+ * list), so that which answer a connection would pick does not matter. Throws an AddressError (or
+ * the signal's reason, once it aborts).
  */
 export async function resolveCheckedAddress(host: string, allowPrivate: boolean, options: ResolveOptions = {}): Promise<CheckedAddress> {
+  const { allow } = options;
   const literal = isIP(host);
   if (literal !== 0) {
-    if (!allowPrivate && isForbiddenAddress(host)) throw new AddressError('blocked_address', `${host} is a loopback, private, link-local or metadata address`);
+    if (!allowPrivate && !addressAllowed(host, allow))
+      throw new AddressError('blocked_address', `${host} is a loopback, private, link-local or metadata address`);
     return { address: host, family: literal as 4 | 6 };
   }
-  if (!allowPrivate && LOCALHOST.test(host)) throw new AddressError('blocked_address', `${host} is this machine`);
-  const answers = await addressesOf(host, allowPrivate, options);
+  const listed = hostListed(allow, host);
+  if (!allowPrivate && !listed && LOCALHOST.test(host)) throw new AddressError('blocked_address', `${host} is this machine`);
+  const answers = await addressesOf(host, allowPrivate || listed, options);
   if (answers.length === 0) throw new AddressError('dns', `${host} does not resolve`);
-  if (!allowPrivate && answers.some((a) => isForbiddenAddress(a.address)))
+  if (!allowPrivate && answers.some((a) => !addressAllowed(a.address, allow, listed)))
     throw new AddressError('blocked_address', `${host} resolves to a loopback, private, link-local or metadata address`);
   return answers[0]!;
 }

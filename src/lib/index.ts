@@ -20,7 +20,7 @@ import {
   type ProviderName,
   replaceSettings,
 } from './settings.js';
-import { downloadSources, needsDownload } from './sources.js';
+import { downloadRules, downloadSources, needsDownload } from './sources.js';
 import { zipStored } from './zip.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
@@ -245,8 +245,8 @@ function checkRunOptions(run: unknown): { priority: RunPriority; signal: AbortSi
 /**
  * Runs a job: `input` and `options` (checked by prepareJob first), options that carry the image
  * themselves (imageFile, imageUrl or imageFileB64), or a job prepareJob already checked, which is
- * not checked again. URLs are downloaded first (the fetchAllowPrivate setting says whether private
- * addresses may be). Queues for the native core as `run` says.
+ * not checked again. URLs are downloaded first (the fetchAllow and fetchAllowPrivate settings say
+ * which private addresses may be reached). Queues for the native core as `run` says.
  */
 export async function removeBackground(input: Buffer | Uint8Array, options?: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(options: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
@@ -272,7 +272,7 @@ export async function removeBackground(
     let normalised = normaliseOptions(options);
     imageSource(bytes, normalised); // one source, before anything is downloaded
     if (needsDownload(normalised)) {
-      normalised = await downloadSources(normalised, { allowPrivate: librarySettings().fetchAllowPrivate, signal: run.signal });
+      normalised = await downloadSources(normalised, { ...downloadRules(librarySettings()), signal: run.signal });
     }
     job = prepareJob(bytes, normalised);
   }

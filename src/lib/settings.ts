@@ -6,6 +6,7 @@
 import { statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
+import { FETCH_ALLOW_GRAMMAR, parseFetchAllow } from './address-guard.js';
 import { BgoneError } from './errors.js';
 import { PACKAGE_ROOT } from './package-root.js';
 
@@ -60,9 +61,21 @@ export interface LibrarySettings {
   addonBuild: AddonBuild;
   /**
    * Whether removeBackground may download imageUrl and bgImageUrl from loopback and private
-   * addresses (false by default: a URL that resolves to one is refused; src/lib/address-guard.ts).
+   * addresses, cloud metadata addresses included (false by default: a URL that resolves to one is
+   * refused; src/lib/address-guard.ts). For local setups and tests; fetchAllow opens them one by one.
    */
   fetchAllowPrivate: boolean;
+  /**
+   * The hosts and networks imageUrl and bgImageUrl may reach although they are private ([] by
+   * default: none). Each entry is a host name (`images.example.internal`; `localhost` only so), a
+   * wildcard (`*.example.internal`: every name under that domain, not the domain itself), an IPv4 or
+   * IPv6 network in CIDR notation (`10.1.0.0/16`, `fd12:3456::/48`) or an address (`10.1.2.3`,
+   * meaning /32). A listed name may resolve to private addresses; an address inside a listed network
+   * may be connected to, whatever name led there. A cloud metadata address (169.254.169.254 and the
+   * others of address-guard.ts METADATA_ADDRESSES) stays refused unless an entry names that exact
+   * address. Kept normalised (lower case, canonical addresses).
+   */
+  fetchAllow: readonly string[];
   /** Seconds a model no job uses stays loaded (0: for good); preloadModel's model stays loaded. Default 600. */
   modelIdleSeconds: number;
   /** MiB the loaded models' sessions may hold together (0, default: no limit); idle ones are released to make room. */
@@ -109,6 +122,7 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   onnxRuntimeLibrary: undefined,
   addonBuild: 'auto',
   fetchAllowPrivate: false,
+  fetchAllow: Object.freeze([]) as readonly string[],
   modelIdleSeconds: 600,
   modelsMemoryMb: 0,
 });
@@ -258,6 +272,13 @@ function tensorrtCacheDirSetting(value: unknown): string {
   return dir;
 }
 
+function fetchAllowSetting(value: unknown): readonly string[] {
+  if (!Array.isArray(value)) invalid('fetchAllow', `fetchAllow must be an array of entries: ${FETCH_ALLOW_GRAMMAR}.`);
+  const parsed = parseFetchAllow(value);
+  if ('problem' in parsed) invalid('fetchAllow', `fetchAllow must hold ${FETCH_ALLOW_GRAMMAR}: ${parsed.problem}.`);
+  return Object.freeze([...(parsed.list?.entries ?? [])]);
+}
+
 function addonBuildSetting(value: unknown): AddonBuild {
   if (!(ADDON_BUILDS as readonly unknown[]).includes(value)) {
     invalid('addonBuild', `addonBuild must be ${ADDON_BUILDS.join(' or ')}, got ${JSON.stringify(value) ?? String(value)}.`);
@@ -276,6 +297,7 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'onnxRuntimeLibrary',
   'addonBuild',
   'fetchAllowPrivate',
+  'fetchAllow',
   'modelIdleSeconds',
   'modelsMemoryMb',
 ];
@@ -320,6 +342,7 @@ export function mergeSettings(input: unknown): LibrarySettings {
     if (typeof given.fetchAllowPrivate !== 'boolean') invalid('fetchAllowPrivate', 'fetchAllowPrivate must be a boolean.');
     next.fetchAllowPrivate = given.fetchAllowPrivate;
   }
+  if (given.fetchAllow !== undefined) next.fetchAllow = fetchAllowSetting(given.fetchAllow);
   if (given.modelIdleSeconds !== undefined) {
     next.modelIdleSeconds = integerSetting('modelIdleSeconds', given.modelIdleSeconds, 0, 365 * 24 * 3600, 'seconds, 0: for good');
   }

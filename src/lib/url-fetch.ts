@@ -1,10 +1,12 @@
 /**
  * Downloads an image a client names by URL (`image_url`, `bg_image_url`) with the SSRF defence of
  * address-guard.ts. Each hop's URL text is checked (http or https, no credentials, no control
- * characters, at most MAX_URL_LENGTH characters), its host resolved once and every answer checked,
- * and the GET goes to exactly the address checked (pinnedRequest; over https the certificate is
- * checked against the host name, sent as SNI). At most `maxRedirects` redirects are followed, each
- * Location checked as the first URL was. One deadline covers the whole download: resolution,
+ * characters, at most MAX_URL_LENGTH characters), its host resolved once and every answer checked
+ * (against the operator's allow list, when there is one), and the GET goes to exactly the address
+ * checked (pinnedRequest; over https the certificate is checked against the host name, sent as
+ * SNI). At most `maxRedirects` redirects are followed, each Location checked as the first URL was,
+ * by its own host: a listed host that redirects to another one does not lend it its place on the
+ * list. One deadline covers the whole download: resolution,
  * connection, redirects and body. The body is read up to `maxBytes` (a larger Content-Length is
  * refused before it), never decompressed (`Accept-Encoding: identity`; any other encoding is
  * refused), and its first bytes must be JPEG, PNG or WebP whatever its Content-Type says. Nothing
@@ -17,7 +19,7 @@
  * the address was spelt.
  */
 import type http from 'node:http';
-import { AddressError, type CheckedAddress, pinnedRequest, resolveCheckedAddress, urlHost, urlProblem } from './address-guard.js';
+import { AddressError, type CheckedAddress, type FetchAllowList, pinnedRequest, resolveCheckedAddress, urlHost, urlProblem } from './address-guard.js';
 import { BgoneError } from './errors.js';
 import { sniffFormat } from './header-size.js';
 import { MAX_FILE_BYTES } from './options.js';
@@ -57,6 +59,10 @@ export class UrlFetchError extends Error {
 export interface FetchImageOptions {
   /** Lifts the address rules (loopback, private, link-local, metadata): local setups and tests. */
   allowPrivate: boolean;
+  /** The operator's allow list (address-guard.ts addressAllowed): hosts and networks that may be private. */
+  allow?: FetchAllowList | undefined;
+  /** DNS servers to ask instead of the system's (`host` or `host:port`; tests run their own). */
+  dnsServers?: readonly string[] | undefined;
   /** The most bytes the body may have (default MAX_FILE_BYTES, 20 MiB). */
   maxBytes?: number | undefined;
   /** The whole download, resolution, connection, redirects and body included (default 10 000 ms). */
@@ -129,10 +135,10 @@ async function download(first: string, options: FetchImageOptions, signal: Abort
   const maxBytes = options.maxBytes ?? MAX_FILE_BYTES;
   let raw = first;
   for (let redirects = 0; ; redirects++) {
-    const url = checkedUrl(raw, options.allowPrivate, redirects > 0);
+    const url = checkedUrl(raw, options, redirects > 0);
     let target: CheckedAddress;
     try {
-      target = await resolveCheckedAddress(urlHost(url), options.allowPrivate, { signal });
+      target = await resolveCheckedAddress(urlHost(url), options.allowPrivate, { signal, allow: options.allow, dnsServers: options.dnsServers });
     } catch (err) {
       if (!(err instanceof AddressError)) throw err;
       if (err.reason === 'dns') throw failed('dns', `The image URL's host could not be resolved (${err.message}).`);
@@ -166,8 +172,8 @@ async function download(first: string, options: FetchImageOptions, signal: Abort
 }
 
 /** The URL of a hop, once its text passes the guard's rules; `redirected`: it came from a Location. */
-function checkedUrl(raw: string, allowPrivate: boolean, redirected: boolean): URL {
-  const problem = urlProblem(raw, { allowPrivate, schemes: SCHEMES });
+function checkedUrl(raw: string, { allowPrivate, allow }: FetchImageOptions, redirected: boolean): URL {
+  const problem = urlProblem(raw, { allowPrivate, allow, schemes: SCHEMES });
   if (!problem) return new URL(raw);
   if (problem.reason === 'blocked_address') throw failed('blocked_address', 'The image URL leads to a loopback, private, link-local or metadata address.');
   // "The URL must not contain credentials." becomes "The image URL redirected to a URL that must not ...".

@@ -1,6 +1,7 @@
 /**
  * The library takes the option table's rows under their keys: the image inside the options (bytes,
- * base64 or a URL downloaded from a loopback server with fetchAllowPrivate), exactly one source, an
+ * base64 or a URL downloaded from a loopback server with fetchAllowPrivate, or with the host or its
+ * network on the fetchAllow list), exactly one source, an
  * option it does not know refused by name, and the idempotency fingerprint moved by every option
  * that changes the output.
  */
@@ -25,7 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  configure({ fetchAllowPrivate: false });
+  configure({ fetchAllowPrivate: false, fetchAllow: [] });
   await new Promise((resolve) => photos.close(resolve));
 });
 
@@ -65,6 +66,33 @@ describe('the image inside the options', () => {
       (e: unknown) => e,
     );
     expect(err).toMatchObject({ code: 'validation_error', details: { field: 'sharpness' } });
+  });
+});
+
+describe('imageUrl through the allow list (fetchAllow)', () => {
+  const byName = () => url.replace('127.0.0.1', 'localhost');
+  const refusal = async (imageUrl: string) => (await expectBgoneError(removeBackground({ imageUrl, size: 'preview' }), 'failed_image_download')).details;
+
+  it('localhost listed by name downloads; its address then is refused until its network is listed, and the name is refused then', async () => {
+    configure({ fetchAllowPrivate: false, fetchAllow: ['localhost'] });
+    const direct = await removeBackground(teddy, { size: 'preview', format: 'auto' });
+    const named = await removeBackground({ imageUrl: byName(), size: 'preview', format: 'auto' });
+    expect(named.data.equals(direct.data)).toBe(true);
+    expect(await refusal(url)).toEqual({ field: 'image_url', reason: 'blocked_address' });
+    configure({ fetchAllow: ['127.0.0.0/8'] });
+    const byAddress = await removeBackground({ imageUrl: url, size: 'preview', format: 'auto' });
+    expect(byAddress.data.equals(direct.data)).toBe(true);
+    expect(await refusal(byName())).toEqual({ field: 'image_url', reason: 'blocked_address' });
+  });
+
+  it('a metadata address stays refused inside a listed network, for bgImageUrl too', async () => {
+    configure({ fetchAllowPrivate: false, fetchAllow: ['169.254.0.0/16', '127.0.0.0/8'] });
+    expect(await refusal('http://169.254.169.254/latest/meta-data/')).toEqual({ field: 'image_url', reason: 'blocked_address' });
+    const background = await expectBgoneError(
+      removeBackground({ imageUrl: url, bgImageUrl: 'http://169.254.170.2/v2/credentials', size: 'preview' }),
+      'failed_image_download',
+    );
+    expect(background.details).toEqual({ field: 'bg_image_url', reason: 'blocked_address' });
   });
 });
 

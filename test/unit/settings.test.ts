@@ -28,6 +28,7 @@ describe('defaults', () => {
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
+      fetchAllow: [],
       modelIdleSeconds: 600,
       modelsMemoryMb: 0,
     });
@@ -96,6 +97,13 @@ describe('configure', () => {
     expect(existsSync(absent)).toBe(false);
     expect(configure({ tensorrtCacheDir: relative(process.cwd(), dir) }).tensorrtCacheDir).toBe(dir);
     expect(configure({ tensorrtCacheDir: '' }).tensorrtCacheDir).toBe('');
+  });
+
+  it('fetchAllow: host names, wildcards, networks and addresses, kept normalised and frozen; [] empties it', () => {
+    const settings = configure({ fetchAllow: [' Images.Internal. ', '*.Corp.Internal', '10.1.2.3/32', 'FD00:EC2::254', '10.0.0.0/8'] });
+    expect(settings.fetchAllow).toEqual(['images.internal', '*.corp.internal', '10.1.2.3', 'fd00:ec2::254', '10.0.0.0/8']);
+    expect(Object.isFrozen(settings.fetchAllow)).toBe(true);
+    expect(configure({ fetchAllow: [] }).fetchAllow).toEqual([]);
   });
 
   it('setConcurrency(n) is configure({ nativeConcurrency: n })', () => {
@@ -175,6 +183,12 @@ describe('a bad value is a validation_error naming the field, and changes nothin
     ['addonBuild', ''],
     ['addonBuild', null],
     ['addonBuild', 1],
+    ['fetchAllow', 'images.internal'],
+    ['fetchAllow', ['10.1.0.0/8']],
+    ['fetchAllow', ['images.internal', '']],
+    ['fetchAllow', ['[::1]']],
+    ['fetchAllow', [7]],
+    ['fetchAllow', null],
   ])('%s = %j', (field, value) => {
     configure({ inferenceThreads: 1 });
     const before = librarySettings();
