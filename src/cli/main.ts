@@ -57,7 +57,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serveCommand();
     case 'remove':
-      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _TENSORRT_CACHE_DIR, _WEBGPU_CPU_ADAPTER, _ORT_LIBRARY, _ADDON_BUILD, _FETCH_ALLOW_PRIVATE
+      configure(loadLibraryConfig()); // BGONE_MODELS_DIR, _INFERENCE_THREADS, _NATIVE_CONCURRENCY, _EXECUTION_PROVIDER, _CUDA_MEM_LIMIT_MB, _TENSORRT_CACHE_DIR, _WEBGPU_CPU_ADAPTER, _ORT_LIBRARY, _ADDON_BUILD, _FETCH_ALLOW_PRIVATE, _FETCH_ALLOW
       return removeCommand(parsed);
     case 'models':
       return modelsCommand(parsed);

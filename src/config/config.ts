@@ -5,6 +5,7 @@
  * `npm start` needs none; the service's are in defaults.ts, shared with startServer.
  */
 import { statSync } from 'node:fs';
+import { FETCH_ALLOW_GRAMMAR, parseFetchAllow } from '../lib/address-guard.js';
 import { ADDON_BUILDS, type AddonBuild, EXECUTION_PROVIDER_GRAMMAR, type ExecutionProvider, parseExecutionProvider } from '../lib/settings.js';
 import { BATCH_DEFAULTS, type BackendChoice, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
 
@@ -39,9 +40,15 @@ export interface LibraryConfig {
   addonBuild: AddonBuild;
   /**
    * BGONE_FETCH_ALLOW_PRIVATE=true: image URLs (image_url, bg_image_url) may lead to loopback,
-   * private or link-local addresses (local setups, tests).
+   * private, link-local and metadata addresses (local setups, tests).
    */
   fetchAllowPrivate: boolean;
+  /**
+   * BGONE_FETCH_ALLOW: the hosts and networks image URLs may reach although they are private
+   * (comma-separated host names, *.domain wildcards, CIDRs and addresses; the library's fetchAllow),
+   * normalised. Metadata addresses stay refused unless listed as that exact address.
+   */
+  fetchAllow: readonly string[];
   /** BGONE_MODEL_IDLE_SECONDS: seconds an unused model stays loaded (0: for good); the served default stays loaded. */
   modelIdleSeconds: number;
   /** BGONE_MODELS_MEMORY_MB: MiB the loaded models may hold together (0: no limit). */
@@ -312,10 +319,28 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     webgpuCpuAdapter,
     onnxRuntimeLibrary: onnxRuntimeLibrary(env),
     addonBuild: addonBuildChoice(env),
-    fetchAllowPrivate: bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate),
+    ...fetchRules(env),
     modelIdleSeconds: int(env, 'BGONE_MODEL_IDLE_SECONDS', 600, 0, 365 * 24 * 3600),
     modelsMemoryMb: int(env, 'BGONE_MODELS_MEMORY_MB', 0, 0, 1_048_576),
   };
+}
+
+/**
+ * BGONE_FETCH_ALLOW_PRIVATE and BGONE_FETCH_ALLOW, in the library's grammar (address-guard.ts
+ * parseFetchAllow) so that the two can never disagree. Both at once are refused: the first opens
+ * every address, so the list would change nothing.
+ */
+function fetchRules(env: NodeJS.ProcessEnv): Pick<LibraryConfig, 'fetchAllowPrivate' | 'fetchAllow'> {
+  const fetchAllowPrivate = bool(env, 'BGONE_FETCH_ALLOW_PRIVATE', SERVICE_DEFAULTS.fetchAllowPrivate);
+  const raw = env.BGONE_FETCH_ALLOW ?? '';
+  const parsed = parseFetchAllow(raw);
+  if ('problem' in parsed) throw new ConfigError(`BGONE_FETCH_ALLOW must be ${FETCH_ALLOW_GRAMMAR}: ${parsed.problem} (got "${raw}")`);
+  const fetchAllow = parsed.list?.entries ?? [];
+  if (fetchAllowPrivate && fetchAllow.length > 0)
+    throw new ConfigError(
+      'BGONE_FETCH_ALLOW_PRIVATE=true opens every address, metadata ones included, so BGONE_FETCH_ALLOW would change nothing: set one of them',
+    );
+  return { fetchAllowPrivate, fetchAllow };
 }
 
 /** BGONE_ADDON_BUILD: auto or baseline. */

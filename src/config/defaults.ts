@@ -26,7 +26,7 @@ export const SERVICE_DEFAULTS = {
   memoryBudgetMb: 2048,
   /** BGONE_MEMORY_WAIT: seconds a job may wait for memory before it is refused with 503. */
   memoryWaitSeconds: 30,
-  /** BGONE_FETCH_ALLOW_PRIVATE: image URLs leading to private addresses refused. */
+  /** BGONE_FETCH_ALLOW_PRIVATE: image URLs leading to private addresses refused (BGONE_FETCH_ALLOW, empty by default, opens some). */
   fetchAllowPrivate: false,
 } as const;
 

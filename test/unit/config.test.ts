@@ -37,6 +37,7 @@ describe('loadConfig', () => {
         onnxRuntimeLibrary: undefined,
         addonBuild: 'auto',
         fetchAllowPrivate: false,
+        fetchAllow: [],
       },
     });
   });
@@ -108,6 +109,32 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
   });
 
+  it('reads BGONE_FETCH_ALLOW in the library grammar, normalised; refuses a bad entry naming it, and the list beside BGONE_FETCH_ALLOW_PRIVATE=true', () => {
+    expect(loadLibraryConfig({ BGONE_FETCH_ALLOW: 'Images.Internal, *.corp.internal , 10.1.0.0/16,fd12::/48, 169.254.169.254/32' }).fetchAllow).toEqual([
+      'images.internal',
+      '*.corp.internal',
+      '10.1.0.0/16',
+      'fd12::/48',
+      '169.254.169.254',
+    ]);
+    expect(loadLibraryConfig({ BGONE_FETCH_ALLOW: '' }).fetchAllow).toEqual([]);
+    for (const [value, why] of [
+      ['10.1.0.0/8', /entry, "10\.1\.0\.0\/8", has bits set past its \/8 prefix \(its network is 10\.0\.0\.0\/8\)/],
+      ['images.internal,,10.0.0.0/8', /entry 2 of 3 is empty/],
+      ['images.internal:8080', /is not a host name/],
+      ['https://images.internal/', /before its \/prefix/],
+      ['*', /has a \* elsewhere/],
+    ] as const) {
+      expect(() => loadConfig({ BGONE_FETCH_ALLOW: value }), value).toThrow(ConfigError);
+      expect(() => loadConfig({ BGONE_FETCH_ALLOW: value }), value).toThrow(/^BGONE_FETCH_ALLOW must be comma-separated host names/);
+      expect(() => loadConfig({ BGONE_FETCH_ALLOW: value }), value).toThrow(why);
+    }
+    expect(() => loadConfig({ BGONE_FETCH_ALLOW: '10.0.0.0/8', BGONE_FETCH_ALLOW_PRIVATE: 'true' })).toThrow(
+      /BGONE_FETCH_ALLOW_PRIVATE=true opens every address.*BGONE_FETCH_ALLOW would change nothing/,
+    );
+    expect(loadConfig({ BGONE_FETCH_ALLOW: '10.0.0.0/8', BGONE_FETCH_ALLOW_PRIVATE: 'false' }).library.fetchAllow).toEqual(['10.0.0.0/8']);
+  });
+
   it('reads the abuse limits: body deadline, per-account in-flight cap, keys per account (bad values: the refusals above)', () => {
     expect(loadConfig({})).toMatchObject({ bodyTimeout: 60, accountInFlight: 4, maxKeysPerAccount: 10 });
     expect(loadConfig({ BGONE_BODY_TIMEOUT: '5', BGONE_ACCOUNT_IN_FLIGHT: '2', BGONE_MAX_KEYS_PER_ACCOUNT: '3' })).toMatchObject({
@@ -163,6 +190,7 @@ describe('loadConfig', () => {
       onnxRuntimeLibrary: undefined,
       addonBuild: 'auto',
       fetchAllowPrivate: false,
+      fetchAllow: [],
       modelIdleSeconds: 600,
       modelsMemoryMb: 0,
     });
