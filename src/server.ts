@@ -1,14 +1,16 @@
 /**
- * The running service: one router with the API's routes and whatever else is mounted (the
- * dashboard) on the backend the caller chose (cli/serve.ts from BGONE_HTTP, through
- * http/backend-select.ts: choosing is the start-up's business, so the routes' folder needs no more
- * of src/http than the router, the exchange and the types), the service's rules (src/service: one
- * admission path, the job memory gate, metrics), the batch runner and the webhook worker, and the
- * drain on close (stop accepting, let admitted requests finish up to drainTimeout, then close every
- * connection). Options left out take the defaults of config/defaults.ts, the environment's.
+ * The running service: one router with the API's routes (open to pages of other origins as
+ * options.cors says) and whatever else is mounted (the dashboard) on the backend the caller chose
+ * (cli/serve.ts from BGONE_HTTP, through http/backend-select.ts: choosing is the start-up's
+ * business, so the routes' folder needs no more of src/http than the router, the exchange and the
+ * types), the service's rules (src/service: one admission path, the job memory gate, metrics), the
+ * batch runner and the webhook worker, and the drain on close (stop accepting, let admitted
+ * requests finish up to drainTimeout, then close every connection). Options left out take the
+ * defaults of config/defaults.ts, the environment's.
  */
 
 import { mountBatches } from './api/batch-routes.js';
+import { mountApiCors } from './api/cors.js';
 import { MAX_BODY_BYTES, tooLarge } from './api/metered-removal.js';
 import { mountApi, mountMetrics } from './api/routes.js';
 import { mountWebhooks } from './api/webhook-routes.js';
@@ -19,7 +21,7 @@ import { mountInternal } from './cluster/internal-routes.js';
 import { PeerClient } from './cluster/peer-client.js';
 import { PeerResults } from './cluster/peer-results.js';
 import { type ClusterSecrets, publishedDigests } from './cluster/secret.js';
-import { BATCH_DEFAULTS, SERVICE_DEFAULTS } from './config/defaults.js';
+import { BATCH_DEFAULTS, type CorsOrigins, SERVICE_DEFAULTS } from './config/defaults.js';
 import type { Logger } from './config/logger.js';
 import type { BodyMinRate } from './http/exchange.js';
 import { Router } from './http/router.js';
@@ -87,6 +89,11 @@ export interface ServerOptions {
   logger: Logger;
   /** Registers more routes (e.g. the dashboard). */
   mount?: (context: ServiceContext) => void;
+  /**
+   * BGONE_CORS_ORIGINS: which pages of other origins may call the API's routes (api/cors.ts): '*'
+   * (default: SERVICE_DEFAULTS.corsOrigins), the origins listed, or 'off' (no CORS at all).
+   */
+  cors?: CorsOrigins | undefined;
   /** Default: DEFAULT_BATCH_OPTIONS. */
   batches?: BatchServiceOptions | undefined;
   /**
@@ -213,9 +220,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     onEvent: webhookEventWritten,
   });
   mountWebhooks(router, { store, admission, allowPrivate: batchOptions.webhookAllowPrivate, logger, onEvent: webhookEventWritten });
+  const cors = options.cors ?? SERVICE_DEFAULTS.corsOrigins;
+  if (cors !== 'off') mountApiCors(router, cors);
   options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten, memory });
 
-  const listener = await backend.listen(options.host, options.port, router.handle);
+  const listener = await backend.listen(options.host, options.port, router.handle, router.earlyHeaders);
   const metricsListener = await listenForMetrics(options, metrics);
   if (!publicUrl) {
     const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;

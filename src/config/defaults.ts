@@ -28,6 +28,8 @@ export const SERVICE_DEFAULTS = {
   memoryWaitSeconds: 30,
   /** BGONE_FETCH_ALLOW_PRIVATE: image URLs leading to private addresses refused (BGONE_FETCH_ALLOW, empty by default, opens some). */
   fetchAllowPrivate: false,
+  /** BGONE_CORS_ORIGINS: pages of any origin may call the API's routes, as remove.bg allows. */
+  corsOrigins: '*' as CorsOrigins,
 } as const;
 
 export const BATCH_DEFAULTS = {
@@ -42,6 +44,9 @@ export const BATCH_DEFAULTS = {
   /** BGONE_WEBHOOK_RETENTION: seconds ended webhook deliveries are kept. */
   webhookRetentionSeconds: 7 * 24 * 3600,
 } as const;
+
+/** BGONE_CORS_ORIGINS: '*' (any page), the origins (`scheme://host[:port]`, lower case) whose pages may call the API, or 'off'. */
+export type CorsOrigins = '*' | 'off' | readonly string[];
 
 /** BGONE_HTTP: which HTTP backend serves ('auto': uWebSockets.js where its binary loads, else node:http). */
 export type BackendChoice = 'auto' | 'uws' | 'node';

@@ -1,8 +1,8 @@
 /**
  * One request and its answer, as every route (API and dashboard) sees it: the one response writer
- * (X-Request-ID on every answer, metrics recorded once), the one JSON error body, and the one body
- * reader with its size limit, whole (readBody) or as a multipart form (readForm). Built by the
- * router around a backend's HttpRequest/HttpResponse.
+ * (X-Request-ID on every answer, the CORS headers where the router gives them, metrics recorded
+ * once), the one JSON error body, and the one body reader with its size limit, whole (readBody) or
+ * as a multipart form (readForm). Built by the router around a backend's HttpRequest/HttpResponse.
  *
  * Routes (src/api, src/batches, src/dashboard) need nothing else of src/http but the router and
  * the types: the form's types and the request id's form are exported from here, because they are
@@ -10,6 +10,7 @@
  * contract the answers are written in is the service's (src/service/errors.ts), the one import of
  * src/http from outside it: the exchange writes that contract's body, the router its 404/405/500.
  */
+import { withCorsHeaders } from './cors.js';
 import { type HttpError, httpError } from './errors.js';
 import { type FormShape, MultipartParser, type ParsedForm } from './multipart.js';
 import { newRequestId } from './request-id.js';
@@ -121,6 +122,8 @@ export class Exchange {
     private readonly record: AnswerRecorder,
     /** Values of the route's `:name` segments (decoded). */
     readonly params: Readonly<Record<string, string>> = {},
+    /** The CORS headers of every answer (the router's, for a path under a CORS policy: cors.ts). */
+    private readonly cors?: OutgoingHeaders | undefined,
   ) {
     res.onAborted(() => {
       this.clearBodyTimer();
@@ -215,7 +218,8 @@ export class Exchange {
     if (!this.open) return;
     this.answered = true;
     this.clearBodyTimer();
-    this.res.send(status, { 'X-Request-ID': this.requestId, ...headers }, body);
+    const all = { 'X-Request-ID': this.requestId, ...headers };
+    this.res.send(status, this.cors ? withCorsHeaders(all, this.cors) : all, body);
     this.record(this.route, status, code, this.seconds());
   }
 

@@ -4,11 +4,18 @@
  * A known path with another method gets 405 with Allow; anything else 404. A handler that throws or
  * rejects gets the contract's 500 (an HttpError it throws is answered as itself), and is logged; the
  * process never goes down for a handler's error.
+ *
+ * Paths under the prefixes of a CORS policy (cors()) are open to pages of other origins (cors.ts):
+ * every answer there, a 404 or 405 included, carries the policy's headers, and a preflight is
+ * answered before any route. Routes added under those prefixes later get it too.
  */
 import type { Logger } from '../config/logger.js';
+import { type CorsPolicy, corsAnswerHeaders, isPreflight, preflightHeaders } from './cors.js';
 import { HttpError, httpError } from './errors.js';
 import { type AnswerRecorder, Exchange } from './exchange.js';
-import type { HttpRequest, HttpResponse } from './types.js';
+import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
+
+export type { CorsPolicy } from './cors.js';
 
 export type RouteHandler = (ex: Exchange) => void | Promise<void>;
 
@@ -36,6 +43,14 @@ interface Prefix {
   fallback: FallbackAnswers;
 }
 
+interface CorsRule {
+  prefixes: readonly string[];
+  policy: CorsPolicy;
+}
+
+/** The route label of preflights in metrics and logs (they never reach a route). */
+export const PREFLIGHT_ROUTE = 'preflight';
+
 const JSON_FALLBACK: FallbackAnswers = {
   notFound: (ex) => ex.error(httpError('not_found')),
   methodNotAllowed: (ex, allowed) => ex.error(httpError('method_not_allowed'), { Allow: allowed.join(', ') }),
@@ -48,6 +63,10 @@ export class Router {
   private readonly patterns: Pattern[] = [];
   /** Paths under a prefix answered by that group's fallback (longest prefix first). */
   private readonly prefixes: Prefix[] = [];
+  /** Path prefixes open to other origins, and their policies. */
+  private readonly corsRules: CorsRule[] = [];
+  /** The methods of the routes under each CORS rule (a preflight to an unknown path there), until a route is added. */
+  private readonly corsMethods = new Map<CorsRule, string[]>();
 
   constructor(
     private readonly record: AnswerRecorder,
@@ -59,6 +78,7 @@ export class Router {
     const upper = method.toUpperCase();
     if (byMethod.has(upper)) throw new Error(`route ${upper} ${path} is registered twice`);
     byMethod.set(upper, { handler, fallback });
+    this.corsMethods.clear();
     if (!this.routes.has(path) && path.includes('/:')) {
       const segments = path
         .split('/')
@@ -105,9 +125,55 @@ export class Router {
 
   /** Unknown paths under `prefix` (e.g. '/dashboard/') are answered by `fallback`. */
   group(prefix: string, fallback: FallbackAnswers): void {
+    for (const rule of this.corsRules) for (const corsPrefix of rule.prefixes) this.checkApart(corsPrefix, prefix);
     this.prefixes.push({ prefix, fallback });
     this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
   }
+
+  /**
+   * Opens every path under `prefixes` (each '/.../', e.g. '/v1/') to pages of other origins by
+   * `policy`: the routes there now and those added later, unknown paths and wrong methods included.
+   * A prefix that overlaps a route group with answers of its own (the dashboard, whose cookie
+   * sessions must never be called from another origin) is refused, whichever comes first.
+   */
+  cors(prefixes: readonly string[], policy: CorsPolicy): void {
+    for (const prefix of prefixes) {
+      if (!/^\/(?:[^/]+\/)+$/.test(prefix)) throw new Error(`a CORS prefix is '/segment/' (got '${prefix}')`);
+      for (const group of this.prefixes) this.checkApart(prefix, group.prefix);
+      if (this.corsRules.some((rule) => rule.prefixes.includes(prefix))) throw new Error(`the CORS prefix ${prefix} is registered twice`);
+    }
+    this.corsRules.push({ prefixes: [...prefixes], policy });
+  }
+
+  private checkApart(corsPrefix: string, groupPrefix: string): void {
+    if (corsPrefix.startsWith(groupPrefix) || groupPrefix.startsWith(corsPrefix))
+      throw new Error(`the CORS prefix ${corsPrefix} overlaps the route group ${groupPrefix}, which has answers of its own`);
+  }
+
+  private corsRule(path: string): CorsRule | undefined {
+    return this.corsRules.find((rule) => rule.prefixes.some((prefix) => path.startsWith(prefix)));
+  }
+
+  /** The methods of every route under `rule`, path by path in the order the paths were first registered. */
+  private methodsUnder(rule: CorsRule): string[] {
+    let methods = this.corsMethods.get(rule);
+    if (!methods) {
+      const all = new Set<string>();
+      for (const [path, byMethod] of this.routes) if (rule.prefixes.some((prefix) => path.startsWith(prefix))) for (const m of byMethod.keys()) all.add(m);
+      methods = [...all];
+      this.corsMethods.set(rule, methods);
+    }
+    return methods;
+  }
+
+  /**
+   * The CORS headers of an answer the backend writes itself to `req` before any route (a refused
+   * head or framing): the policy's headers where the path is under one, else none.
+   */
+  readonly earlyHeaders = (req: HttpRequest): OutgoingHeaders => {
+    const rule = this.corsRule(req.path);
+    return rule ? corsAnswerHeaders(rule.policy, req.header('origin')) : {};
+  };
 
   /** The backend's entry point. */
   readonly handle = (req: HttpRequest, res: HttpResponse): void => {
@@ -122,20 +188,28 @@ export class Router {
         byMethod = this.routes.get(matched.path);
       }
     }
+    const rule = this.corsRule(req.path);
+    if (rule && isPreflight(req)) {
+      const ex = new Exchange(req, res, PREFLIGHT_ROUTE, this.record);
+      const methods = byMethod ? [...byMethod.keys()] : this.methodsUnder(rule);
+      ex.send(204, preflightHeaders(rule.policy, req.header('origin'), methods), '', 'preflight');
+      return;
+    }
+    const cors = rule ? corsAnswerHeaders(rule.policy, req.header('origin')) : undefined;
     if (!byMethod) {
       const group = this.prefixes.find((p) => req.path.startsWith(p.prefix));
-      const ex = new Exchange(req, res, group ? `${group.prefix}*` : 'other', this.record);
+      const ex = new Exchange(req, res, group ? `${group.prefix}*` : 'other', this.record, {}, cors);
       (group?.fallback ?? JSON_FALLBACK).notFound(ex);
       return;
     }
     const route = byMethod.get(req.method);
     if (!route) {
-      const ex = new Exchange(req, res, routePath, this.record, params);
+      const ex = new Exchange(req, res, routePath, this.record, params, cors);
       const any = byMethod.values().next().value as Route;
       (any.fallback ?? JSON_FALLBACK).methodNotAllowed(ex, [...byMethod.keys()]);
       return;
     }
-    const ex = new Exchange(req, res, routePath, this.record, params);
+    const ex = new Exchange(req, res, routePath, this.record, params, cors);
     let result: void | Promise<void>;
     try {
       result = route.handler(ex);

@@ -72,8 +72,17 @@ export interface Listener {
   closeAll(): void;
 }
 
+/**
+ * Headers for the answers a backend writes itself, before any handler (a head over the size limit,
+ * an ambiguous framing), to a request it has read: the router's CORS headers for the request's path.
+ */
+export type EarlyHeaders = (req: HttpRequest) => OutgoingHeaders;
+
 export interface Backend {
   readonly name: BackendName;
-  /** Listens on host:port (0: a free port) and hands every request to `handler`. */
-  listen(host: string, port: number, handler: RequestHandler): Promise<Listener>;
+  /**
+   * Listens on host:port (0: a free port) and hands every request to `handler`; the answers it
+   * writes itself to a request it has read carry `earlyHeaders(req)` too.
+   */
+  listen(host: string, port: number, handler: RequestHandler, earlyHeaders?: EarlyHeaders): Promise<Listener>;
 }

@@ -8,7 +8,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import type { Backend, EarlyHeaders, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
 import { ambiguousFraming, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
@@ -177,7 +177,7 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
   if (requestTimeout !== undefined && requestTimeout > 0) headersTimeout = Math.min(headersTimeout, requestTimeout);
   return {
     name: 'node',
-    listen(host: string, port: number, handler: RequestHandler): Promise<Listener> {
+    listen(host: string, port: number, handler: RequestHandler, earlyHeaders: EarlyHeaders = () => ({})): Promise<Listener> {
       const state: ListenerState = { draining: false, busy: new WeakMap(), closeWhenAnswered: new WeakSet(), lastRequest: new WeakMap() };
       const server = http.createServer(
         {
@@ -206,7 +206,7 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
           // uWS backend refuses them (request-headers.ts).
           if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
             state.closeWhenAnswered.add(socket);
-            response.send(400, { 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+            response.send(400, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
             return;
           }
           handler(request, response);

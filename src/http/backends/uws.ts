@@ -24,7 +24,7 @@
  * imports a uWS package.
  */
 import type * as Uws from 'uWebSockets.js';
-import type { Backend, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import type { Backend, EarlyHeaders, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { type PreparedAnswer, prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
 import { ambiguousFraming, asksToClose, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
@@ -289,7 +289,7 @@ class UwsListener implements Listener {
 export function uwsBackend(uws: UwsModule): Backend {
   return {
     name: 'uws',
-    listen(host: string, port: number, handler: RequestHandler): Promise<Listener> {
+    listen(host: string, port: number, handler: RequestHandler, earlyHeaders: EarlyHeaders = () => ({})): Promise<Listener> {
       const state: ListenerState = { draining: false };
       const app = uws.App();
       app.any('/*', (res, req) => {
@@ -299,7 +299,7 @@ export function uwsBackend(uws: UwsModule): Backend {
         // uWS sets no size limit of its own on a head that arrives in one read (up to its 512 KB
         // receive buffer): refuse what node:http refuses, with the same 431, and close.
         if (request.headBytes > MAX_HEAD_BYTES) {
-          response.send(431, { 'Content-Type': 'application/json', Connection: 'close' }, HEAD_TOO_LARGE_BODY);
+          response.send(431, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, HEAD_TOO_LARGE_BODY);
           return;
         }
         // uWS frames a body by the first Content-Length, and reads a body with any transfer coding
@@ -307,7 +307,7 @@ export function uwsBackend(uws: UwsModule): Backend {
         // refuses such heads with 400; so does this backend, before the body is read, and the
         // connection closes (a closing answer: see UwsResponse.send).
         if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
-          response.send(400, { 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+          response.send(400, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
           return;
         }
         // uWS 20.30 closes after an answer only where the request's Connection value is exactly
