@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// The dashboard in real headless Chromium (playwright-core, Debian's /usr/bin/chromium): one file,
-// in its own child process, against an in-process server with the real model. Not part of `npm test`.
+// The dashboard, and the API called from pages of another origin (CORS), in real headless Chromium
+// (playwright-core, Debian's /usr/bin/chromium): each file in its own child process, one after the
+// other, against in-process servers with the real model. Not part of `npm test`.
 export default defineConfig({
   test: {
     include: ['test/e2e/**/*.e2e.ts'],

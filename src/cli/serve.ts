@@ -130,6 +130,7 @@ export async function serveCommand(): Promise<number> {
       store,
       logger,
       batches: config.batches,
+      cors: config.corsOrigins,
       cluster: config.postgres?.clusterSecret
         ? { secret: config.postgres.clusterSecret, previousSecret: config.postgres.clusterSecretPrevious, internalUrl: config.postgres.internalUrl }
         : undefined,

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { FETCH_ALLOW_GRAMMAR, parseFetchAllow } from '../lib/address-guard.js';
 import { ADDON_BUILDS, type AddonBuild, EXECUTION_PROVIDER_GRAMMAR, type ExecutionProvider, parseExecutionProvider } from '../lib/settings.js';
-import { BATCH_DEFAULTS, type BackendChoice, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
+import { BATCH_DEFAULTS, type BackendChoice, type CorsOrigins, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
 export interface LibraryConfig {
@@ -145,6 +145,11 @@ export interface Config {
    * throttling) are believed. Otherwise both headers are ignored.
    */
   trustProxy: boolean;
+  /**
+   * BGONE_CORS_ORIGINS: which pages of other origins may call the API's routes (docs/api.md, "CORS"):
+   * '*' (default), the origins listed (normalised: lower case, no default port), or 'off'.
+   */
+  corsOrigins: CorsOrigins;
   /** The dashboard's sign-up (docs/contract.md, "Abuse limits"). */
   signup: SignupConfig;
   batches: BatchConfig;
@@ -256,6 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bootstrapAccount: bool(env, 'BGONE_BOOTSTRAP_ACCOUNT', true),
     http: httpChoice(env),
     trustProxy: bool(env, 'BGONE_TRUST_PROXY', false),
+    corsOrigins: corsOrigins(env),
     signup: {
       enabled: bool(env, 'BGONE_SIGNUP', true),
       perIpPerHour: int(env, 'BGONE_SIGNUP_PER_IP_PER_HOUR', 5, 1, 1_000_000),
@@ -277,6 +283,44 @@ function modelsAllowed(env: NodeJS.ProcessEnv): readonly string[] | 'all' {
   const bad = names.find((n) => !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(n));
   if (bad !== undefined) throw new ConfigError(`BGONE_MODELS_ALLOWED must be "all" or comma-separated model names (got "${bad}")`);
   return names;
+}
+
+const CORS_GRAMMAR = '*, off, or comma-separated origins (scheme://host[:port], http or https, without a path)';
+
+/** Why `entry` is not an origin a page can have, or its normal form (what a browser sends as Origin). */
+function corsOrigin(entry: string): { origin: string } | { problem: string } {
+  if (entry === '*' || entry.toLowerCase() === 'off') return { problem: 'stands alone: * and off are the whole value, never one of a list' };
+  if (entry.toLowerCase() === 'null') return { problem: 'is the origin of sandboxed and file pages, which cannot be listed (use * for them)' };
+  const m = /^([a-z][a-z0-9+.-]*):\/\/(.*)$/i.exec(entry);
+  if (!m) return { problem: 'is not scheme://host[:port]' };
+  if (!/^https?$/i.test(m[1]!)) return { problem: 'is not http:// or https://' };
+  if (/[/?#]/.test(m[2]!)) return { problem: 'has a path, query or fragment (an origin is scheme://host[:port], not even a trailing /)' };
+  if (m[2]!.includes('@')) return { problem: 'has credentials' };
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return { problem: 'is not a valid origin' };
+  }
+  return { origin: url.origin };
+}
+
+/** BGONE_CORS_ORIGINS: *, off or a list of origins (each validated, normalised as browsers send them). */
+function corsOrigins(env: NodeJS.ProcessEnv): CorsOrigins {
+  const raw = (env.BGONE_CORS_ORIGINS ?? '').trim();
+  if (raw === '') return SERVICE_DEFAULTS.corsOrigins;
+  if (raw === '*') return '*';
+  if (raw.toLowerCase() === 'off') return 'off';
+  const entries = raw.split(',').map((e) => e.trim());
+  const origins: string[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const where = entries.length === 1 ? 'the entry' : `entry ${i + 1} of ${entries.length}`;
+    const parsed = entry === '' ? { problem: 'is empty' } : corsOrigin(entry);
+    if ('problem' in parsed)
+      throw new ConfigError(`BGONE_CORS_ORIGINS must be ${CORS_GRAMMAR}: ${where}${entry ? `, "${entry}",` : ''} ${parsed.problem} (got "${raw}")`);
+    if (!origins.includes(parsed.origin)) origins.push(parsed.origin);
+  }
+  return origins;
 }
 
 function httpChoice(env: NodeJS.ProcessEnv): BackendChoice {

@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { CorsOrigins } from '../../src/config/defaults.js';
 import { createLogger } from '../../src/config/logger.js';
 import { loadBackend } from '../../src/http/backend-select.js';
 import type { Backend } from '../../src/http/types.js';
@@ -29,6 +30,8 @@ export interface TestServerOptions {
   drainTimeout?: number;
   /** Seconds in Retry-After of a 503 (default 5). */
   overloadRetryAfter?: number;
+  /** BGONE_CORS_ORIGINS (default: the service's, '*'). */
+  cors?: CorsOrigins;
 }
 
 export interface TestServer {
@@ -73,6 +76,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       uploadLimit: options.uploadLimit,
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
       drainTimeout: options.drainTimeout ?? 30,
+      cors: options.cors,
     });
     return { url: `http://127.0.0.1:${server.port}`, port: server.port, key, keyId: info.id, accountId: account.id, store, server, dir, dbPath, close };
   } catch (err) {

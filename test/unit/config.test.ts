@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       postgres: undefined,
       http: 'auto',
       trustProxy: false,
+      corsOrigins: '*',
       library: {
         modelsDir: undefined,
         inferenceThreads: 0,
@@ -133,6 +134,34 @@ describe('loadConfig', () => {
       /BGONE_FETCH_ALLOW_PRIVATE=true opens every address.*BGONE_FETCH_ALLOW would change nothing/,
     );
     expect(loadConfig({ BGONE_FETCH_ALLOW: '10.0.0.0/8', BGONE_FETCH_ALLOW_PRIVATE: 'false' }).library.fetchAllow).toEqual(['10.0.0.0/8']);
+  });
+
+  it('reads BGONE_CORS_ORIGINS: * (the default), off, or origins normalised as browsers send them; refuses anything else naming the entry', () => {
+    expect(loadConfig({}).corsOrigins).toBe('*');
+    expect(loadConfig({ BGONE_CORS_ORIGINS: '*' }).corsOrigins).toBe('*');
+    expect(loadConfig({ BGONE_CORS_ORIGINS: ' off ' }).corsOrigins).toBe('off');
+    expect(loadConfig({ BGONE_CORS_ORIGINS: 'OFF' }).corsOrigins).toBe('off');
+    expect(
+      loadConfig({ BGONE_CORS_ORIGINS: 'https://App.Example.com:443, http://localhost:3000,http://[::1]:8080, https://app.example.com' }).corsOrigins,
+    ).toEqual(['https://app.example.com', 'http://localhost:3000', 'http://[::1]:8080']);
+    for (const [value, why] of [
+      ['https://app.example.com/', /"https:\/\/app\.example\.com\/", has a path, query or fragment/],
+      ['https://app.example.com/app', /has a path/],
+      ['https://app.example.com?x=1', /has a path, query or fragment/],
+      ['app.example.com', /is not scheme:\/\/host\[:port\]/],
+      ['ftp://files.example.com', /is not http:\/\/ or https:\/\//],
+      ['https://user@app.example.com', /has credentials/],
+      ['https://', /is not a valid origin/],
+      ['http://[::1', /is not a valid origin/],
+      ['null', /sandboxed/],
+      ['https://a.example.com,*', /entry 2 of 2, "\*", stands alone/],
+      ['https://a.example.com,off', /stands alone/],
+      ['https://a.example.com,,https://b.example.com', /entry 2 of 3 is empty/],
+    ] as const) {
+      expect(() => loadConfig({ BGONE_CORS_ORIGINS: value }), value).toThrow(ConfigError);
+      expect(() => loadConfig({ BGONE_CORS_ORIGINS: value }), value).toThrow(/^BGONE_CORS_ORIGINS must be \*, off, or comma-separated origins/);
+      expect(() => loadConfig({ BGONE_CORS_ORIGINS: value }), value).toThrow(why);
+    }
   });
 
   it('reads the abuse limits: body deadline, per-account in-flight cap, keys per account (bad values: the refusals above)', () => {
