@@ -224,7 +224,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   if (cors !== 'off') mountApiCors(router, cors);
   options.mount?.({ router, admission, metrics, backend: backend.name, webhookEventWritten, memory });
 
-  const listener = await backend.listen(options.host, options.port, router.handle, router.earlyHeaders);
+  const listener = await backend.listen(options.host, options.port, router.handle, router.earlyAnswer);
   const metricsListener = await listenForMetrics(options, metrics);
   if (!publicUrl) {
     const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;

@@ -10,10 +10,11 @@
  * answered before any route. Routes added under those prefixes later get it too.
  */
 import type { Logger } from '../config/logger.js';
-import { type CorsPolicy, corsAnswerHeaders, isPreflight, preflightHeaders } from './cors.js';
+import { plainEarlyAnswer } from './backends/request-headers.js';
+import { type CorsPolicy, corsAnswerHeaders, isPreflight, preflightHeaders, withCorsHeaders } from './cors.js';
 import { HttpError, httpError } from './errors.js';
-import { type AnswerRecorder, Exchange } from './exchange.js';
-import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
+import { type AnswerRecorder, type ErrorRenderer, Exchange } from './exchange.js';
+import type { EarlyAnswer, HttpRequest, HttpResponse } from './types.js';
 
 export type { CorsPolicy } from './cors.js';
 
@@ -25,6 +26,10 @@ export interface FallbackAnswers {
   methodNotAllowed(ex: Exchange, allowed: readonly string[]): void;
   /** A handler failed with something else than an HttpError. */
   failed?(ex: Exchange, err: unknown): void;
+  /** The group's JSON error body, for the answers a backend writes itself (earlyAnswer); absent: the contract's. */
+  render?: ErrorRenderer;
+  /** The group's routes are authenticated by a cookie session (the dashboard): never under a CORS policy. */
+  cookies?: boolean;
 }
 
 interface Route {
@@ -125,7 +130,7 @@ export class Router {
 
   /** Unknown paths under `prefix` (e.g. '/dashboard/') are answered by `fallback`. */
   group(prefix: string, fallback: FallbackAnswers): void {
-    for (const rule of this.corsRules) for (const corsPrefix of rule.prefixes) this.checkApart(corsPrefix, prefix);
+    if (fallback.cookies) for (const rule of this.corsRules) for (const corsPrefix of rule.prefixes) this.checkApart(corsPrefix, prefix);
     this.prefixes.push({ prefix, fallback });
     this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
   }
@@ -133,13 +138,13 @@ export class Router {
   /**
    * Opens every path under `prefixes` (each '/.../', e.g. '/v1/') to pages of other origins by
    * `policy`: the routes there now and those added later, unknown paths and wrong methods included.
-   * A prefix that overlaps a route group with answers of its own (the dashboard, whose cookie
-   * sessions must never be called from another origin) is refused, whichever comes first.
+   * A prefix that overlaps a route group authenticated by cookies (the dashboard, whose sessions
+   * must never be called from another origin) is refused, whichever comes first.
    */
   cors(prefixes: readonly string[], policy: CorsPolicy): void {
     for (const prefix of prefixes) {
       if (!/^\/(?:[^/]+\/)+$/.test(prefix)) throw new Error(`a CORS prefix is '/segment/' (got '${prefix}')`);
-      for (const group of this.prefixes) this.checkApart(prefix, group.prefix);
+      for (const group of this.prefixes) if (group.fallback.cookies) this.checkApart(prefix, group.prefix);
       if (this.corsRules.some((rule) => rule.prefixes.includes(prefix))) throw new Error(`the CORS prefix ${prefix} is registered twice`);
     }
     this.corsRules.push({ prefixes: [...prefixes], policy });
@@ -147,7 +152,7 @@ export class Router {
 
   private checkApart(corsPrefix: string, groupPrefix: string): void {
     if (corsPrefix.startsWith(groupPrefix) || groupPrefix.startsWith(corsPrefix))
-      throw new Error(`the CORS prefix ${corsPrefix} overlaps the route group ${groupPrefix}, which has answers of its own`);
+      throw new Error(`the CORS prefix ${corsPrefix} overlaps the route group ${groupPrefix}, whose routes a cookie authenticates`);
   }
 
   private corsRule(path: string): CorsRule | undefined {
@@ -167,12 +172,20 @@ export class Router {
   }
 
   /**
-   * The CORS headers of an answer the backend writes itself to `req` before any route (a refused
-   * head or framing): the policy's headers where the path is under one, else none.
+   * The answer to a request the backend refuses itself before any route (a refused head or
+   * framing): in the error body of the route group its path is under (a dialect's), with the CORS
+   * headers of its policy; the contract's body elsewhere, or when the path is not known.
    */
-  readonly earlyHeaders = (req: HttpRequest): OutgoingHeaders => {
+  readonly earlyAnswer: EarlyAnswer = (req, refusal) => {
+    const plain = plainEarlyAnswer(req, refusal);
+    if (!req) return plain;
     const rule = this.corsRule(req.path);
-    return rule ? corsAnswerHeaders(rule.policy, req.header('origin')) : {};
+    const cors = rule ? corsAnswerHeaders(rule.policy, req.header('origin')) : {};
+    const render = this.prefixes.find((p) => req.path.startsWith(p.prefix))?.fallback.render;
+    const code = refusal.status === 408 ? 'request_timeout' : 'validation_error';
+    const rendered = render?.(new HttpError(refusal.status, code, refusal.message), '');
+    const answer = rendered ? { status: rendered.status, headers: plain.headers, body: JSON.stringify(rendered.body) } : plain;
+    return { ...answer, headers: withCorsHeaders(answer.headers, cors) };
   };
 
   /** The backend's entry point. */

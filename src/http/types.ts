@@ -72,17 +72,30 @@ export interface Listener {
   closeAll(): void;
 }
 
+/** What a backend refuses by itself, before any handler: a head over the size limit, an ambiguous framing, a head too slow. */
+export interface EarlyRefusal {
+  status: 400 | 408 | 431;
+  message: string;
+}
+
+/** The request an early answer is for: what is known of it (node:http's parser may know the path only). */
+export interface EarlyRequest {
+  readonly path: string;
+  header(name: string): string;
+}
+
 /**
- * Headers for the answers a backend writes itself, before any handler (a head over the size limit,
- * an ambiguous framing), to a request it has read: the router's CORS headers for the request's path.
+ * The answer a backend writes for an early refusal, from the router: the status, headers (the
+ * route group's CORS headers among them) and body its path's group answers with (a dialect's error
+ * body under its prefix), or the contract's. `req` is undefined when not even the path is known.
  */
-export type EarlyHeaders = (req: HttpRequest) => OutgoingHeaders;
+export type EarlyAnswer = (req: EarlyRequest | undefined, refusal: EarlyRefusal) => { status: number; headers: OutgoingHeaders; body: string };
 
 export interface Backend {
   readonly name: BackendName;
   /**
-   * Listens on host:port (0: a free port) and hands every request to `handler`; the answers it
-   * writes itself to a request it has read carry `earlyHeaders(req)` too.
+   * Listens on host:port (0: a free port) and hands every request to `handler`; what it refuses by
+   * itself is answered as `earlyAnswer` says.
    */
-  listen(host: string, port: number, handler: RequestHandler, earlyHeaders?: EarlyHeaders): Promise<Listener>;
+  listen(host: string, port: number, handler: RequestHandler, earlyAnswer?: EarlyAnswer): Promise<Listener>;
 }

@@ -7,6 +7,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PHOTOS } from '../helpers/constants.js';
 import { trackUncaught } from '../helpers/http-assert.js';
+import { rawExchange } from '../helpers/http-raw.js';
 import { alphaOf, decode, gtMask, iou, pixel } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, credits, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
@@ -206,6 +207,17 @@ describe('GET /v1/account and GET /v2/account', () => {
     const v2 = await toResult(await fetch(`${ts.url}/v2/unknown`));
     expect(v2.status).toBe(404);
     expect(v2.json).toEqual({ error: { message: expect.any(String) } });
+  });
+});
+
+describe("the HTTP layer's own refusals under /v1/", () => {
+  it("a head over 16 KiB: 431 in Photoroom's body", async () => {
+    const big = await rawExchange(
+      ts.port,
+      `POST /v1/segment HTTP/1.1\r\nHost: x\r\nx-api-key: ${ts.key}\r\nX-Pad: ${'a'.repeat(20_000)}\r\nContent-Length: 0\r\n\r\n`,
+    );
+    expect(big.status).toBe(431);
+    expect(big.json).toEqual({ detail: expect.any(String), status_code: 431, type: 'validation_error' });
   });
 });
 

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { trackUncaught } from '../helpers/http-assert.js';
+import { rawExchange } from '../helpers/http-raw.js';
 import { decode } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, credits, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
@@ -230,6 +231,22 @@ describe('POST /v1.0/removebg', () => {
     expect(get.headers.get('allow')).toBe('POST');
     expectError(await toResult(await fetch(`${ts.url}/v1.0/nothing-here`)), 404, 'not_found');
     expectError(await toResult(await fetch(`${ts.url}/v1.0/account`, { method: 'DELETE' })), 405, 'method_not_allowed');
+  });
+
+  it("the HTTP layer's own refusals under /v1.0/ are in remove.bg's body too: a head over 16 KiB (431), an ambiguous framing (400)", async () => {
+    const big = await rawExchange(
+      ts.port,
+      `POST /v1.0/removebg HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${ts.key}\r\nX-Pad: ${'a'.repeat(20_000)}\r\nContent-Length: 0\r\n\r\n`,
+    );
+    expect(big.status).toBe(431);
+    expect(big.json).toEqual({ errors: [{ title: 'Request header fields too large', code: 'request_header_fields_too_large', detail: expect.any(String) }] });
+    const framing = await rawExchange(ts.port, `POST /v1.0/removebg HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: gzip\r\n\r\nabcd`);
+    expect(framing.status).toBe(400);
+    expect(framing.json.errors[0]).toMatchObject({ code: 'invalid_parameters' });
+    // bgone's own paths keep the contract's body.
+    const own = await rawExchange(ts.port, `POST /api/v1/remove HTTP/1.1\r\nHost: x\r\nX-Pad: ${'a'.repeat(20_000)}\r\nContent-Length: 0\r\n\r\n`);
+    expect(own.status).toBe(431);
+    expect(own.json).toEqual({ code: 'validation_error', message: expect.any(String) });
   });
 
   it("titles are remove.bg's messages: no key, a wrong key, a bad size, a header with no size", async () => {

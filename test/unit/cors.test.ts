@@ -166,10 +166,12 @@ describe('answers under a policy', () => {
 
   it('the backend’s own early answers get the policy’s origin header for paths under it', () => {
     const { router } = setup();
-    expect(router.earlyHeaders(memoryRequest('POST', '/v1/segment', { Origin: 'https://a.example' }))).toEqual({ 'Access-Control-Allow-Origin': '*' });
-    expect(router.earlyHeaders(memoryRequest('POST', '/healthz', { Origin: 'https://a.example' }))).toEqual({});
+    const refusal = { status: 431, message: 'too large' } as const;
+    const headersOf = (r: Router, path: string, origin: string) => r.earlyAnswer(memoryRequest('POST', path, { Origin: origin }), refusal).headers;
+    expect(corsOf(headersOf(router, '/v1/segment', 'https://a.example'))).toEqual({ 'Access-Control-Allow-Origin': '*' });
+    expect(corsOf(headersOf(router, '/healthz', 'https://a.example'))).toEqual({});
     const listed = setup(LISTED).router;
-    expect(listed.earlyHeaders(memoryRequest('POST', '/v1/segment', { Origin: 'http://localhost:3000' }))).toEqual({
+    expect(corsOf(headersOf(listed, '/v1/segment', 'http://localhost:3000'))).toEqual({
       'Access-Control-Allow-Origin': 'http://localhost:3000',
       Vary: 'Origin',
     });
@@ -177,9 +179,9 @@ describe('answers under a policy', () => {
 });
 
 describe('where a policy may go', () => {
-  const fallback = { notFound: () => {}, methodNotAllowed: () => {} };
+  const fallback = { notFound: () => {}, methodNotAllowed: () => {}, cookies: true };
 
-  it('never over a route group with answers of its own, whichever is registered first', () => {
+  it('never over a route group a cookie authenticates, whichever is registered first', () => {
     const first = new Router(() => {});
     first.group('/dashboard/', fallback);
     expect(() => first.cors(['/v1/', '/dashboard/'], ANY)).toThrow(/overlaps the route group \/dashboard\//);
@@ -187,6 +189,8 @@ describe('where a policy may go', () => {
     const second = new Router(() => {});
     second.cors(['/v1/'], ANY);
     expect(() => second.group('/v1/pages/', fallback)).toThrow(/overlaps/);
+    // An API group with answers of its own (a dialect's error body) may lie under one.
+    second.group('/v1/', { notFound: () => {}, methodNotAllowed: () => {} });
   });
 
   it('a prefix is whole segments, and one prefix has one policy', () => {

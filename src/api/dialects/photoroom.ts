@@ -82,6 +82,7 @@ const PHOTOROOM_FIXED = { padding: '0px' };
 /** Photoroom's errors on /v1/segment: the status of each; `type` is bgone's code. */
 export const PHOTOROOM_ERRORS: readonly DialectErrorRow[] = [
   { code: 'missing_image', status: 400, matches: isCode('missing_image'), when: 'no `image_file` (or `image_file_b64`)' },
+  { code: 'validation_error', status: 431, matches: (err) => err.status === 431, when: 'request headers over 16 KiB' },
   {
     code: 'validation_error',
     status: 400,
@@ -129,7 +130,7 @@ export const renderPhotoroomAccountError: ErrorRenderer = (err) => {
   return { status, body: { error: status === 402 ? { detail: err.message } : { message: err.message } } };
 };
 
-/** Unknown paths and wrong methods under /v1/ and /v2/, each in its version's shape. */
+/** Unknown paths and wrong methods under /v1/ and /v2/, and the HTTP layer's own refusals there, each in its version's shape. */
 const fallback = (render: ErrorRenderer): FallbackAnswers => ({
   notFound: (ex) => {
     ex.renderErrors(render);
@@ -139,6 +140,7 @@ const fallback = (render: ErrorRenderer): FallbackAnswers => ({
     ex.renderErrors(render);
     ex.error(new ApiError('method_not_allowed'), { Allow: allowed.join(', ') });
   },
+  render,
 });
 export const PHOTOROOM_V1_FALLBACK = fallback(renderPhotoroomError);
 export const PHOTOROOM_V2_FALLBACK = fallback(renderPhotoroomAccountError);

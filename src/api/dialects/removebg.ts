@@ -387,7 +387,7 @@ export const REMOVEBG_ERRORS: readonly DialectErrorRow[] = [
 /** Every error under /v1.0/, in remove.bg's shape: `{"errors": [{title, code, detail}]}`, bgone's message as the detail. */
 export const renderRemoveBgError = renderWith(REMOVEBG_ERRORS, (row, err) => ({ errors: [{ title: titleOf(row, err), code: row.code, detail: err.message }] }));
 
-/** Unknown paths and wrong methods under /v1.0/. */
+/** Unknown paths and wrong methods under /v1.0/, and the HTTP layer's own refusals there. */
 export const REMOVEBG_FALLBACK: FallbackAnswers = {
   notFound: (ex) => {
     ex.renderErrors(renderRemoveBgError);
@@ -397,6 +397,7 @@ export const REMOVEBG_FALLBACK: FallbackAnswers = {
     ex.renderErrors(renderRemoveBgError);
     ex.error(new ApiError('method_not_allowed'), { Allow: allowed.join(', ') });
   },
+  render: renderRemoveBgError,
 };
 
 /** What the answer needs of the request: whether X-Type is sent. */

@@ -72,6 +72,7 @@ export function dashboardKit(router: Router, store: Store, logger: Logger | unde
         'internal_server_error',
       );
     },
+    cookies: true,
   };
 
   function route(method: 'GET' | 'POST', path: string, handler: Handler): void {

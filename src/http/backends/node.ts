@@ -8,10 +8,19 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Backend, EarlyHeaders, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import type { Backend, EarlyAnswer, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { ambiguousFraming, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
+import {
+  ambiguousFraming,
+  HEAD_TOO_LARGE,
+  HEAD_TOO_SLOW,
+  INVALID_REQUEST,
+  MAX_HEAD_BYTES,
+  plainEarlyAnswer,
+  RequestHeaders,
+  refusedHead,
+} from './request-headers.js';
 
 export interface NodeBackendOptions {
   /** Time for a request's head to arrive, in ms (default 10 s, uWS's idle timeout). */
@@ -133,15 +142,21 @@ class NodeRequest implements HttpRequest {
   }
 }
 
-/** The answer to a request node's parser refused (400), whose head was too large (431) or too slow (408). */
-function clientErrorAnswer(code: string | undefined): string {
-  const [status, body] =
-    code === 'HPE_HEADER_OVERFLOW'
-      ? [431, HEAD_TOO_LARGE_BODY]
-      : code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? [408, JSON.stringify({ code: 'validation_error', message: 'The request did not arrive in time.' })]
-        : [400, INVALID_REQUEST_BODY];
-  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+/**
+ * The answer to a request node's parser refused (400), whose head was too large (431) or too slow
+ * (408), as the router answers it for the request line and headers node had been given (a head
+ * sent in one piece), written on the socket with its framing.
+ */
+function clientErrorAnswer(err: NodeJS.ErrnoException & { rawPacket?: Buffer }, earlyAnswer: EarlyAnswer): string {
+  const refusal =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? ({ status: 431, message: HEAD_TOO_LARGE } as const)
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ({ status: 408, message: HEAD_TOO_SLOW } as const)
+        : ({ status: 400, message: INVALID_REQUEST } as const);
+  const { status, headers, body } = earlyAnswer(refusedHead(err.rawPacket), refusal);
+  const lines = Object.entries(headers).flatMap(([name, value]) => (typeof value === 'string' ? [value] : value).map((v) => `${name}: ${v}\r\n`));
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${lines.join('')}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 class NodeListener implements Listener {
@@ -177,7 +192,7 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
   if (requestTimeout !== undefined && requestTimeout > 0) headersTimeout = Math.min(headersTimeout, requestTimeout);
   return {
     name: 'node',
-    listen(host: string, port: number, handler: RequestHandler, earlyHeaders: EarlyHeaders = () => ({})): Promise<Listener> {
+    listen(host: string, port: number, handler: RequestHandler, earlyAnswer: EarlyAnswer = plainEarlyAnswer): Promise<Listener> {
       const state: ListenerState = { draining: false, busy: new WeakMap(), closeWhenAnswered: new WeakSet(), lastRequest: new WeakMap() };
       const server = http.createServer(
         {
@@ -206,7 +221,8 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
           // uWS backend refuses them (request-headers.ts).
           if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
             state.closeWhenAnswered.add(socket);
-            response.send(400, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+            const answer = earlyAnswer(request, { status: 400, message: INVALID_REQUEST });
+            response.send(answer.status, { ...answer.headers, Connection: 'close' }, answer.body);
             return;
           }
           handler(request, response);
@@ -231,7 +247,7 @@ export function nodeBackend(options: NodeBackendOptions = {}): Backend {
         }
         // end(), not destroy(): a client still sending its oversized head would get a reset and
         // could lose the answer. It closes its side after reading; the timer is for one that does not.
-        socket.end(clientErrorAnswer(err.code));
+        socket.end(clientErrorAnswer(err, earlyAnswer));
         setTimeout(() => socket.destroy(), CLIENT_ERROR_LINGER_MS).unref();
       });
       return new Promise((resolve, reject) => {

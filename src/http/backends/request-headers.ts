@@ -4,17 +4,50 @@
  * (uWS's req.forEach, node's rawHeaders) so that the joining rule is the same on both: node's own
  * req.headers would silently drop a second Authorization or Content-Type instead.
  */
+import type { EarlyAnswer } from '../types.js';
+
 /**
  * The most a request head (request line and headers) may hold on either backend: node:http's own
  * default (maxHeaderSize), which answers 431 past it; the uWS backend checks the same figure itself.
  */
 export const MAX_HEAD_BYTES = 16 * 1024;
 
-/** The JSON body of the 431 answer to a head over MAX_HEAD_BYTES, the same on both backends. */
-export const HEAD_TOO_LARGE_BODY = JSON.stringify({ code: 'validation_error', message: 'The request headers are larger than the server accepts.' });
+/** The message of the 431 answer to a head over MAX_HEAD_BYTES, the same on both backends. */
+export const HEAD_TOO_LARGE = 'The request headers are larger than the server accepts.';
 
-/** The JSON body of the 400 answer to a request that is not valid HTTP/1.1, the same on both backends. */
-export const INVALID_REQUEST_BODY = JSON.stringify({ code: 'validation_error', message: 'The request is not valid HTTP/1.1.' });
+/** The message of the 400 answer to a request that is not valid HTTP/1.1, the same on both backends. */
+export const INVALID_REQUEST = 'The request is not valid HTTP/1.1.';
+
+/** The message of the 408 answer to a head that did not arrive in time. */
+export const HEAD_TOO_SLOW = 'The request did not arrive in time.';
+
+/** The early answer when no router gives one: the contract's body, without a request id. */
+export const plainEarlyAnswer: EarlyAnswer = (_req, { status, message }) => ({
+  status,
+  headers: { 'Content-Type': 'application/json' },
+  body: JSON.stringify({ code: 'validation_error', message }),
+});
+
+/**
+ * What a refused head says of its request, from the bytes node's parser had been given (a head sent
+ * in one piece: the request line and the headers read so far): the path, and a header lookup over
+ * the lines there. Undefined without a request line.
+ */
+export function refusedHead(raw: Buffer | undefined): { path: string; header(name: string): string } | undefined {
+  if (!raw) return undefined;
+  const text = raw.subarray(0, MAX_HEAD_BYTES * 4).toString('latin1');
+  const m = /^[A-Z]{1,16} (\/[\x21-\x7e]*) HTTP\/1\.[01]\r?\n/.exec(text);
+  if (!m) return undefined;
+  const q = m[1]!.indexOf('?');
+  const path = q < 0 ? m[1]! : m[1]!.slice(0, q);
+  const headers = new RequestHeaders();
+  for (const line of text.slice(m[0].length).split(/\r?\n/)) {
+    if (line === '') break;
+    const colon = line.indexOf(':');
+    if (colon > 0) headers.add(line.slice(0, colon), line.slice(colon + 1).trim());
+  }
+  return { path, header: (name) => headers.get(name) };
+}
 
 /**
  * Whether a request's body framing is ambiguous (RFC 9112 §6.3), given its Content-Length and

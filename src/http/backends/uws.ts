@@ -24,10 +24,10 @@
  * imports a uWS package.
  */
 import type * as Uws from 'uWebSockets.js';
-import type { Backend, EarlyHeaders, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
+import type { Backend, EarlyAnswer, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { type PreparedAnswer, prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { ambiguousFraming, asksToClose, HEAD_TOO_LARGE_BODY, INVALID_REQUEST_BODY, MAX_HEAD_BYTES, RequestHeaders } from './request-headers.js';
+import { ambiguousFraming, asksToClose, HEAD_TOO_LARGE, INVALID_REQUEST, MAX_HEAD_BYTES, plainEarlyAnswer, RequestHeaders } from './request-headers.js';
 
 /** The native module's API (the same in the npm build 20.30 and upstream's 20.x releases, for what we use). */
 export type UwsModule = typeof Uws;
@@ -289,7 +289,7 @@ class UwsListener implements Listener {
 export function uwsBackend(uws: UwsModule): Backend {
   return {
     name: 'uws',
-    listen(host: string, port: number, handler: RequestHandler, earlyHeaders: EarlyHeaders = () => ({})): Promise<Listener> {
+    listen(host: string, port: number, handler: RequestHandler, earlyAnswer: EarlyAnswer = plainEarlyAnswer): Promise<Listener> {
       const state: ListenerState = { draining: false };
       const app = uws.App();
       app.any('/*', (res, req) => {
@@ -299,7 +299,8 @@ export function uwsBackend(uws: UwsModule): Backend {
         // uWS sets no size limit of its own on a head that arrives in one read (up to its 512 KB
         // receive buffer): refuse what node:http refuses, with the same 431, and close.
         if (request.headBytes > MAX_HEAD_BYTES) {
-          response.send(431, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, HEAD_TOO_LARGE_BODY);
+          const answer = earlyAnswer(request, { status: 431, message: HEAD_TOO_LARGE });
+          response.send(answer.status, { ...answer.headers, Connection: 'close' }, answer.body);
           return;
         }
         // uWS frames a body by the first Content-Length, and reads a body with any transfer coding
@@ -307,7 +308,8 @@ export function uwsBackend(uws: UwsModule): Backend {
         // refuses such heads with 400; so does this backend, before the body is read, and the
         // connection closes (a closing answer: see UwsResponse.send).
         if (ambiguousFraming(request.header('content-length'), request.header('transfer-encoding'))) {
-          response.send(400, { ...earlyHeaders(request), 'Content-Type': 'application/json', Connection: 'close' }, INVALID_REQUEST_BODY);
+          const answer = earlyAnswer(request, { status: 400, message: INVALID_REQUEST });
+          response.send(answer.status, { ...answer.headers, Connection: 'close' }, answer.body);
           return;
         }
         // uWS 20.30 closes after an answer only where the request's Connection value is exactly
