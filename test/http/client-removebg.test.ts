@@ -6,11 +6,12 @@
  * URLs, its default options and every optional field it sends, a background colour, the mask, and
  * its failures (a bad key, no credits).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { createRequire, Module } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { dirname } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
@@ -19,7 +20,7 @@ import { trackUncaught } from '../helpers/http-assert.js';
 import { checkResponse } from '../helpers/http-openapi.js';
 import { photoPath, readPhoto } from '../helpers/paths.js';
 import { REMOVE_BG_DOCUMENT } from '../helpers/removebg-document.js';
-import { credits, type HttpResult, setBalance, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+import { credits, type HttpResult, setBalance, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
 
 const REMOVE_BG_ENDPOINT = 'https://api.remove.bg/v1.0/removebg';
 
@@ -37,18 +38,20 @@ interface Client {
   removeBackgroundFromImageUrl(options: Record<string, unknown>): Promise<ClientResult>;
 }
 
-/** The client's own module, its endpoint constant pointed at `endpoint`; its dependencies resolve from its folder. */
-function loadClient(endpoint: string): Client {
+/** A client package's own module, its endpoint literal pointed at `endpoint`; its dependencies resolve from its folder. */
+function loadPackage<T>(name: string, endpoint: string): T {
   const require = createRequire(import.meta.url);
-  const file = require.resolve('remove.bg');
+  const file = require.resolve(name);
   const source = readFileSync(file, 'utf8');
-  expect(source, "the client's endpoint constant").toContain(`"${REMOVE_BG_ENDPOINT}"`);
+  expect(source, "the client's endpoint").toContain(REMOVE_BG_ENDPOINT);
   const copy = new Module(file) as Module & { _compile(code: string, filename: string): void; paths: string[] };
   copy.filename = file;
   copy.paths = (Module as unknown as { _nodeModulePaths(dir: string): string[] })._nodeModulePaths(dirname(file));
-  copy._compile(source.replace(REMOVE_BG_ENDPOINT, endpoint), file);
-  return copy.exports as Client;
+  copy._compile(source.replaceAll(REMOVE_BG_ENDPOINT, endpoint), file);
+  return copy.exports as T;
 }
+
+const loadClient = (endpoint: string) => loadPackage<Client>('remove.bg', endpoint);
 
 const teddyPath = photoPath(PHOTOS.teddy); // 284x398
 const teddy = readPhoto(PHOTOS.teddy);
@@ -190,6 +193,55 @@ describe('the npm remove.bg client, pointed at bgone', () => {
       expect(res.status, `${method} ${path}`).toBe(status);
       expect(checkResponse(REMOVE_BG_DOCUMENT, method, path, res), `${method} ${path} ${status}`).toEqual([]);
     }
+  });
+});
+
+describe('the npm removebg-wrapper client (1.0.3, request), pointed at bgone', () => {
+  interface Wrapper {
+    rbFromImageFile(path: string, apiKey: string): Promise<void>;
+    rbFromImageUrl(url: string, apiKey: string): Promise<void>;
+  }
+  // It writes what it gets to output.png (a file) and output-2.png (a URL) in the working folder,
+  // without telling its caller when: the test waits for the file.
+  const cwd = process.cwd();
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'bgone-wrapper-'));
+    process.chdir(dir);
+  });
+  afterAll(() => {
+    process.chdir(cwd);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('rbFromImageFile and rbFromImageUrl (size=auto): the cut-out it saves', async () => {
+    const wrapper = loadPackage<Wrapper>('removebg-wrapper', `${ts.url}/v1.0/removebg`);
+    await wrapper.rbFromImageFile(teddyPath, ts.key);
+    await waitFor(() => existsSync(join(dir, 'output.png')), 'output.png');
+    await waitFor(
+      async () =>
+        (await sharp(readFileSync(join(dir, 'output.png')))
+          .metadata()
+          .catch(() => undefined)) !== undefined,
+      'a whole PNG',
+    );
+    const meta = await sharp(readFileSync(join(dir, 'output.png'))).metadata();
+    expect({ format: meta.format, width: meta.width, height: meta.height, channels: meta.channels }).toEqual({
+      format: 'png',
+      width: 284,
+      height: 398,
+      channels: 4,
+    });
+    await wrapper.rbFromImageUrl(photosUrl, ts.key);
+    await waitFor(() => existsSync(join(dir, 'output-2.png')), 'output-2.png');
+    await waitFor(
+      async () =>
+        (await sharp(readFileSync(join(dir, 'output-2.png')))
+          .metadata()
+          .catch(() => undefined)) !== undefined,
+      'a whole PNG',
+    );
+    expect(readFileSync(join(dir, 'output-2.png')).equals(readFileSync(join(dir, 'output.png')))).toBe(true);
   });
 
   it('let nothing go unhandled', async () => {
