@@ -57,7 +57,7 @@ JobOptions read_options(const Napi::Value& value) {
       "format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}, {"auto", OutputFormat::Auto}});
   j.alpha_only = o.choice<bool>("channels", {{"rgba", false}, {"alpha", true}});
   j.zip = o.boolean("zip");
-  if (j.zip && (j.format != OutputFormat::Jpeg || j.alpha_only)) throw ContractError("options.zip needs format jpg and channels rgba");
+  if (j.zip && j.format != OutputFormat::Jpeg) throw ContractError("options.zip needs format jpg");
   const std::vector<double> background = o.nullable_numbers("background", 4, 0, 255, true);
   j.has_background = !background.empty();
   for (size_t i = 0; i < background.size(); ++i) j.background[i] = static_cast<uint8_t>(background[i]);
@@ -97,6 +97,21 @@ JobOptions read_options(const Napi::Value& value) {
   j.second_weight = static_cast<float>(o.number("secondWeight", 0, 1));
   if ((j.second_side > 0) != (j.second_weight > 0)) throw ContractError("options.secondSide and secondWeight must be set together");
   if (j.second_side > 0 && j.second_side < 32) throw ContractError("options.secondSide must be 0 or at least 32");
+  j.shadow = o.choice<ShadowKind>("shadow", {{"none", ShadowKind::None}, {"drop", ShadowKind::Drop}, {"contact", ShadowKind::Contact}});
+  j.shadow_opacity = static_cast<float>(o.number("shadowOpacity", 0, 1));
+  // Shares of the subject's size: a shadow far off the canvas would only widen its grid.
+  j.shadow_offset_x = o.number("shadowOffsetX", -1, 1);
+  j.shadow_offset_y = o.number("shadowOffsetY", -1, 1);
+  j.shadow_blur = o.number("shadowBlur", 0, 1);
+  j.contact_band = o.number("contactBand", 0, 1);
+  j.contact_height = o.number("contactHeight", 1e-3, 1);
+  j.contact_blur = o.number("contactBlur", 0, 1);
+  j.opaque_interior = o.boolean("opaqueInterior");
+  j.interior_min = static_cast<float>(o.number("interiorMin", 0, 0.5));
+  j.interior_inset = o.number("interiorInset", 0, 0.5);
+  j.despill = o.boolean("despill");
+  j.despill_band = o.number("despillBand", 0, 1);
+  j.despill_key_margin = static_cast<float>(o.number("despillKeyMargin", 0, 1));
   j.quality = static_cast<int>(o.integer("quality", 1, 100));
   j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
   o.finish();
@@ -281,6 +296,7 @@ class RemoveBackgroundCall : public NativeCall {
     foreground.Set("width", result_.foreground.width);
     foreground.Set("height", result_.foreground.height);
     out.Set("foreground", foreground);
+    out.Set("uncertainty", result_.uncertainty);
     const Timings& t = result_.timings;
     Napi::Object timings = Napi::Object::New(env);
     timings.Set("decode", t.decode);
@@ -380,8 +396,8 @@ Napi::Value ModelMemory(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), model ? static_cast<double>(model->resident_bytes()) : 0.0);
 }
 
-// removeBackground(buffer, options, modelHandle, background) -> Promise<{ data, width, height, channels,
-// format, foreground, timings }>; background: the encoded bytes of a background image, or null.
+// removeBackground(buffer, options, modelHandle, background) -> Promise<{ data, alpha, width, height, channels,
+// format, foreground, uncertainty, timings }>; background: the encoded bytes of a background image, or null.
 Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsBuffer() || !info[1].IsObject() || !info[2].IsExternal() || !(info[3].IsBuffer() || info[3].IsNull())) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -12,28 +13,39 @@
 
 namespace bgone {
 
+namespace {
+const uint8_t kNoColour[3] = {0, 0, 0};  // outside the alpha plane
+}  // namespace
+
 Composer::Composer(const JobOptions& o, OutputFormat format, const Plane& alpha, const Buffer<uint8_t>& fg, const Placement& at,
-                   const Pixels* background)
-    : o_(o), alpha_(alpha), fg_(fg), at_(at), bg_image_(background) {
-  if (o.alpha_only) {
-    bands_ = 1;
+                   const Pixels* background, const ShadowLayer* shadow, Composed part)
+    : o_(o), alpha_(alpha), fg_(fg), at_(at), bg_image_(background), shadow_(shadow) {
+  if (o.alpha_only || part == Composed::ZipAlpha) {
     bg_image_ = nullptr;
+    if (o.alpha_only) shadow_ = nullptr;  // a mask is the subject's alone
+    if (part == Composed::ZipAlpha) {
+      mode_ = o.alpha_only ? Mode::Opaque : Mode::ZipAlpha;
+    } else {
+      mode_ = o.zip ? Mode::MaskAsColour : Mode::Mask;
+    }
+    bands_ = mode_ == Mode::MaskAsColour ? 3 : 1;
     return;
   }
   if (o.zip && bg_image_ == nullptr && !o.has_background) {
-    colours_ = true;
+    mode_ = Mode::Colours;
     keep_alpha_ = false;
     bands_ = 3;
     return;
   }
   // Background: the image, else bg_color, else white for JPEG (no alpha channel), else transparent.
-  has_bg_ = bg_image_ != nullptr || o.has_background || format == OutputFormat::Jpeg;
+  const bool has_bg = bg_image_ != nullptr || o.has_background || format == OutputFormat::Jpeg;
+  mode_ = has_bg ? Mode::OnBackground : Mode::Transparent;
   if (bg_image_ == nullptr && o.has_background) {
     for (int c = 0; c < 3; ++c) bg_[c] = o.background[c] / 255.f;
     bg_a_ = o.background[3] / 255.f;
   }
   const bool bg_opaque = bg_image_ != nullptr ? bg_image_->bands == 3 : bg_a_ >= 1.f;
-  keep_alpha_ = format != OutputFormat::Jpeg && (!has_bg_ || !bg_opaque);
+  keep_alpha_ = format != OutputFormat::Jpeg && (!has_bg || !bg_opaque);
   bands_ = keep_alpha_ ? 4 : 3;
 }
 
@@ -74,20 +86,41 @@ void Composer::row(int y, uint8_t* out) const {
   // Outside the alpha plane's columns (or on a row outside it) alpha is 0: the columns before and
   // after it.
   const int x0 = inside ? at_.x : W, x1 = inside ? at_.x + w : W;
-  if (o_.alpha_only) {
+  if (mode_ == Mode::Opaque) {
+    std::memset(out, 255, W);
+    return;
+  }
+  if (mode_ == Mode::Mask || (mode_ == Mode::ZipAlpha && shadow_ == nullptr)) {
     std::memset(out, 0, x0);
     for (int x = x0; x < x1; ++x) out[x] = unit_to_byte(alpha[x - x0]);
     std::memset(out + x1, 0, W - x1);
     return;
   }
+  if (mode_ == Mode::MaskAsColour) {
+    std::memset(out, 0, static_cast<size_t>(W) * 3);
+    for (int x = x0; x < x1; ++x) std::memset(out + static_cast<size_t>(x) * 3, unit_to_byte(alpha[x - x0]), 3);
+    return;
+  }
   const uint8_t* fg = inside ? fg_.data() + static_cast<size_t>(ay) * w * 3 : nullptr;
-  if (colours_) {
+  // The shadow's alpha along the row, where there is one.
+  thread_local std::vector<float> shade;
+  const float* shadow = nullptr;
+  if (shadow_ != nullptr) {
+    shade.resize(W);
+    shadow_->row(y, shade.data());
+    shadow = shade.data();
+    if (mode_ != Mode::OnBackground) {
+      shadowed_row(alpha, fg, x0, x1, shadow, out);
+      return;
+    }
+  }
+  if (mode_ == Mode::Colours) {
     std::memset(out, 0, static_cast<size_t>(x0) * 3);
     if (inside) std::memcpy(out + static_cast<size_t>(x0) * 3, fg, static_cast<size_t>(w) * 3);
     std::memset(out + static_cast<size_t>(x1) * 3, 0, static_cast<size_t>(W - x1) * 3);
     return;
   }
-  if (!has_bg_) {
+  if (mode_ == Mode::Transparent) {
     std::memset(out, 0, static_cast<size_t>(x0) * 4);
     if (inside) transparent_row(alpha, fg, w, out + static_cast<size_t>(x0) * 4);
     std::memset(out + static_cast<size_t>(x1) * 4, 0, static_cast<size_t>(W - x1) * 4);
@@ -95,21 +128,24 @@ void Composer::row(int y, uint8_t* out) const {
   }
   const uint8_t* bg_row = bg_image_ != nullptr ? bg_image_->data.data() + static_cast<size_t>(y) * W * bg_image_->bands : nullptr;
   const int bg_bands = bg_image_ != nullptr ? bg_image_->bands : 0;
-  static const uint8_t kNone[3] = {0, 0, 0};
   for (int x = 0; x < W; ++x) {
     const bool in = x >= x0 && x < x1;
     const uint8_t a8 = in ? unit_to_byte(alpha[x - x0]) : 0;
     const float a = a8 / 255.f;
     uint8_t* px = out + static_cast<size_t>(x) * bands_;
-    const uint8_t* f = in ? fg + static_cast<size_t>(x - x0) * 3 : kNone;
+    const uint8_t* f = in ? fg + static_cast<size_t>(x - x0) * 3 : kNoColour;
     float bg[3] = {bg_[0], bg_[1], bg_[2]}, bg_a = bg_a_;
     if (bg_row != nullptr) {
       const uint8_t* b = bg_row + static_cast<size_t>(x) * bg_bands;
       for (int c = 0; c < 3; ++c) bg[c] = b[c] / 255.f;
       bg_a = bg_bands == 4 ? b[3] / 255.f : 1.f;
     }
-    const float under = bg_a * (1.f - a);  // "over" compositing of the subject on the background
-    float out_a = a + under;
+    // "Over" compositing of the subject on the shadow on the background; the shadow, black, adds
+    // its alpha and takes its share of the background's colour (nothing without a shadow: the
+    // same floats as the subject on the background alone).
+    const float s = shadow != nullptr ? shadow[x] : 0.f;
+    const float under = bg_a * (1.f - s) * (1.f - a);
+    float out_a = a + (1.f - a) * s + under;
     float rgb[3];
     for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + bg[c] * under) / out_a : 0.f;
     if (!keep_alpha_ && out_a < 1.f) {  // JPEG with a translucent background: flatten on white
@@ -118,6 +154,27 @@ void Composer::row(int y, uint8_t* out) const {
     }
     for (int c = 0; c < 3; ++c) px[c] = unit_to_byte(rgb[c]);
     if (keep_alpha_) px[3] = unit_to_byte(out_a);
+  }
+}
+
+// The subject over its black shadow, alone: the alpha is the subject's and the shadow's, the colour
+// the subject's share of it. Where nothing shows (alpha 0) a transparent pixel carries no colour,
+// and zip's colours are those of the output without a shadow.
+void Composer::shadowed_row(const float* alpha, const uint8_t* fg, int x0, int x1, const float* shadow, uint8_t* out) const {
+  for (int x = 0; x < at_.canvas_w; ++x) {
+    const bool in = x >= x0 && x < x1;
+    const float a = (in ? unit_to_byte(alpha[x - x0]) : 0) / 255.f;
+    const float out_a = a + (1.f - a) * shadow[x];
+    const uint8_t a8 = unit_to_byte(out_a);
+    if (mode_ == Mode::ZipAlpha) {
+      out[x] = a8;
+      continue;
+    }
+    uint8_t* px = out + static_cast<size_t>(x) * bands_;
+    const uint8_t* f = in ? fg + static_cast<size_t>(x - x0) * 3 : kNoColour;
+    const float share = a8 == 0 ? (mode_ == Mode::Colours ? 1.f : 0.f) : a / out_a;
+    for (int c = 0; c < 3; ++c) px[c] = unit_to_byte(f[c] / 255.f * share);
+    if (mode_ == Mode::Transparent) px[3] = a8;
   }
 }
 

@@ -2,8 +2,12 @@
 // asks for rows as it compresses them (png_writer.h), the other formats get the whole image. The
 // alpha and colours cover a rectangle of the canvas (Placement); the rest of the canvas is
 // transparent, or the background where there is one (a colour, or an image of the canvas' size).
-// For zip without a background the output is the foreground colours themselves, 3 bands, black
-// outside the rectangle: the alpha, encoded beside them, makes them the cut-out.
+// A shadow (shadow.h), where there is one, lies between the subject and the background, over the
+// whole canvas.
+// For zip without a background the output is the colours themselves, 3 bands, black outside the
+// rectangle (and under the shadow): the alpha, encoded beside them (Composed::ZipAlpha), makes them
+// the cut-out. For zip with channels=alpha they are the mask as grey, and the alpha beside them is
+// opaque.
 #pragma once
 #include <cstdint>
 
@@ -11,19 +15,19 @@
 #include "options.h"
 #include "pixels.h"
 #include "plane.h"
+#include "shadow.h"
 
 namespace bgone {
 
-// Where the alpha plane lies on the canvas: its top-left corner at (x, y).
-struct Placement {
-  int canvas_w = 0, canvas_h = 0, x = 0, y = 0;
-};
+// What a Composer writes: the output, or the one-band alpha that a zip holds beside its colours.
+enum class Composed { Image, ZipAlpha };
 
 class Composer {
  public:
-  // `format` is the one encoded (never Auto); `background`, when not null, is canvas-sized RGB or RGBA.
+  // `format` is the one encoded (never Auto); `background`, when not null, is canvas-sized RGB or
+  // RGBA; `shadow`, when not null, is composed under the subject (not into a mask).
   Composer(const JobOptions& o, OutputFormat format, const Plane& alpha, const Buffer<uint8_t>& fg, const Placement& at,
-           const Pixels* background);
+           const Pixels* background, const ShadowLayer* shadow = nullptr, Composed part = Composed::Image);
 
   int width() const { return at_.canvas_w; }
   int height() const { return at_.canvas_h; }
@@ -37,7 +41,20 @@ class Composer {
   Pixels whole() const;
 
  private:
+  enum class Mode {
+    Mask,          // channels=alpha: the subject's alpha, one band
+    MaskAsColour,  // zip with channels=alpha: the mask as grey, three bands
+    Opaque,        // the alpha beside it: 255, one band
+    ZipAlpha,      // the alpha beside a zip's colours: the cut-out's, its shadow included, one band
+    Colours,       // zip without a background: the colours as they are, no alpha
+    Transparent,   // RGBA on no background
+    OnBackground,  // on the background (or white for JPEG), RGB or RGBA
+  };
+
   static void transparent_row(const float* alpha, const uint8_t* fg, int w, uint8_t* out);
+  // The shadowed row of a Transparent, Colours or ZipAlpha output: the shadow under the subject over
+  // the whole row, the colours un-premultiplied.
+  void shadowed_row(const float* alpha, const uint8_t* fg, int x0, int x1, const float* shadow, uint8_t* out) const;
 
   bool covers_canvas() const;
 
@@ -46,8 +63,9 @@ class Composer {
   const Buffer<uint8_t>& fg_;
   const Placement at_;
   const Pixels* bg_image_;
-  bool has_bg_ = false, keep_alpha_ = true;
-  bool colours_ = false;  // zip without a background: the foreground colours as they are, no alpha
+  const ShadowLayer* shadow_;
+  Mode mode_ = Mode::Transparent;
+  bool keep_alpha_ = true;
   float bg_[3] = {1, 1, 1}, bg_a_ = 1;
   int bands_ = 4;
 };

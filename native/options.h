@@ -9,6 +9,7 @@ namespace bgone {
 
 enum class OutputFormat { Png, Jpeg, Webp, Auto };  // Auto: PNG where the output has transparency, else JPEG
 enum class CropMode { None, Subject, Aspect };
+enum class ShadowKind { None, Drop, Contact };
 
 struct JobOptions {
   OutputFormat format = OutputFormat::Png;
@@ -48,7 +49,28 @@ struct JobOptions {
   int second_side = 0;
   float second_weight = 0;
   int inference_size = 0;  // side of the model's square input for this job; used when the model's size is dynamic
-  int quality = 0;         // JPEG / WebP quality
+  // A shadow under the subject, composed between it and the background (shadow.h). Its sizes are
+  // shares of the subject's larger side on the canvas. Drop: the matte moved by the offset and
+  // blurred (the blur's standard deviation); contact: a flat soft band at the subject's base, the
+  // columns of the matte's bottom band (contact_band high) spread into contact_height, blurred by
+  // contact_blur.
+  ShadowKind shadow = ShadowKind::None;
+  float shadow_opacity = 0;
+  double shadow_offset_x = 0, shadow_offset_y = 0, shadow_blur = 0;
+  double contact_band = 0, contact_height = 0, contact_blur = 0;
+  // semitransparency=false (interior.h): the mask made opaque where the subject encloses it, above
+  // interior_min and at least interior_inset (a share of the mask's larger side) from what stays
+  // transparent.
+  bool opaque_interior = false;
+  float interior_min = 0;
+  double interior_inset = 0;
+  // despill (despill.h): the key colour's spill limited on the band of the subject within
+  // despill_band (a share of the subject's larger side) of the background; a key is green or blue
+  // when that channel exceeds the larger other by despill_key_margin (0..1).
+  bool despill = false;
+  double despill_band = 0;
+  float despill_key_margin = 0;
+  int quality = 0;  // JPEG / WebP quality
   int png_compression = 0;
 };
 

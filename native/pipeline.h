@@ -37,6 +37,8 @@ struct JobResult {
   int width = 0, height = 0, channels = 0;
   OutputFormat format = OutputFormat::Png;  // what was encoded (never Auto)
   ForegroundBox foreground;
+  // How unsure the model is of its mask, 0..1 (pipeline.cc, uncertainty).
+  double uncertainty = 0;
   Timings timings;
 };
 

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "box_mean.h"
+#include "parallel.h"
+
 namespace bgone {
 
 namespace {
@@ -94,5 +97,38 @@ std::vector<Lerp> lerps(int out_n, int src_n, AxisMap map) {
   }
   return l;
 }
+
+Plane shrink_plane(const Plane& src, const Region& window, int factor, int margin) {
+  const int cells_w = (window.w + factor - 1) / factor, cells_h = (window.h + factor - 1) / factor;
+  Plane out(cells_w + 2 * margin, cells_h + 2 * margin);
+  const float share = 1.f / (static_cast<float>(factor) * factor);
+  parallel_rows(cells_h, [&](int first, int end) {
+    for (int cy = first; cy < end; ++cy) {
+      float* cells = out.row(cy + margin) + margin;
+      for (int y = cy * factor; y < std::min(window.h, (cy + 1) * factor); ++y) {
+        const float* in = src.row(window.y + y) + window.x;
+        for (int cx = 0; cx < cells_w; ++cx) {
+          float sum = 0.f;
+          for (int x = cx * factor; x < std::min(window.w, (cx + 1) * factor); ++x) sum += in[x];
+          cells[cx] += sum;
+        }
+      }
+      for (int cx = 0; cx < cells_w; ++cx) cells[cx] *= share;
+    }
+  });
+  return out;
+}
+
+void blur_plane(Plane& p, int r) {
+  Plane next(p.width, p.height, Unfilled{});
+  for (int pass = 0; pass < 3; ++pass) {
+    auto source = [&p](int y, int xa, int xb, float* row) { std::copy(p.row(y) + xa, p.row(y) + xb, row + xa); };
+    auto sink = [&next](int y, const float* mean) { std::copy(mean, mean + next.width, next.row(y)); };
+    parallel_bands(p.height, [&](int b0, int b1) { stream_box_mean<1>(p.width, p.height, r, b0, b1, 0, p.width, source, sink); });
+    std::swap(p.v, next.v);
+  }
+}
+
+int blur_radius(double sigma) { return std::max(1, static_cast<int>(std::lround((std::sqrt(1 + 4 * sigma * sigma) - 1) / 2))); }
 
 }  // namespace bgone

@@ -42,6 +42,8 @@ export {
   type OutputFormat,
   parseColor,
   type RemoveBackgroundOptions,
+  SHADOWS,
+  type Shadow,
   SIZE_PIXELS,
   SIZES,
   type SizePreset,
@@ -73,6 +75,11 @@ export interface RemoveBackgroundResult {
   channels: number;
   /** The subject's box in the result's pixels (clipped to it; all 0 when it falls outside). */
   foreground: ForegroundBox;
+  /**
+   * How unsure the model is of its mask, from 0 to 1 (docs/contract.md, "Uncertainty"): the faint
+   * pixels of the model's mask against the subject's; higher where the cut-out is more likely wrong.
+   */
+  uncertainty: number;
   /** Milliseconds per stage, measured in the native core. */
   timings: Timings;
 }

@@ -53,6 +53,11 @@ export interface NativeResult {
   alpha: Buffer | null;
   /** The subject's box (mask ≥ 0.5) in the result's pixels, clipped to it; all 0 when it falls outside. */
   foreground: ForegroundBox;
+  /**
+   * How unsure the model is of its mask, 0..1 (native/pipeline.cc uncertainty; docs/contract.md,
+   * "Uncertainty"): higher where the photo's matte is more likely wrong.
+   */
+  uncertainty: number;
   timings: NativeTimings;
 }
 

@@ -21,6 +21,7 @@ export const FORMATS = ['png', 'jpg', 'webp', 'zip', 'auto'] as const;
 export const CHANNELS = ['rgba', 'alpha'] as const;
 export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
 export const EFFORTS = ['standard', 'best'] as const;
+export const SHADOWS = ['none', 'drop', 'contact'] as const;
 export type OutputFormat = (typeof FORMATS)[number];
 /** What an encoded result is: `auto` becomes one of these. */
 export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
@@ -29,6 +30,7 @@ export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = { png: 'imag
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 export type Effort = (typeof EFFORTS)[number];
+export type Shadow = (typeof SHADOWS)[number];
 
 export const MAX_FILE_BYTES = 20 * 1024 * 1024;
 export const MAX_SIDE = 6000;
@@ -275,6 +277,31 @@ function parseBoolean(field: string): (value: unknown) => boolean | undefined {
   };
 }
 
+/** A boolean option of a form (true or false in any case) or of the library and JSON (a boolean). */
+function parseFlag(field: string): (value: unknown) => boolean | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    if (typeof value === 'boolean') return value;
+    if (typeof value === 'string') {
+      const v = value.trim().toLowerCase();
+      if (v === 'true' || v === 'false') return v === 'true';
+    }
+    invalid(field, `${field} must be true or false.`, ['true', 'false']);
+  };
+}
+
+/** shadow_opacity: a percentage from 0% to 100%, or a fraction from 0 to 1 (the forms of one padding value but pixels). */
+export const OPACITY_PATTERN = new RegExp(`^\\s*(?:${PADDING_PERCENT}|${PADDING_FRACTION})\\s*$`);
+
+function parseShadowOpacity(value: unknown): number | undefined {
+  if (absent(value)) return undefined;
+  const fail = () => invalid('shadow_opacity', 'shadow_opacity must be a percentage from 0% to 100%, or a fraction from 0 to 1.', ['0%..100%', '0..1']);
+  if (typeof value === 'number') return value >= 0 && value <= 1 ? value : fail();
+  if (typeof value !== 'string' || !OPACITY_PATTERN.test(value)) fail();
+  const v = (value as string).trim();
+  return v.endsWith('%') ? Number(v.slice(0, -1)) / 100 : Number(v);
+}
+
 function parseModel(value: unknown): string | undefined {
   if (absent(value)) return undefined;
   if (typeof value !== 'string') invalid('model', 'model must be a string.');
@@ -519,6 +546,65 @@ export const OPTIONS = {
     code: 'invalid_roi',
     schema: { type: 'string', pattern: `^${PERCENT_OR_PX}(\\s+${PERCENT_OR_PX}){3}$` },
     parse: parseRoi,
+  },
+  shadow: {
+    name: 'shadow',
+    key: 'shadow',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: "none, drop (the subject's shadow moved down and right, blurred), contact (a soft shadow on the ground under the subject's base: an approximation)",
+    default: 'none',
+    description: 'A black shadow under the subject, between it and the background; clipped at the edge of the result, which keeps its size.',
+    example: 'drop',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...SHADOWS], default: 'none' },
+    choices: SHADOWS,
+    parse: oneOf('shadow', SHADOWS),
+  },
+  shadowOpacity: {
+    name: 'shadow_opacity',
+    key: 'shadowOpacity',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: '0% to 100%, or a fraction 0..1; only with shadow drop or contact',
+    default: '50%',
+    description: "The shadow's opacity.",
+    example: '60%',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: OPACITY_PATTERN.source, default: '50%' },
+    parse: parseShadowOpacity,
+  },
+  semitransparency: {
+    name: 'semitransparency',
+    key: 'semitransparency',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'true, false (what is semi-transparent inside the subject, such as glass, made opaque)',
+    default: 'true',
+    description: "Whether semi-transparent parts inside the subject (a car's windows, glass) stay semi-transparent; the outer edge stays soft either way.",
+    example: 'false',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['true', 'false'], default: 'true' },
+    choices: ['true', 'false'],
+    parse: parseFlag('semitransparency'),
+  },
+  despill: {
+    name: 'despill',
+    key: 'despill',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'false, true',
+    default: 'false',
+    description: "Takes a green or blue screen's colour spill off the subject's edges; nothing changes on other backgrounds.",
+    example: 'true',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['false', 'true'], default: 'false' },
+    choices: ['false', 'true'],
+    parse: parseFlag('despill'),
   },
   refine: {
     name: 'refine',

@@ -18,6 +18,7 @@ import {
   type ParsedOptions,
   parseOptions,
   type RoiValue,
+  type Shadow,
   type SizePreset,
 } from './option-table.js';
 
@@ -32,6 +33,8 @@ export {
   MEDIA_TYPES,
   type OutputFormat,
   PADDING_PATTERN,
+  SHADOWS,
+  type Shadow,
   SIZES,
   type SizePreset,
 } from './option-table.js';
@@ -52,7 +55,25 @@ const DEFAULTS = {
   /** A share of the subject width, on each side, when cropping. */
   padding: 0.1,
   refine: true,
-} as const satisfies { format: OutputFormat; channels: Channels; size: SizePreset; padding: number; refine: boolean };
+  shadow: 'none',
+  /** A share: 50 %. */
+  shadowOpacity: 0.5,
+  semitransparency: true,
+  despill: false,
+} as const satisfies {
+  format: OutputFormat;
+  channels: Channels;
+  size: SizePreset;
+  padding: number;
+  refine: boolean;
+  shadow: Shadow;
+  shadowOpacity: number;
+  semitransparency: boolean;
+  despill: boolean;
+};
+
+/** The JPEG quality of a zip's color.jpg when it holds the mask (channels=alpha): high, for little ringing at the mask's edges. */
+const ZIP_MASK_QUALITY = 100;
 
 /**
  * Internal knobs of the native pipeline, not options of the API. The refinement values were chosen
@@ -82,6 +103,34 @@ export const TUNING = {
   secondWeight: 0,
   /** Side of the model's square input; removeBackground lowers it for small outputs (inference-size.ts). */
   inferenceSize: 1024,
+  /**
+   * shadow=drop (native/shadow.h): the matte moved right and down by these shares of the subject's
+   * larger side on the result, blurred by a Gaussian-like blur whose standard deviation is
+   * shadowBlur of it. shadow=contact: in each column, the subject's matte over the contactBand
+   * above the line it stands on (the lower hull of its lowest points), spread into a band
+   * contactHeight high centred on that line, blurred by contactBlur (docs/contract.md, "Effects").
+   * Chosen by eye on photos of the dev set: a shadow that reads as cast by the subject, offset and
+   * soft, not a dark halo round it.
+   */
+  shadowOffsetX: 0.03,
+  shadowOffsetY: 0.04,
+  shadowBlur: 0.025,
+  contactBand: 0.12,
+  contactHeight: 0.06,
+  contactBlur: 0.015,
+  /**
+   * semitransparency=false (native/interior.h): a clear hole is at most interiorMin; the soft edges
+   * kept are interiorInset of the mask's larger side wide (6 px at 1024²).
+   */
+  interiorMin: 0.05,
+  interiorInset: 0.006,
+  /**
+   * despill (native/despill.h): the band near the background where the spill is taken off, a share of
+   * the subject's larger side; a background is a green or blue screen when that channel of its mean
+   * colour exceeds the larger other by despillKeyMargin (in 0..1).
+   */
+  despillBand: 0.04,
+  despillKeyMargin: 0.1,
   /** JPEG and WebP quality. */
   quality: 90,
   /**
@@ -152,6 +201,14 @@ export interface RemoveBackgroundOptions {
   model?: string;
   /** Edge-aware matte refinement and foreground colour estimation (default true). */
   refine?: boolean;
+  /** none (default), drop (the subject's shadow moved down and right, blurred) or contact (a soft ground shadow at its base). */
+  shadow?: Shadow | string;
+  /** The shadow's opacity: "0%".."100%" or a fraction 0..1 (default 50 %); only with a shadow. */
+  shadowOpacity?: string | number;
+  /** false: what is semi-transparent inside the subject (glass, a car's windows) made opaque (default true). */
+  semitransparency?: boolean;
+  /** true: a green or blue screen's colour spill taken off the subject's edges (default false). */
+  despill?: boolean;
 }
 
 /**
@@ -164,7 +221,8 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   channels: Channels;
   /**
    * format=zip: the colours as the JPEG (the foreground colours; on the background where there is
-   * one) and the alpha as a one-band PNG, returned beside them (NativeResult.alpha).
+   * one; with channels=alpha the mask as grey) and the alpha as a one-band PNG, returned beside them
+   * (NativeResult.alpha: the cut-out's alpha with its shadow; opaque with channels=alpha).
    */
   zip: boolean;
   /** bg_color as RGBA, or null: transparent (or white for JPEG). Always null for channels=alpha. */
@@ -188,6 +246,14 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   roi: [number, number, number, number] | null;
   maxSide: number;
   refine: boolean;
+  /** The shadow under the subject; always none for channels=alpha (a mask is the subject's alone). */
+  shadow: Shadow;
+  /** The shadow's opacity, 0..1 (read whatever the shadow). */
+  shadowOpacity: number;
+  /** semitransparency=false: the matte opaque where the subject encloses it (native/interior.h). */
+  opaqueInterior: boolean;
+  /** The screen's spill taken off the subject's edges; always false for channels=alpha (no colours). */
+  despill: boolean;
 }
 
 /** The image and background sources of a job, as given (downloads not yet done). */
@@ -264,9 +330,9 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   const format = parsed.format ?? DEFAULTS.format;
   const effort = parsed.effort ?? 'standard';
   const zip = format === 'zip';
-  // A ZIP holds the colours beside the mask: a mask alone is channels=alpha with another format.
-  if (zip && alphaOnly) {
-    invalid('channels', 'channels=alpha gives the mask alone; format=zip holds the colours and the mask: ask for one of them.', { format: 'zip' });
+  const shadow = parsed.shadow ?? DEFAULTS.shadow;
+  if (parsed.shadowOpacity !== undefined && shadow === 'none') {
+    invalid('shadow_opacity', 'shadow_opacity is the opacity of a shadow: give it with shadow=drop or shadow=contact.', { shadow });
   }
   const native: NativeOptions = {
     format: zip ? 'jpg' : format,
@@ -284,9 +350,16 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     roi: null,
     maxSide: MAX_SIDE,
     refine: parsed.refine ?? DEFAULTS.refine,
+    // A mask is the subject's alone, and has no colours to despill.
+    shadow: alphaOnly ? 'none' : shadow,
+    shadowOpacity: parsed.shadowOpacity ?? DEFAULTS.shadowOpacity,
+    opaqueInterior: !(parsed.semitransparency ?? DEFAULTS.semitransparency),
+    despill: !alphaOnly && (parsed.despill ?? DEFAULTS.despill),
     ...TUNING,
     ...EFFORT_TUNING[effort],
     ...levelsForEffort(TUNING, effort),
+    // format=zip with channels=alpha: color.jpg holds the mask (its alpha.png is opaque).
+    ...(zip && alphaOnly ? { quality: ZIP_MASK_QUALITY } : {}),
   };
   const normalised: NormalisedOptions = {
     native,

@@ -173,18 +173,32 @@ export function extraInferenceBytes(options: Pick<NativeOptions, 'mirrorWeight' 
   return mirror + second;
 }
 
+/** The most the coarse grids of a shadow or of despill take (native/shadow.h, despill.h): a few planes of under a million floats. */
+const EFFECT_GRID_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The working memory of the effects: semitransparency=false marks the background and what stays
+ * transparent at the inference side and keeps what it filled (native/interior.h: a byte and two
+ * float planes a pixel); a shadow and despill each work on a coarse grid (EFFECT_GRID_BYTES).
+ */
+export function effectBytes(options: Pick<NativeOptions, 'opaqueInterior' | 'shadow' | 'despill' | 'inferenceSize'>): number {
+  const interior = options.opaqueInterior ? 9 * options.inferenceSize ** 2 : 0;
+  return interior + (options.shadow !== 'none' ? EFFECT_GRID_BYTES : 0) + (options.despill ? EFFECT_GRID_BYTES : 0);
+}
+
 /**
  * estimateJobBytes for an upload, from its bytes (16-bit PNG), its probed size and the options: a
  * crop box larger than the image (canvas extension) scales the output part up to the worst case, an
  * exact canvas counts its own pixels. With a background image (its probed size): its decode and the
  * canvas-sized RGBA it becomes. The decode shrinks on load to at most twice the covering size per
  * side (JPEG; WebP scales exactly; libvips streams a PNG through the resize), 4 bands of up to 2
- * bytes each: an upper bound whatever the format. Extra inference runs add extraInferenceBytes.
+ * bytes each: an upper bound whatever the format. Extra inference runs add extraInferenceBytes, the
+ * effects effectBytes.
  */
 export function jobMemoryEstimate(
   bytes: Uint8Array,
   size: { width: number; height: number },
-  options: CropOptions & Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize'>,
+  options: CropOptions & Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize' | 'opaqueInterior' | 'shadow' | 'despill'>,
   background?: { width: number; height: number },
 ): number {
   const pixels = size.width * size.height;
@@ -193,7 +207,7 @@ export function jobMemoryEstimate(
   const box = options.crop !== 'none' ? cropBounds(size, options).box : size;
   const outputPixels = exact ? Math.max(canvas, pixels) : box.width * box.height;
   let bytesNeeded = estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: outputPixels / pixels });
-  bytesNeeded += extraInferenceBytes(options);
+  bytesNeeded += extraInferenceBytes(options) + effectBytes(options);
   if (background) {
     const { output } = cropBounds(size, options);
     const canvasPixels = output.width * output.height;

@@ -256,6 +256,25 @@ describe('effort', () => {
   });
 });
 
+describe('effects', () => {
+  it('shadow=drop with shadow_opacity (form), semitransparency and despill as booleans (JSON): one credit each, the frame kept', async () => {
+    const shadowed = ok(await post({ shadow: 'drop', shadow_opacity: '60%' }, { image_file: teddy }));
+    const [cutout, shadow] = [alphaOf(await decode(plain.body)), alphaOf(await decode(shadowed.body))];
+    expect(shadow.length).toBe(cutout.length);
+    // The shadow adds alpha where the subject is not, never takes any away.
+    let added = 0;
+    for (let i = 0; i < cutout.length; i++) {
+      expect(shadow[i]!).toBeGreaterThanOrEqual(cutout[i]!);
+      if (cutout[i] === 0 && shadow[i]! > 0) added++;
+    }
+    expect(added).toBeGreaterThan(500);
+    const before = await credits(ts);
+    const flags = ok(await postJson({ image_file_b64: teddy.toString('base64'), semitransparency: false, despill: true, shadow: 'contact' }));
+    expect(flags.headers.get('x-image-width')).toBe(String(TEDDY.width));
+    expect((await credits(ts)).used - before.used).toBe(1);
+  });
+});
+
 describe('batches take the options per batch', () => {
   it('a background file, scale and output_size apply to every image of the batch', async () => {
     const background = await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 255, g: 0, b: 0 } } })
@@ -324,6 +343,11 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     ['position=left', () => post({ position: 'left' }, { image_file: teddy }), 400, 'validation_error'],
     ['effort=max', () => post({ effort: 'max' }, { image_file: teddy }), 400, 'validation_error'],
     ['effort as a number in JSON', () => postJson({ image_url: `${photosUrl}/teddy.jpg`, effort: 2 }), 400, 'validation_error'],
+    ['shadow=3d', () => post({ shadow: '3d' }, { image_file: teddy }), 400, 'validation_error'],
+    ['shadow_opacity without a shadow', () => post({ shadow_opacity: '50%' }, { image_file: teddy }), 400, 'validation_error'],
+    ['shadow_opacity=150%', () => post({ shadow: 'drop', shadow_opacity: '150%' }, { image_file: teddy }), 400, 'validation_error'],
+    ['semitransparency=maybe', () => post({ semitransparency: 'maybe' }, { image_file: teddy }), 400, 'validation_error'],
+    ['despill as a number in JSON', () => postJson({ image_url: `${photosUrl}/teddy.jpg`, despill: 1 }), 400, 'validation_error'],
     [
       'a JSON body that is not JSON',
       async () =>

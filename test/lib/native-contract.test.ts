@@ -70,25 +70,74 @@ describe('removeBackground options', () => {
     ['mirrorUnion', -0.5, /options\.mirrorUnion must be a number in \[0, 1\]/],
     ['secondSide', 512, /options\.secondSide and secondWeight must be set together/],
     ['secondWeight', 0.5, /options\.secondSide and secondWeight must be set together/],
+    ['shadow', 'soft', /options\.shadow must be one of none, drop, contact/],
+    ['shadow', true, /options\.shadow must be a string/],
+    ['shadowOpacity', 1.5, /options\.shadowOpacity must be a number in \[0, 1\]/],
+    ['shadowOpacity', '50%', /options\.shadowOpacity must be a number/],
+    ['shadowOffsetX', 2, /options\.shadowOffsetX must be a number in \[-1, 1\]/],
+    ['shadowOffsetY', Number.NaN, /options\.shadowOffsetY must be a number in \[-1, 1\]/],
+    ['shadowBlur', -0.1, /options\.shadowBlur must be a number in \[0, 1\]/],
+    ['contactBand', 1.5, /options\.contactBand must be a number in \[0, 1\]/],
+    ['contactHeight', 0, /options\.contactHeight must be a number in \[0.001, 1\]/],
+    ['contactBlur', Number.POSITIVE_INFINITY, /options\.contactBlur must be a number in \[0, 1\]/],
+    ['opaqueInterior', 'true', /options\.opaqueInterior must be a boolean/],
+    ['interiorMin', 0.6, /options\.interiorMin must be a number in \[0, 0.5\]/],
+    ['interiorInset', -1, /options\.interiorInset must be a number in \[0, 0.5\]/],
+    ['despill', 1, /options\.despill must be a boolean/],
+    ['despillBand', 2, /options\.despillBand must be a number in \[0, 1\]/],
+    ['despillKeyMargin', -0.5, /options\.despillKeyMargin must be a number in \[0, 1\]/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
 
   it.each([
     [{ zip: 1 }, /options\.zip must be a boolean/],
-    [{ zip: true }, /options\.zip needs format jpg and channels rgba/],
-    [{ zip: true, format: 'jpg', channels: 'alpha' }, /options\.zip needs format jpg and channels rgba/],
+    [{ zip: true }, /options\.zip needs format jpg/],
+    [{ zip: true, format: 'webp' }, /options\.zip needs format jpg/],
     [{ secondSide: 16, secondWeight: 0.5 }, /options\.secondSide must be 0 or at least 32/],
   ])('%j: TypeError', (fields, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, ...fields } as never, model, null), message);
   });
 
-  it('zip: the colours as a JPEG with the alpha PNG beside them; without zip, alpha is null', async () => {
+  it('zip: the colours as a JPEG with the alpha PNG beside them (with channels alpha too); without zip, alpha is null', async () => {
     const zipped = await native().removeBackground(teddy, { ...options, format: 'jpg', zip: true } as never, model, null);
     expect(zipped).toMatchObject({ format: 'jpg', channels: 3, width: 284, height: 398 });
     expect(zipped.alpha?.subarray(1, 4).toString('latin1')).toBe('PNG');
+    const mask = await native().removeBackground(teddy, { ...options, format: 'jpg', zip: true, channels: 'alpha' } as never, model, null);
+    expect(mask).toMatchObject({ format: 'jpg', channels: 3, width: 284, height: 398 });
+    expect(mask.alpha?.subarray(1, 4).toString('latin1')).toBe('PNG');
     const plain = await native().removeBackground(teddy, options as never, model, null);
     expect(plain.alpha).toBeNull();
+  });
+
+  it('every effect at once, on the edges of its ranges: a result, no crash', async () => {
+    const result = await native().removeBackground(
+      teddy,
+      {
+        ...options,
+        shadow: 'contact',
+        shadowOpacity: 1,
+        contactBand: 1,
+        contactHeight: 1,
+        contactBlur: 1,
+        opaqueInterior: true,
+        interiorMin: 0.5,
+        interiorInset: 0.5,
+        despill: true,
+        despillBand: 1,
+        despillKeyMargin: 0,
+      } as never,
+      model,
+      null,
+    );
+    expect(result).toMatchObject({ width: 284, height: 398 });
+    const drop = await native().removeBackground(
+      teddy,
+      { ...options, shadow: 'drop', shadowOpacity: 0, shadowOffsetX: -1, shadowOffsetY: 1, shadowBlur: 0, interiorInset: 0, opaqueInterior: true } as never,
+      model,
+      null,
+    );
+    expect(drop).toMatchObject({ width: 284, height: 398 });
   });
 
   it('a field the native core does not read: TypeError, not silently ignored', () => {

@@ -5,7 +5,7 @@
  */
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { BgoneError, type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../helpers/bgone.js';
+import { type RemoveBackgroundOptions, type RemoveBackgroundResult, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { alphaOf, decode, MAGIC, pixel, type Raw } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
@@ -135,10 +135,15 @@ describe('format=zip', () => {
     expect(onBlue.alphaBytes.equals(plain.alphaBytes)).toBe(true);
   });
 
-  it('channels=alpha with format=zip is a validation_error naming channels', async () => {
-    const error = await removeBackground(teddy, { format: 'zip', channels: 'alpha' }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(BgoneError);
-    expect((error as BgoneError).code).toBe('validation_error');
-    expect((error as BgoneError).details).toMatchObject({ field: 'channels', format: 'zip' });
+  it('channels=alpha with format=zip: color.jpg the mask as grey, alpha.png opaque (test/lib/effects.test.ts has the pixels)', async () => {
+    const withMask = await zipped({ channels: 'alpha' });
+    expect(withMask.result).toMatchObject({ format: 'zip', width: TEDDY.width, height: TEDDY.height });
+    expect(withMask.color.channels).toBe(3);
+    expect(withMask.alpha.channels).toBe(1);
+    expect(withMask.alpha.data.every((v) => v === 255)).toBe(true);
+    const alone = alphaOf(await decode(mask.data));
+    let sum = 0;
+    for (let i = 0; i < alone.length; i++) sum += Math.abs(withMask.color.data[i * 3 + 1]! - alone[i]!);
+    expect(sum / alone.length).toBeLessThan(1);
   });
 });

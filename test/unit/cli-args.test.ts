@@ -177,7 +177,7 @@ describe('usage errors', () => {
     [['keys', 'list', '--email', 'a@b.c'], 'unknown option --email for "keys list" (it takes --db, --database-url, --json, --account)'],
     [
       ['remove', 'a.jpg', '--quality', '9'],
-      'unknown option --quality for "remove" (it takes --out, --format, --channels, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --crop, --padding, --scale, --position, --output-size, --roi, --model)',
+      'unknown option --quality for "remove" (it takes --out, --format, --channels, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --crop, --padding, --scale, --position, --output-size, --roi, --shadow, --shadow-opacity, --semitransparency, --despill, --model)',
     ],
   ])('%j: %s', (line, message) => {
     expect(usageError(line)).toBe(message);

@@ -1,7 +1,14 @@
 /** Admission by estimated memory (src/service/job-memory-gate.ts): fits go at once, others wait in order, no starvation, timeouts, aborts. */
 import { describe, expect, it } from 'vitest';
 import { normaliseOptions } from '../../src/lib/options.js';
-import { estimateJobBytes, extraInferenceBytes, JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../../src/service/job-memory-gate.js';
+import {
+  effectBytes,
+  estimateJobBytes,
+  extraInferenceBytes,
+  JobMemoryGate,
+  JobMemoryGateTimeout,
+  jobMemoryEstimate,
+} from '../../src/service/job-memory-gate.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -101,6 +108,15 @@ describe('jobMemoryEstimate', () => {
     expect(extraInferenceBytes(plain)).toBe(0);
     // A second side: its input, tensor and answer, and the answer resampled to the inference side.
     expect(extraInferenceBytes({ mirrorWeight: 0, secondSide: 512, inferenceSize: 1024 })).toBe(19 * 512 * 512 + 4 * 1024 * 1024);
+  });
+
+  it('the effects add their working memory: the interior marks at the inference side, a coarse grid for a shadow and for despill', () => {
+    expect(effectBytes(plain)).toBe(0);
+    const opaque = normaliseOptions({ semitransparency: false }).native;
+    expect(effectBytes(opaque)).toBe(9 * 1024 * 1024);
+    const all = normaliseOptions({ semitransparency: false, shadow: 'drop', despill: true }).native;
+    expect(jobMemoryEstimate(jpeg, image, all) - jobMemoryEstimate(jpeg, image, plain)).toBe(effectBytes(all));
+    expect(effectBytes(all)).toBe(9 * 1024 * 1024 + 2 * 8 * 1024 * 1024);
   });
 
   it('a background image adds its decode (shrunk on load to at most twice the covering size per side) and its canvas-sized RGBA', () => {

@@ -76,6 +76,20 @@ describe('defaults', () => {
         'quality',
         'refine',
         'zip',
+        'shadow',
+        'shadowOpacity',
+        'shadowOffsetX',
+        'shadowOffsetY',
+        'shadowBlur',
+        'contactBand',
+        'contactHeight',
+        'contactBlur',
+        'opaqueInterior',
+        'interiorMin',
+        'interiorInset',
+        'despill',
+        'despillBand',
+        'despillKeyMargin',
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
@@ -92,6 +106,10 @@ describe('defaults', () => {
       quality: 90,
       pngCompression: 1,
       inferenceSize: 1024,
+      shadow: 'none',
+      shadowOpacity: 0.5,
+      opaqueInterior: false,
+      despill: false,
     });
   });
 
@@ -164,9 +182,10 @@ describe('format', () => {
     expect(native({}).zip).toBe(false);
   });
 
-  it('zip with channels=alpha is refused, naming channels', () => {
-    const error = rejects({ format: 'zip', channels: 'alpha' }, 'channels');
-    expect(error.details?.format).toBe('zip');
+  it("zip with channels=alpha: the mask as the colours, at JPEG quality 100 (remove.bg's clients compose it with an opaque alpha)", () => {
+    expect(native({ format: 'zip', channels: 'alpha' })).toMatchObject({ format: 'jpg', zip: true, channels: 'alpha', quality: 100 });
+    expect(native({ format: 'zip' }).quality).toBe(90);
+    expect(native({ format: 'jpg', channels: 'alpha' }).quality).toBe(90);
   });
 
   it.each([1, true, ['png'], { png: true }])('rejects the non-string %j', (format) => {
@@ -315,6 +334,74 @@ describe('padding', () => {
     const pattern = new RegExp(doc.components.schemas.RemoveRequest.properties.padding.pattern);
     for (const text of ['10%', '0%', '100%', '12.5%', '050%', '100.00%', '0.25', '0', '1', '1.0', '.5']) expect(pattern.test(text), text).toBe(true);
     for (const text of ['150%', '101%', '100.5%', '1000%', '1.01', '1.5', '-1', '10 %', '%', '1e-1']) expect(pattern.test(text), text).toBe(false);
+  });
+});
+
+describe('shadow and shadow_opacity', () => {
+  it.each(['none', 'drop', 'contact', 'DROP', ' contact '])('accepts %j', (shadow) => {
+    expect(native({ shadow }).shadow).toBe(shadow.trim().toLowerCase());
+  });
+
+  it.each(['3d', 'car', 'true', 1, true])('rejects %j', (shadow) => {
+    const error = rejects({ shadow }, 'shadow');
+    expect(error.details?.allowed).toEqual(['none', 'drop', 'contact']);
+  });
+
+  it.each([
+    ['0%', 0],
+    ['50%', 0.5],
+    ['100%', 1],
+    ['12.5%', 0.125],
+    ['0.3', 0.3],
+    ['1', 1],
+    [0.75, 0.75],
+    [0, 0],
+  ])('shadow_opacity %j is %d', (shadowOpacity, share) => {
+    expect(native({ shadow: 'drop', shadowOpacity }).shadowOpacity).toBe(share);
+  });
+
+  it.each(['101%', '1.5', '-10%', 'half', '50', 1.01, -0.1, Number.NaN, true])('rejects shadow_opacity %j', (shadowOpacity) => {
+    rejects({ shadow: 'drop', shadowOpacity }, 'shadow_opacity');
+  });
+
+  it('shadow_opacity without a shadow, or with none, is a validation_error naming it; 50 % by default', () => {
+    expect(rejects({ shadowOpacity: '50%' }, 'shadow_opacity').details?.shadow).toBe('none');
+    rejects({ shadow: 'none', shadowOpacity: 0.2 }, 'shadow_opacity');
+    expect(native({ shadow: 'contact' }).shadowOpacity).toBe(0.5);
+  });
+
+  it('channels=alpha has no shadow (a mask is the subject alone), however asked', () => {
+    expect(native({ channels: 'alpha', shadow: 'drop', shadowOpacity: '80%' }).shadow).toBe('none');
+  });
+
+  it("the OpenAPI document's pattern for shadow_opacity is the one the parser applies", () => {
+    const doc = openApiDocument() as { components: { schemas: { RemoveRequest: { properties: { shadow_opacity: { pattern: string } } } } } };
+    const pattern = new RegExp(doc.components.schemas.RemoveRequest.properties.shadow_opacity.pattern);
+    for (const text of ['0%', '50%', '100%', '12.5%', '0', '0.5', '1', '1.0', '.5']) expect(pattern.test(text), text).toBe(true);
+    for (const text of ['101%', '1.5', '-1', '50', '50 %', '%', '1e-1', '5px']) expect(pattern.test(text), text).toBe(false);
+  });
+});
+
+describe('semitransparency and despill', () => {
+  it.each([
+    ['true', true],
+    ['TRUE', true],
+    [' False ', false],
+    [true, true],
+    [false, false],
+  ])('take %j as %s (a form sends text, the library and JSON booleans)', (value, flag) => {
+    expect(native({ semitransparency: value }).opaqueInterior).toBe(!flag);
+    expect(native({ despill: value }).despill).toBe(flag);
+  });
+
+  it.each(['yes', '1', 0, 1, 'on'])('reject %j, naming the field', (value) => {
+    rejects({ semitransparency: value }, 'semitransparency');
+    rejects({ despill: value }, 'despill');
+  });
+
+  it('semitransparency=false applies to a mask too; despill does not (a mask has no colours)', () => {
+    expect(native({ channels: 'alpha', semitransparency: false }).opaqueInterior).toBe(true);
+    expect(native({ channels: 'alpha', despill: true }).despill).toBe(false);
   });
 });
 
