@@ -97,3 +97,34 @@ export function meanScores(list: MatteScores[]): MatteScores {
   const k = Math.max(1, list.length);
   return { iou: sum.iou / k, mae: sum.mae / k, sad: sum.sad / k, boundaryF: sum.boundaryF / k };
 }
+
+/** Ranks of `values` from 1, ties sharing the mean of their ranks. */
+function ranks(values: readonly number[]): number[] {
+  const order = values.map((v, i) => [v, i] as const).sort((a, b) => a[0] - b[0]);
+  const out = new Array<number>(values.length);
+  for (let i = 0; i < order.length; ) {
+    let j = i;
+    while (j + 1 < order.length && order[j + 1]![0] === order[i]![0]) j++;
+    for (let k = i; k <= j; k++) out[order[k]![1]] = (i + j) / 2 + 1;
+    i = j + 1;
+  }
+  return out;
+}
+
+/** Spearman's rank correlation of two paired lists (Pearson's on their ranks); NaN under 3 pairs or with no spread. */
+export function spearman(a: readonly number[], b: readonly number[]): number {
+  if (a.length !== b.length) throw new Error('the lists differ in length');
+  const n = a.length;
+  if (n < 3) return Number.NaN;
+  const [ra, rb] = [ranks(a), ranks(b)];
+  const mean = (n + 1) / 2;
+  let num = 0;
+  let da = 0;
+  let db = 0;
+  for (let i = 0; i < n; i++) {
+    num += (ra[i]! - mean) * (rb[i]! - mean);
+    da += (ra[i]! - mean) ** 2;
+    db += (rb[i]! - mean) ** 2;
+  }
+  return da > 0 && db > 0 ? num / Math.sqrt(da * db) : Number.NaN;
+}

@@ -20,6 +20,14 @@
  * Options: --only <prefix> (e.g. am_), --split tune|check (one half), --model <name> (every variant on that model), --inference-size
  * <side> (every variant at that side). Refinement constants are swept as variants (radius:R, eps:E,
  * levels:L:H).
+ *
+ * Uncertainty: for each variant run by the native core, Spearman's rank correlation between each
+ * photo's uncertainty (the result's score) and its error (1 - IoU), over the set and per source.
+ *
+ * --despill: instead of the variants, despill's measure (bench/helpers/green-screen.ts): each photo
+ * composed on chroma green by its ground truth with a simulated spill on the subject's border, cut
+ * out with despill=false and despill=true; the mean green excess on the subject's edge band of
+ * each, and how much of it despill took off, per source and overall.
  */
 
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -32,9 +40,10 @@ import { atInferenceSide } from '../src/lib/inference-size.js';
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
 import type { NativeOptions, RemoveBackgroundOptions } from '../src/lib/options.js';
+import { greenExcess, greenScreen } from './helpers/green-screen.js';
 import { createReferencePipeline } from './helpers/reference-pipeline.js';
 import { ORIGINAL_MODEL as REFERENCE_MODEL } from './helpers/report.js';
-import { type MatteScores, meanScores, scoreMatte } from './metrics.js';
+import { type MatteScores, meanScores, scoreMatte, spearman } from './metrics.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dataset = resolve(root, '..', 'shared', 'datasets', 'dev');
@@ -142,17 +151,71 @@ function jobOptions(variant: Variant, input: Buffer, inferenceSide: number | und
   return { ...options, ...variant.knobs };
 }
 
+/** The source of a photo: the prefix of its name (am_, davis_, gc_, sod_). */
+const sourceOf = (name: string) => name.replace(/_.*$/, '_');
+
+/**
+ * --despill: the green excess on the edge band of each photo's green-screen copy, cut out without
+ * and with despill (the default options otherwise), per source and overall; writes
+ * bench/results/despill.json.
+ */
+async function despillBench(files: string[], keep: (name: string) => boolean): Promise<void> {
+  const model = await getModel(arg('--model'));
+  const perImage: Array<{ name: string; off: number; on: number }> = [];
+  for (const file of files) {
+    const name = basename(file).replace(/\.[a-z]+$/, '');
+    if (!keep(name)) continue;
+    const screen = await greenScreen(join(dataset, 'images', file), join(dataset, 'gt', `${name}.png`));
+    const excess: number[] = [];
+    for (const despill of [false, true]) {
+      const options = prepareJob(screen.png, { despill, model: arg('--model') }).options;
+      const result = await native().removeBackground(screen.png, options, model, null);
+      excess.push(greenExcess(await sharp(result.data).ensureAlpha().raw().toBuffer(), screen.band));
+    }
+    perImage.push({ name, off: excess[0]!, on: excess[1]! });
+    process.stderr.write('.');
+  }
+  process.stderr.write(' despill\n');
+  const rows: Array<Record<string, string | number>> = [];
+  const summary: Record<string, { n: number; off: number; on: number; reduction: number }> = {};
+  for (const group of ['all', ...new Set(perImage.map((r) => sourceOf(r.name)))].sort()) {
+    const list = perImage.filter((r) => group === 'all' || r.name.startsWith(group));
+    const off = list.reduce((a, r) => a + r.off, 0) / list.length;
+    const on = list.reduce((a, r) => a + r.on, 0) / list.length;
+    summary[group] = { n: list.length, off, on, reduction: 1 - on / off };
+    const worst = Math.min(...list.map((r) => (r.off > 0 ? 1 - r.on / r.off : 1)));
+    rows.push({
+      set: group,
+      n: list.length,
+      'green excess, despill=false': off.toFixed(2),
+      'despill=true': on.toFixed(2),
+      'taken off': `${(100 * (1 - on / off)).toFixed(1)} %`,
+      'least on one photo': `${(100 * worst).toFixed(1)} %`,
+    });
+  }
+  console.log('despill: the mean green excess max(0, g - max(r, b)) on the subject’s edge band of a green-screen copy (0..255)');
+  console.table(rows);
+  mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+  writeFileSync(join(root, 'bench', 'results', 'despill.json'), JSON.stringify({ date: new Date().toISOString(), summary, perImage }, null, 2));
+}
+
 async function main(): Promise<void> {
   configure(loadLibraryConfig()); // the service's own reading of BGONE_INFERENCE_THREADS, BGONE_NATIVE_CONCURRENCY, BGONE_MODELS_DIR
   const only = arg('--only');
   const onlySplit = arg('--split');
+  if (process.argv.includes('--despill')) {
+    const files = readdirSync(join(dataset, 'images')).sort();
+    const split = splitOf(files.map((f) => f.replace(/\.[a-z]+$/, '')));
+    await despillBench(files, (name) => (!only || name.startsWith(only)) && (!onlySplit || split.get(name) === onlySplit));
+    return;
+  }
   const variantNames = (arg('--variants') ?? 'default,best,reference,fp32,plain,preview,preview-1024,medium,medium-1024').split(',');
   const variants = new Map(variantNames.map((v) => [v, variantOf(v)]));
   const files = readdirSync(join(dataset, 'images')).sort();
   const split = splitOf(files.map((f) => f.replace(/\.[a-z]+$/, '')));
   const inferenceSide = arg('--inference-size') ? Number(arg('--inference-size')) : undefined;
 
-  const perImage: Array<{ name: string; split: string; variant: string; inferenceSize: number; scores: MatteScores }> = [];
+  const perImage: Array<{ name: string; split: string; variant: string; inferenceSize: number; scores: MatteScores; uncertainty: number | null }> = [];
   for (const variantName of variantNames) {
     const variant = variants.get(variantName)!;
     const reference = variant.kind === 'reference' ? await createReferencePipeline(REFERENCE_MODEL) : undefined;
@@ -166,10 +229,12 @@ async function main(): Promise<void> {
       const options = jobOptions(variant, input, inferenceSide, modelName);
       const full = await grey(gtPath);
       let pred: { data: Uint8Array; width: number; height: number };
+      let uncertainty: number | null = null;
       if (reference) {
         pred = await grey((await reference.removeBackground(input)).png, full.width, full.height, 3);
       } else {
         const result = await native().removeBackground(input, options, model, null);
+        uncertainty = result.uncertainty;
         // A size preset made the output smaller than the photo: score at the output's resolution.
         const size = result.width < full.width ? { width: result.width, height: result.height } : full;
         pred = await grey(result.data, size.width, size.height);
@@ -188,6 +253,7 @@ async function main(): Promise<void> {
         variant: variantName,
         inferenceSize: options.inferenceSize,
         scores: scoreMatte(pred.data, gt.data, gt.width, gt.height),
+        uncertainty,
       });
       process.stderr.write('.');
     }
@@ -196,7 +262,7 @@ async function main(): Promise<void> {
   }
 
   // Every source prefix of the set (am_, davis_, gc_, sod_...), and the photos the reference covers.
-  const prefixes = [...new Set(perImage.map((r) => r.name.replace(/_.*$/, '_')))].sort();
+  const prefixes = [...new Set(perImage.map((r) => sourceOf(r.name)))].sort();
   const groups = ['all', REFERENCE_SET, ...prefixes, 'tune', 'check'];
   const rows: Array<Record<string, string | number>> = [];
   const summary: Record<string, Record<string, MatteScores & { n: number }>> = {};
@@ -240,6 +306,29 @@ async function main(): Promise<void> {
     console.log(`images better or worse than the default (by more than ${CHANGED}):`);
     console.table(changes);
   }
+  // Uncertainty against error (1 - IoU), by rank, for each variant the native core ran.
+  const ranked: Array<Record<string, string | number>> = [];
+  const uncertaintySummary: Record<string, Record<string, { n: number; spearman: number }>> = {};
+  for (const variant of variantNames) {
+    const scored = perImage.filter((r) => r.variant === variant && r.uncertainty !== null);
+    if (scored.length === 0) continue;
+    const line: Record<string, string | number> = { variant };
+    uncertaintySummary[variant] = {};
+    for (const group of ['all', ...prefixes]) {
+      const list = scored.filter((r) => group === 'all' || r.name.startsWith(group));
+      const rho = spearman(
+        list.map((r) => r.uncertainty!),
+        list.map((r) => 1 - r.scores.iou),
+      );
+      uncertaintySummary[variant]![group] = { n: list.length, spearman: rho };
+      line[`${group} (${list.length})`] = rho.toFixed(3);
+    }
+    ranked.push(line);
+  }
+  if (ranked.length > 0) {
+    console.log("uncertainty: Spearman's rank correlation with each photo's error (1 - IoU at 128), over the set and per source:");
+    console.table(ranked);
+  }
   const tune = [...split].filter(([, s]) => s === 'tune').map(([n]) => n);
   console.log(`split: tune = ${tune.join(', ')}; check = the other ${split.size - tune.length}`);
   const chosen = summary[REFERENCE_SET]?.default;
@@ -270,6 +359,7 @@ async function main(): Promise<void> {
         inferenceSide: inferenceSide ?? null,
         split: Object.fromEntries(split),
         summary,
+        uncertainty: uncertaintySummary,
         baseline: BASELINE,
         perImage,
       },
