@@ -104,7 +104,8 @@ describe('the idempotency fingerprint', () => {
       (row) => [row.name, row] as const,
     ),
   )('%s changes it', (_, row) => {
-    const extra = row.name === 'padding' ? { crop: 'true' } : {};
+    // Options that mean something only beside another: padding with a crop, the opacity with a shadow.
+    const extra = row.name === 'padding' ? { crop: 'true' } : row.name === 'shadow_opacity' ? { shadow: 'drop' } : {};
     const withOption = requestFingerprint(prepareJob(teddy, { ...extra, [row.key]: row.example }));
     const without = requestFingerprint(prepareJob(teddy, extra));
     expect(withOption).not.toBe(without);
