@@ -38,7 +38,8 @@ Plane shrink_plane(const Plane& src, const Region& window, int factor, int margi
 // A Gaussian-like blur in place: three passes of box means of radius r (clipped at the borders),
 // whose standard deviation is sqrt(r (r + 1)).
 void blur_plane(Plane& p, int r);
-// The box radius whose three passes come closest to a Gaussian of standard deviation `sigma`.
+// The box radius (at least 1) whose three passes come closest to a Gaussian of standard deviation
+// `sigma`.
 int blur_radius(double sigma);
 
 // 0..1 to 0..255 with rounding (no libm call: this runs per pixel of 16 MP images).

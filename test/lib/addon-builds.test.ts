@@ -33,6 +33,17 @@ const JOBS: Array<[string, string, Record<string, unknown>]> = [
   ['an RGBA upload, its alpha kept', fixturePath('alpha.png'), { format: 'png' }],
   ['JPEG on a colour', photoPath(PHOTOS.book), { format: 'jpg', bgColor: '#00ff00' }],
   ['no refine, preview size', photoPath(PHOTOS.swan), { refine: false, size: 'preview' }],
+  [
+    'the effects: a drop shadow on a colour, the interior opaque, despill',
+    photoPath(PHOTOS.book),
+    {
+      shadow: 'drop',
+      semitransparency: false,
+      despill: true,
+      bgColor: '#ffffff',
+    },
+  ],
+  ['a contact shadow, zip', photoPath(PHOTOS.llama), { shadow: 'contact', format: 'zip' }],
 ];
 
 const sha1 = (data: Uint8Array) => createHash('sha1').update(data).digest('hex');
