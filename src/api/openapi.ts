@@ -317,6 +317,7 @@ export function openApiDocument(): Record<string, unknown> {
                 'X-Foreground-Left': { schema: { type: 'integer' } },
                 'X-Foreground-Width': { schema: { type: 'integer' } },
                 'X-Foreground-Height': { schema: { type: 'integer' } },
+                'X-Uncertainty': { description: 'How unsure the model was of its matte, 0 to 1.', schema: { type: 'string', pattern: '^[01]\\.\\d{3}$' } },
                 'X-Credits-Charged': { schema: { type: 'integer', enum: [0, 1] } },
                 'X-Credits-Remaining': { schema: { type: 'integer' } },
                 ...rateHeaders,

@@ -486,7 +486,8 @@ describe('PHP mtownsend/remove-bg (Guzzle 7; $rb->endpoint reassigned)', () => {
     const answer = ok(await post(headers('application/x-www-form-urlencoded'), body));
     expect(answer.headers['content-type']).toBe('image/jpeg');
     const image = await decode(answer.body);
-    expect(image.data.subarray(0, 3)).toEqual(Buffer.from([0xcb, 0xd5, 0xe0])); // a corner: the background
+    // A corner: the background, through JPEG.
+    for (const [c, want] of [0xcb, 0xd5, 0xe0].entries()) expect(Math.abs(image.data[c]! - want)).toBeLessThanOrEqual(3);
   });
 
   it('file(): a JPEG sent as photo.png with Content-Type image/png, part Content-Lengths, false as an empty field; Expect: 100-Continue over 1 MB', async () => {

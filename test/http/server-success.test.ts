@@ -95,6 +95,7 @@ async function succeed(fields: Record<string, string>, image: Buffer, headers: R
   });
   expect(res.headers.get('x-request-id')).toMatch(REQUEST_ID);
   expect(res.headers.get('x-processing-time-ms')).toMatch(/^\d+$/);
+  expect(res.headers.get('x-uncertainty')).toMatch(/^(0\.\d{3}|1\.000)$/);
   expect(res.headers.get('cache-control')).toBe('no-store');
   // Credits: charged as announced, and the remaining count is the store's.
   const after = await credits(ts);

@@ -8,7 +8,7 @@ import type { ParsedForm } from '../../http/exchange.js';
 import { MEDIA_TYPES, type RemoveBackgroundOptions } from '../../lib/index.js';
 import { optionsFor } from '../../lib/option-table.js';
 import { REMOVE_FORM } from '../form-fields.js';
-import { type DialectField, dialectOptions, type RemovalDialect, translateFields, wantsJson } from './engine.js';
+import { type DialectField, dialectOptions, type RemovalDialect, translateFields, uncertaintyHeader, wantsJson } from './engine.js';
 
 /** Every option a form carries, under its own name. */
 export const BGONE_FIELDS: readonly DialectField[] = optionsFor('form').map((row) => ({ name: row.name, part: row.part, option: row.name }));
@@ -33,6 +33,7 @@ export const BGONE_DIALECT: RemovalDialect<undefined> = {
       'X-Foreground-Left': String(foreground.left),
       'X-Foreground-Width': String(foreground.width),
       'X-Foreground-Height': String(foreground.height),
+      'X-Uncertainty': uncertaintyHeader(result.uncertainty),
       'X-Credits-Charged': String(charged),
       'X-Credits-Remaining': String(remaining),
       'Cache-Control': 'no-store',

@@ -170,6 +170,11 @@ export function wantsJson(accept: string): boolean {
   return best?.type === 'application/json';
 }
 
+/** The matte's uncertainty (0..1) as a header's value: three decimals. */
+export function uncertaintyHeader(uncertainty: number): string {
+  return uncertainty.toFixed(3);
+}
+
 /** The title of a row for an error. */
 export function titleOf(row: DialectErrorRow, err: HttpError): string {
   return typeof row.title === 'function' ? row.title(err) : (row.title ?? row.code);

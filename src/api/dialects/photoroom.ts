@@ -35,6 +35,7 @@ import {
   type RemovalDialect,
   same,
   translateFields,
+  uncertaintyHeader,
   wantsJson,
 } from './engine.js';
 import type { RemoveBgDeps } from './removebg.js';
@@ -158,7 +159,12 @@ export const PHOTOROOM_DIALECT: RemovalDialect<PhotoroomRequest> = {
     return { options, answer: { base64Key: form.fields.image_file_b64 === undefined ? 'base64img' : 'result_b64' } };
   },
   answer(ex, { result, charged, rateHeaders }, request) {
-    const headers: Record<string, string> = { 'X-Credits-Charged': String(charged), 'Cache-Control': 'no-store', ...rateHeaders };
+    const headers: Record<string, string> = {
+      'x-uncertainty-score': uncertaintyHeader(result.uncertainty),
+      'X-Credits-Charged': String(charged),
+      'Cache-Control': 'no-store',
+      ...rateHeaders,
+    };
     if (wantsJson(ex.req.header('accept'))) ex.json(200, { [request.base64Key]: result.data.toString('base64') }, headers);
     else ex.send(200, { 'Content-Type': MEDIA_TYPES[result.format], ...headers }, result.data);
   },
