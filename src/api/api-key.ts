@@ -1,7 +1,7 @@
 /** Who calls the API: the principal of an `Authorization: Bearer rb-sk_...` header, shared by every /api/v1 route. */
 import type { Logger } from '../config/logger.js';
 import { HttpError } from '../http/errors.js';
-import type { Exchange } from '../http/exchange.js';
+import type { ErrorRenderer, Exchange } from '../http/exchange.js';
 import type { Admission, AdmitOptions, Principal, Ticket } from '../service/admission.js';
 import { ApiError, storeFailure } from '../service/errors.js';
 import { isDatabaseUnavailable, type Store } from '../store/index.js';
@@ -32,6 +32,13 @@ export interface KeyedDeps {
   logger?: Logger | undefined;
 }
 
+/** How a route of another API's dialect takes its key and writes its errors (default: bgone's Bearer key, the contract's body). */
+export interface KeyedAuth {
+  authenticate(ex: Exchange): Promise<Principal | null>;
+  unauthenticated: HttpError;
+  render?: ErrorRenderer | undefined;
+}
+
 /**
  * A JSON route of the API behind the one admission path (key, rate limits, in-flight caps, load
  * shedding; `route` adds a body limit or the credit pre-check): the
@@ -39,10 +46,17 @@ export interface KeyedDeps {
  * as a store failure (503 while the database is unreachable, else 500); the place is given back
  * when the handler ends.
  */
-export function keyedHandler(deps: KeyedDeps, handler: (ex: Exchange, ticket: Ticket) => Promise<void>, route?: AdmitOptions): (ex: Exchange) => Promise<void> {
+export function keyedHandler(
+  deps: KeyedDeps,
+  handler: (ex: Exchange, ticket: Ticket) => Promise<void>,
+  route?: AdmitOptions,
+  auth?: KeyedAuth,
+): (ex: Exchange) => Promise<void> {
   const { store, admission, logger } = deps;
   return async (ex) => {
-    const ticket = await admission.admit(ex, () => principalOfApiKey(store, ex), new ApiError('authentication_error'), route);
+    if (auth?.render) ex.renderErrors(auth.render);
+    const authenticate = auth ? () => auth.authenticate(ex) : () => principalOfApiKey(store, ex);
+    const ticket = await admission.admit(ex, authenticate, auth?.unauthenticated ?? new ApiError('authentication_error'), route);
     if (!ticket) return;
     try {
       await handler(ex, ticket);

@@ -78,8 +78,8 @@ export interface WireAnswer {
 
 /**
  * Sends `requestHead` and `body` over a fresh connection and reads the final answer (framed by its
- * Content-Length). With `expectContinue` the body waits for the server's 100 Continue, as curl and
- * Guzzle do when they send `Expect: 100-continue`.
+ * Content-Length). With `expectContinue` the body waits for the server's 100 Continue as curl (and
+ * Guzzle, on curl) does when it sends `Expect: 100-continue`: at most a second, then it is sent anyway.
  */
 export function exchange(port: number, requestHead: Buffer, body: Buffer, options: { expectContinue?: boolean; timeoutMs?: number } = {}): Promise<WireAnswer> {
   return new Promise((resolve, reject) => {
@@ -99,6 +99,7 @@ export function exchange(port: number, requestHead: Buffer, body: Buffer, option
     socket.on('connect', () => {
       socket.write(requestHead);
       if (!options.expectContinue) sendBody();
+      else setTimeout(sendBody, 1000).unref();
     });
     socket.on('data', (chunk: Buffer) => {
       data = Buffer.concat([data, chunk]);

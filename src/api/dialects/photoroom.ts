@@ -1,26 +1,10 @@
-/**
- * Photoroom's "Remove Background" API as a dialect of bgone's: POST /v1/segment, and its account
- * endpoints GET /v1/account and GET /v2/account, so that a client written for Photoroom works with
- * only its base URL changed. As with remove.bg's (removebg.ts), FIELDS and ERRORS are read by the
- * one engine (engine.ts); the options, the pipeline, the admission path and the ledger are bgone's
- * own, keyed by `x-api-key: rb-sk_...`.
- *
- * FIELDS follows Photoroom's published OpenAPI document (its `remove-background-post-params`), and
- * takes the JSON body that the npm `photoroom-sdk` sends as well (`{"image_file_b64": ...}`,
- * remove.bg's convention): its answer then names the base64 `result_b64`, as that client reads it;
- * a multipart request's JSON answer is the document's `{"base64img"}`. Errors on /v1/segment are
- * Photoroom's `{"detail", "status_code", "type"}`; on the account endpoints its
- * `{"error": {"message"}}` (402: `{"error": {"detail"}}`).
- */
-import type { Logger } from '../../config/logger.js';
 import type { HttpError } from '../../http/errors.js';
 import type { ErrorRenderer, Exchange } from '../../http/exchange.js';
 import type { FallbackAnswers, Router } from '../../http/router.js';
 import { MEDIA_TYPES } from '../../lib/index.js';
-import type { Admission } from '../../service/admission.js';
-import { ApiError, storeFailure } from '../../service/errors.js';
-import { isDatabaseUnavailable } from '../../store/index.js';
-import { principalOfKey } from '../api-key.js';
+import { ApiError } from '../../service/errors.js';
+import type { Balance } from '../../store/index.js';
+import { type KeyedAuth, keyedHandler, principalOfKey } from '../api-key.js';
 import { removalHandler } from '../metered-removal.js';
 import {
   always,
@@ -177,27 +161,6 @@ function photoroomPrincipal(deps: { store: RemoveBgDeps['store'] }, ex: Exchange
   return principalOfKey(deps.store, ex.req.header('x-api-key').trim() || null);
 }
 
-/** An account endpoint of Photoroom's, from the account's real balance: remaining and the cycle's allowance. */
-function accountRoute(
-  deps: { store: RemoveBgDeps['store']; admission: Admission; logger?: Logger | undefined },
-  shape: (balance: { remaining: number; allowance: number; plan: string }) => unknown,
-): (ex: Exchange) => Promise<void> {
-  return async (ex) => {
-    ex.renderErrors(renderPhotoroomAccountError);
-    const ticket = await deps.admission.admit(ex, () => photoroomPrincipal(deps, ex), unauthenticated);
-    if (!ticket) return;
-    try {
-      const balance = await deps.store.credits.balance(ticket.principal.accountId);
-      ex.json(200, shape(balance), ticket.rateHeaders);
-    } catch (err) {
-      deps.logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
-      ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
-    } finally {
-      ticket.release();
-    }
-  };
-}
-
 /** POST /v1/segment, GET /v1/account and GET /v2/account, behind the one admission path; Photoroom's answers to the rest of /v1/ and /v2/. */
 export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
   const { store, admission, logger } = deps;
@@ -216,14 +179,18 @@ export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
     }),
     PHOTOROOM_V1_FALLBACK,
   );
+  // Photoroom's account endpoints, from the account's real balance: remaining and the cycle's allowance; not metered.
+  const auth: KeyedAuth = { authenticate: (ex) => photoroomPrincipal(deps, ex), unauthenticated, render: renderPhotoroomAccountError };
+  const account = (shape: (balance: Balance) => unknown) =>
+    keyedHandler(deps, async (ex, ticket) => ex.json(200, shape(await store.credits.balance(ticket.principal.accountId)), ticket.rateHeaders), undefined, auth);
   router.get(
     PHOTOROOM_V1_ACCOUNT_PATH,
-    accountRoute(deps, ({ remaining, allowance }) => ({ credits: { available: remaining, subscription: allowance } })),
+    account(({ remaining, allowance }) => ({ credits: { available: remaining, subscription: allowance } })),
     PHOTOROOM_V2_FALLBACK,
   );
   router.get(
     PHOTOROOM_V2_ACCOUNT_PATH,
-    accountRoute(deps, ({ remaining, allowance, plan }) => ({ images: { available: remaining, subscription: allowance }, plan })),
+    account(({ remaining, allowance, plan }) => ({ images: { available: remaining, subscription: allowance }, plan })),
     PHOTOROOM_V2_FALLBACK,
   );
 }

@@ -16,11 +16,11 @@ import type { Exchange } from '../../http/exchange.js';
 import type { FallbackAnswers, Router } from '../../http/router.js';
 import { MEDIA_TYPES } from '../../lib/index.js';
 import type { Admission } from '../../service/admission.js';
-import { ApiError, storeFailure } from '../../service/errors.js';
+import { ApiError } from '../../service/errors.js';
 import type { JobMemoryGate } from '../../service/job-memory-gate.js';
 import type { Metrics } from '../../service/metrics.js';
-import { isDatabaseUnavailable, type Store } from '../../store/index.js';
-import { principalOfKey } from '../api-key.js';
+import type { Store } from '../../store/index.js';
+import { type KeyedAuth, keyedHandler, principalOfKey } from '../api-key.js';
 import { removalHandler } from '../metered-removal.js';
 import {
   always,
@@ -487,11 +487,12 @@ function discardBody(ex: Exchange, maxBytes: number): Promise<HttpError | undefi
 /** POST /v1.0/removebg, GET /v1.0/account and POST /v1.0/improve, behind the one admission path; remove.bg's answers to the rest of /v1.0/. */
 export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyBytes: number }): void {
   const { store, admission, logger } = deps;
-  const authenticate = (ex: Exchange) => () => {
+  const authenticate = (ex: Exchange) => {
     const key = removeBgKey(ex);
     if (!key) throw missingKey;
     return principalOfKey(store, key);
   };
+  const auth: KeyedAuth = { authenticate, unauthenticated: invalidKey, render: renderRemoveBgError };
   router.group(REMOVEBG_PREFIX, REMOVEBG_FALLBACK);
 
   router.post(
@@ -499,7 +500,7 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyByte
     removalHandler({
       admission,
       removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
-      authenticate: (ex) => authenticate(ex)(),
+      authenticate: async (ex) => authenticate(ex),
       unauthenticated: invalidKey,
       dialect: REMOVEBG_DIALECT,
       renderErrors: renderRemoveBgError,
@@ -510,21 +511,16 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyByte
   // The balance, not metered: remove.bg's credit kinds are one balance here (subscription).
   router.get(
     REMOVEBG_ACCOUNT_PATH,
-    async (ex) => {
-      ex.renderErrors(renderRemoveBgError);
-      const ticket = await admission.admit(ex, authenticate(ex), invalidKey);
-      if (!ticket) return;
-      try {
+    keyedHandler(
+      deps,
+      async (ex, ticket) => {
         const { remaining } = await store.credits.balance(ticket.principal.accountId);
         const credits = { total: remaining, subscription: remaining, payg: 0, enterprise: 0 };
         ex.json(200, { data: { attributes: { credits, api: { free_calls: 0, sizes: 'all' } } } }, ticket.rateHeaders);
-      } catch (err) {
-        logger?.error({ requestId: ex.requestId, route: ex.route, err }, 'request failed');
-        ex.error(storeFailure(isDatabaseUnavailable(err)), ticket.rateHeaders);
-      } finally {
-        ticket.release();
-      }
-    },
+      },
+      undefined,
+      auth,
+    ),
     REMOVEBG_FALLBACK,
   );
 
@@ -532,21 +528,17 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyByte
   // The upload is read to its end (and dropped), so that the client reads the answer, not a reset.
   router.post(
     REMOVEBG_IMPROVE_PATH,
-    async (ex) => {
-      ex.renderErrors(renderRemoveBgError);
-      const ticket = await admission.admit(ex, authenticate(ex), invalidKey);
-      if (!ticket) return;
-      try {
-        const refused = await discardBody(ex, deps.maxBodyBytes);
-        ex.error(
-          refused ??
-            new HttpError(501, 'not_supported', 'bgone stores no image, so it takes part in no improvement program: nothing was kept and nothing was charged.'),
-          ticket.rateHeaders,
+    keyedHandler(
+      deps,
+      async (ex) => {
+        throw (
+          (await discardBody(ex, deps.maxBodyBytes)) ??
+          new HttpError(501, 'not_supported', 'bgone stores no image, so it takes part in no improvement program: nothing was kept and nothing was charged.')
         );
-      } finally {
-        ticket.release();
-      }
-    },
+      },
+      undefined,
+      auth,
+    ),
     REMOVEBG_FALLBACK,
   );
 }
