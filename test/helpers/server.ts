@@ -3,7 +3,10 @@
  * folder, one account with an exact credit balance, one API key, and startServer listening on an
  * ephemeral port of 127.0.0.1. Requests go through Node's own fetch/FormData/Blob.
  */
+
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CorsOrigins } from '../../src/config/defaults.js';
@@ -220,4 +223,25 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, what:
 export async function credits(ts: Pick<TestServer, 'store' | 'accountId'>): Promise<{ used: number; reserved: number; remaining: number }> {
   const { used, reserved, remaining } = await ts.store.credits.balance(ts.accountId);
   return { used, reserved, remaining };
+}
+
+/** A photo server on 127.0.0.1 (an image URL's other end): GET `path` answers `photo` as a JPEG, any other path 404. */
+export async function servePhoto(path: string, photo: Buffer): Promise<{ base: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.url !== path) {
+      res.writeHead(404);
+      res.end('no');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': photo.length });
+    res.end(photo);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
 }

@@ -6,8 +6,6 @@
  * path of its error message. Clients from the npm registry run for real in client-removebg.test.ts;
  * these have no registry package, or none that runs here (Ruby, Go, Python, PHP, C#, plugins).
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
@@ -28,7 +26,7 @@ import { PHOTOS } from '../helpers/constants.js';
 import { trackUncaught } from '../helpers/http-assert.js';
 import { decode } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
-import { credits, startTestServer, type TestServer } from '../helpers/server.js';
+import { credits, servePhoto, startTestServer, type TestServer } from '../helpers/server.js';
 import { unzipStored } from '../helpers/zip.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
@@ -38,7 +36,7 @@ let teddyPng: Buffer;
 let bigJpeg: Buffer;
 
 let ts: TestServer;
-let photos: Server;
+let photos: Awaited<ReturnType<typeof servePhoto>> | undefined;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
@@ -47,24 +45,14 @@ beforeAll(async () => {
   teddyPng = await sharp(teddy).png().toBuffer();
   bigJpeg = await sharp(readPhoto(PHOTOS.swan)).resize(2400, 1350).jpeg({ quality: 100, chromaSubsampling: '4:4:4' }).toBuffer();
   expect(bigJpeg.length).toBeGreaterThan(1024 * 1024);
-  photos = createServer((req, res) => {
-    if (req.url !== '/teddy.jpg') {
-      res.writeHead(404);
-      res.end('no');
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
-    res.end(teddy);
-  });
-  await new Promise<void>((resolve) => photos.listen(0, '127.0.0.1', resolve));
-  photosUrl = `http://127.0.0.1:${(photos.address() as AddressInfo).port}`;
+  photos = await servePhoto('/teddy.jpg', teddy);
+  photosUrl = photos.base;
   ts = await startTestServer({ plan: 'pro' });
 });
 
 afterAll(async () => {
   await ts?.close();
-  photos?.closeAllConnections();
-  if (photos) await new Promise((resolve) => photos.close(resolve));
+  await photos?.close();
   configure({ fetchAllowPrivate: false });
 });
 

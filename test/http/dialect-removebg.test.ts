@@ -4,8 +4,6 @@
  * URL from a photo server on loopback), GET /v1.0/account from the real balance, and the refusals
  * in remove.bg's shape (403 for a key, 402, 429, 400 with remove.bg's codes), none of them charged.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
@@ -14,7 +12,7 @@ import { trackUncaught } from '../helpers/http-assert.js';
 import { rawExchange } from '../helpers/http-raw.js';
 import { decode } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
-import { blob, credits, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+import { blob, credits, type HttpResult, servePhoto, startTestServer, type TestServer, toResult } from '../helpers/server.js';
 import { unzipStored } from '../helpers/zip.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
@@ -22,30 +20,20 @@ const swan = readPhoto(PHOTOS.swan); // 854x480: 0.41 MP, over preview's 0.25 MP
 const TEDDY = { width: 284, height: 398 };
 
 let ts: TestServer;
-let photos: Server;
+let photos: Awaited<ReturnType<typeof servePhoto>> | undefined;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
 beforeAll(async () => {
   configure({ fetchAllowPrivate: true });
-  photos = createServer((req, res) => {
-    if (req.url !== '/teddy.jpg') {
-      res.writeHead(404);
-      res.end('no');
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
-    res.end(teddy);
-  });
-  await new Promise<void>((resolve) => photos.listen(0, '127.0.0.1', resolve));
-  photosUrl = `http://127.0.0.1:${(photos.address() as AddressInfo).port}`;
+  photos = await servePhoto('/teddy.jpg', teddy);
+  photosUrl = photos.base;
   ts = await startTestServer({ plan: 'pro' });
 });
 
 afterAll(async () => {
   await ts?.close();
-  photos?.closeAllConnections();
-  await new Promise((resolve) => photos?.close(resolve));
+  await photos?.close();
   configure({ fetchAllowPrivate: false });
 });
 
