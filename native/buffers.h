@@ -12,7 +12,7 @@
 //   sizes), so busy jobs reuse warm memory, and it goes back to the OS once no job has run for a
 //   second (jobs.h). The blocks mapped never add up to more than 1.75 times the most that
 //   jobs had in use at once since the last release (a job's phases ask for different sizes).
-// Smaller blocks come from malloc. docs/performance.md has the measurements.
+// Smaller blocks come from malloc. docs/development.md, "Large blocks on huge pages, kept warm", has the measurements.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -66,7 +66,7 @@ class LastingArena {
 // afresh: tried, one fresh block per 12 MP job). From 256 KiB it is a mapping of its own, filled in
 // by the kernel as it is mapped (MAP_POPULATE), in 4 KiB pages; its resident size stays the
 // output's own. Not on a huge page: inside the running core a fresh huge page took longer to fill
-// in than the small pages (docs/performance.md, "The PNG"); and populated, each page's first write
+// in than the small pages (docs/development.md, "The PNG"); and populated, each page's first write
 // traps in about half the time it would otherwise.
 // Release with free_output.
 void* alloc_output(size_t bytes);

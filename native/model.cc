@@ -23,7 +23,7 @@ namespace {
 // on every core. While other jobs are in progress, a second run may start beside the first (on the
 // same session, with the same threads): one run's steps leave gaps (a step waits for its slowest
 // thread, and some steps are serial) that the other fills: 4 jobs of 2 MP at once take about 10 %
-// less CPU (docs/performance.md, "Two runs share one session"). Not more than two: each holds its
+// less CPU (docs/development.md, "Two runs share one session"). Not more than two: each holds its
 // own working memory, for no more gaps to fill. On CUDA and TensorRT the second run's copies to and
 // from the GPU and its kernel launches fill the first one's gaps the same way. WebGPU runs one at a
 // time: its device has one queue, which would run two runs' work in turn anyway, and runs of one

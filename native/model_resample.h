@@ -6,7 +6,7 @@
 // 0.5 MP upload enlarged to 1024² took it 29 ms). This one is spread over the free cores (for a
 // JPEG, behind its decode: below), in fixed point as libvips' is (integer multiply-adds, the same
 // integers in every build). It rounds to bytes once where libvips rounded between its two passes;
-// on the dev set every score came out a little better (docs/performance.md, "The model's input").
+// on the dev set every score came out a little better (docs/development.md, "The model's input").
 #pragma once
 #include <cstddef>
 #include <cstdint>

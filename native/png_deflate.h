@@ -8,7 +8,7 @@
 // pixel back, with a few word compares per position instead of a hash chain, and codes literals,
 // lengths and those two distances with Huffman codes built per block from the block's own counts.
 // A cut-out comes out smaller than zlib's level 1 makes it, in about half its CPU time
-// (docs/performance.md, "The PNG").
+// (docs/development.md, "The PNG").
 //
 // The output is a raw deflate stream: blocks of at most kBlockSymbols symbols (each Huffman-coded,
 // or stored when that is smaller), then an empty stored block that ends it on a byte boundary (what

@@ -137,7 +137,7 @@ let current: Readonly<LibrarySettings> = DEFAULT_SETTINGS;
  * on (os.availableParallelism(), which follows taskset). Not ONNX Runtime's own default: that counts
  * physical cores as its cpuinfo sees them, and on the 2-vCPU virtual machines here it saw one, so the
  * model ran on one core while the other idled (595 against 355 ms per 2 MP inference;
- * docs/performance.md).
+ * docs/development.md, "Inference on every core").
  */
 export function inferenceThreadCount(settings: Readonly<LibrarySettings>): number {
   return settings.inferenceThreads > 0 ? settings.inferenceThreads : availableParallelism();
