@@ -7,7 +7,7 @@ import { ApiError, storeFailure } from '../service/errors.js';
 import { isDatabaseUnavailable, type Store } from '../store/index.js';
 
 /** The API key of an `Authorization: Bearer ...` header, or null. */
-function bearer(header: string): string | null {
+export function bearer(header: string): string | null {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return m ? m[1]! : null;
 }

@@ -8,6 +8,7 @@
 
 import { readFileSync } from 'node:fs';
 import { deflateSync } from 'node:zlib';
+import { crc32 } from '../lib/header-size.js';
 import { type ParsedArgs, stringFlag, UsageError } from './args.js';
 
 interface Call {
@@ -23,16 +24,6 @@ interface Call {
   show?(res: Response, body: Buffer): string;
 }
 
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(b: Buffer): number {
-  let c = 0xffffffff;
-  for (const byte of b) c = CRC_TABLE[(c ^ byte) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
 function chunk(type: string, data: Buffer): Buffer {
   const head = Buffer.alloc(8);
   head.writeUInt32BE(data.length, 0);

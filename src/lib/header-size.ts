@@ -73,7 +73,7 @@ const u32le = (b: Uint8Array, at: number) => u24le(b, at) + b[at + 3]! * 0x10000
 let crcTable: Uint32Array | undefined;
 
 /** CRC-32 as PNG defines it (ISO 3309, reflected polynomial 0xEDB88320); node:zlib's crc32 needs Node 20.15. */
-function crc32(b: Uint8Array): number {
+export function crc32(b: Uint8Array): number {
   if (!crcTable) {
     crcTable = new Uint32Array(256);
     for (let n = 0; n < 256; n++) {

@@ -15,11 +15,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/chromium.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { photoPath } from '../helpers/paths.js';
 import { credits, metricsUrl, startTestServer, type TestServer } from '../helpers/server.js';
-
-const CHROMIUM = '/usr/bin/chromium';
 
 /**
  * The page: a file input, an <img>, and the calls, written as a page's script writes them.
@@ -128,15 +127,7 @@ beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: [...CHROMIUM_ARGS],
   });
   page = await browser.newPage();
   await page.goto(`${pageOrigin}/`);

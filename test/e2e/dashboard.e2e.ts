@@ -16,10 +16,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, CHROMIUM_ARGS } from '../helpers/chromium.js';
 import { type DashboardServer, startDashboardServer } from '../helpers/dashboard-server.js';
 import { photoPath, REPO_ROOT, readPhoto } from '../helpers/paths.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = join(REPO_ROOT, 'test-results', 'e2e');
 const DOCS_SHOT = join(SHOTS, 'dashboard.png');
 const EMAIL = 'grace@example.com';
@@ -53,16 +53,7 @@ beforeAll(async () => {
   context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: ['--headless', ...CHROMIUM_ARGS],
     viewport: { width: 1024, height: 768 },
     permissions: ['clipboard-read', 'clipboard-write'],
   });

@@ -20,7 +20,7 @@ import { ApiError } from '../../service/errors.js';
 import type { JobMemoryGate } from '../../service/job-memory-gate.js';
 import type { Metrics } from '../../service/metrics.js';
 import type { Store } from '../../store/index.js';
-import { type KeyedAuth, keyedHandler, principalOfKey } from '../api-key.js';
+import { bearer, type KeyedAuth, keyedHandler, principalOfKey } from '../api-key.js';
 import { removalHandler } from '../metered-removal.js';
 import {
   always,
@@ -458,8 +458,7 @@ export interface RemoveBgDeps {
 export function removeBgKey(ex: Exchange): string | null {
   const header = ex.req.header('x-api-key').trim();
   if (header) return header;
-  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(ex.req.header('authorization'));
-  return bearer ? bearer[1]! : null;
+  return bearer(ex.req.header('authorization'));
 }
 
 /** Missing and wrong keys: remove.bg's two titles of auth_failed. */
