@@ -5,7 +5,13 @@
  * accept exactly these shapes.
  */
 import type { FormShape } from '../http/exchange.js';
-import { MAX_BASE64_LENGTH, MAX_FILE_BYTES, type OptionRow, optionsFor } from '../lib/option-table.js';
+import { MAX_BASE64_LENGTH, MAX_FILE_BYTES, type OptionRow, optionByName, optionsFor } from '../lib/option-table.js';
+
+/** The fields (by name, with the option each carries) whose option takes base64, with the most bytes each decodes to. */
+export function base64Fields(fields: ReadonlyArray<readonly [string, string | null | undefined]>): Record<string, number> {
+  const rows = fields.filter(([, option]) => !!option && optionByName(option)?.schema.contentEncoding === 'base64');
+  return Object.fromEntries(rows.map(([name]) => [name, MAX_FILE_BYTES]));
+}
 
 function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxTotalBytes: number): FormShape {
   const fields: Record<string, number> = {};
@@ -13,7 +19,13 @@ function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxT
     if (row.part === 'field') fields[row.name] = row.maxLength;
     else files[row.name] ??= 1;
   }
-  return { fields, files, maxFileBytes: MAX_FILE_BYTES, maxTotalBytes };
+  return {
+    fields,
+    files,
+    maxFileBytes: MAX_FILE_BYTES,
+    maxTotalBytes,
+    base64: base64Fields(rows.filter((row) => row.part === 'field').map((row) => [row.name, row.name])),
+  };
 }
 
 /** The name of the image parts. */

@@ -14,7 +14,7 @@ import { withCorsHeaders } from './cors.js';
 import { type HttpError, httpError } from './errors.js';
 import { type FormShape, MultipartParser, type ParsedForm } from './multipart.js';
 import { newRequestId } from './request-id.js';
-import { parseTextForm, textFormKind } from './text-form.js';
+import { TextFormParser, textFormKind } from './text-form.js';
 import type { HttpRequest, HttpResponse, OutgoingHeaders } from './types.js';
 
 export type { FormShape, ParsedForm, UploadedImage } from './multipart.js';
@@ -306,18 +306,15 @@ export class Exchange {
    * of a body too late or too slow, or ClientGoneError, whichever comes first: parsing stops there.
    */
   readForm<F extends string>(limits: FormLimits<F>): Promise<ParsedForm<F>> {
-    const textKind = limits.textBodies ? textFormKind(this.req.header('content-type')) : undefined;
-    if (textKind) {
-      return this.readBody(limits.maxBodyBytes).then(
-        (body) => parseTextForm(textKind, body, limits.form),
-        (err) => {
-          throw err instanceof BodyTooLargeError ? limits.tooLarge() : err;
-        },
-      );
-    }
     if (this.bodyTaken) return Promise.reject(new Error('the body was already read'));
     this.bodyTaken = true;
-    const parser = new MultipartParser(this.req.header('content-type'), limits.form);
+    const declared = Number(this.req.header('content-length')) || 0;
+    if (declared > limits.maxBodyBytes) return Promise.reject(limits.tooLarge());
+    const contentType = this.req.header('content-type');
+    const textKind = limits.textBodies ? textFormKind(contentType) : undefined;
+    // A text form is read chunk by chunk as it arrives and keeps none of them (its base64 decoded
+    // as it comes); the multipart parser keeps its file parts' chunks, so they are copied.
+    const parser = textKind ? new TextFormParser(textKind, limits.form, declared) : new MultipartParser(contentType, limits.form);
     return new Promise((resolve, reject) => {
       let received = 0;
       let settled = false;
@@ -334,7 +331,10 @@ export class Exchange {
         if (received > limits.maxBodyBytes) return stop(limits.tooLarge());
         const refused = limits.check?.(received);
         if (refused) return stop(refused);
-        if (chunk.byteLength > 0) parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+        if (chunk.byteLength > 0) {
+          if (parser instanceof TextFormParser) parser.write(chunk);
+          else parser.write(Buffer.from(chunk)); // copy: the backend may reuse the chunk's memory
+        }
         if (isLast) parser.end();
       }, stop);
       parser.done.then((form) => {

@@ -16,6 +16,11 @@ export interface FormShape<F extends string = string> {
   /** Each file part at most maxFileBytes, all of them together at most maxTotalBytes. */
   maxFileBytes: number;
   maxTotalBytes: number;
+  /**
+   * Text fields that carry an image as base64, with the most bytes each may decode to: a text body
+   * (text-form.ts) decodes them as they arrive; in a multipart body they are text fields like any.
+   */
+  base64?: Readonly<Record<string, number>> | undefined;
 }
 
 export interface UploadedImage {
@@ -28,6 +33,8 @@ export interface ParsedForm<F extends string = string> {
   /** The file parts by name, each name's in order. */
   files: Partial<Record<string, UploadedImage[]>>;
   fields: Partial<Record<F, string>>;
+  /** The `base64` fields of a text body, decoded (a field sent blank is in `fields` as ''). */
+  decoded?: Partial<Record<string, Buffer>> | undefined;
 }
 
 export class MultipartParser<F extends string = string> {

@@ -324,7 +324,7 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     ['a URL serving a page, not an image', () => post({ image_url: `${photosUrl}/page.html` }), 422, 'failed_image_download'],
     ['a background URL answering 404', () => post({ bg_image_url: `${photosUrl}/missing.jpg` }, { image_file: teddy }), 422, 'failed_image_download'],
     ['base64 that is not base64', () => post({ image_file_b64: '%%%not base64%%%' }), 400, 'validation_error'],
-    ['base64 of 30 MB', () => postJson({ image_file_b64: 'A'.repeat(30 * 1024 * 1024) }), 400, 'validation_error'],
+    ['base64 of 30 MB', () => postJson({ image_file_b64: 'A'.repeat(30 * 1024 * 1024) }), 400, 'image_too_large'],
     ['a decompression bomb as background', () => post({}, { image_file: teddy, bg_image_file: pngClaiming(60000, 60000) }), 400, 'image_too_large'],
     [
       'bytes that are no image as background',

@@ -12,7 +12,8 @@
 import { HttpError } from '../../http/errors.js';
 import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../../http/exchange.js';
 import type { RemoveBackgroundOptions } from '../../lib/index.js';
-import { MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
+import { DecodedBase64, MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
+import { base64Fields } from '../form-fields.js';
 import type { RemovalOutcome } from '../metered-removal.js';
 
 /** A field's values as another field's translator sees them: after the value map, undefined when absent. */
@@ -91,6 +92,7 @@ export function dialectForm(fields: readonly DialectField[]): FormShape {
     files: Object.fromEntries(files.map((f) => [f.name, 1])),
     maxFileBytes: MAX_FILE_BYTES,
     maxTotalBytes: Math.max(1, files.length) * MAX_FILE_BYTES,
+    base64: base64Fields(text.map((f) => [f.name, f.option])),
   };
 }
 
@@ -122,6 +124,11 @@ export function translateFields(fields: readonly DialectField[], form: ParsedFor
     if (field.part === 'file') {
       const data = form.files[field.name]?.[0]?.data;
       if (data && data.length > 0) named[field.option] = data;
+      continue;
+    }
+    const decoded = form.decoded?.[field.name];
+    if (decoded) {
+      named[field.option] = new DecodedBase64(decoded);
       continue;
     }
     const value = mapped.get(field.name);

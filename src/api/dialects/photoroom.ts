@@ -140,7 +140,7 @@ export const PHOTOROOM_DIALECT: RemovalDialect<PhotoroomRequest> = {
   form: dialectForm(PHOTOROOM_FIELDS),
   read(form, model) {
     const options = dialectOptions(translateFields(PHOTOROOM_FIELDS, form, PHOTOROOM_FIXED), model);
-    return { options, answer: { base64Key: form.fields.image_file_b64 === undefined ? 'base64img' : 'result_b64' } };
+    return { options, answer: { base64Key: form.fields.image_file_b64 === undefined && !form.decoded?.image_file_b64 ? 'base64img' : 'result_b64' } };
   },
   answer(ex, { result, charged, rateHeaders }, request) {
     const headers: Record<string, string> = {
