@@ -128,6 +128,7 @@ export async function serveCommand(): Promise<number> {
       drainTimeout: config.drainTimeout,
       bodyTimeout: config.bodyTimeout,
       accountInFlight: config.accountInFlight,
+      accountReadsPerMinute: config.accountReadsPerMinute,
       uploadLimit: config.uploadLimit,
       bodyMinRate: { bytesPerSecond: config.bodyMinRate },
       memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
