@@ -76,6 +76,8 @@ export interface ServerOptions {
   bodyTimeout?: number | undefined;
   /** Admitted requests one account may hold at once (default: SERVICE_DEFAULTS.accountInFlight); beyond it 429. */
   accountInFlight?: number | undefined;
+  /** Account reads (the balance routes) per minute, per key and per account (default: SERVICE_DEFAULTS.accountReadsPerMinute); apart from the plan's limit. */
+  accountReadsPerMinute?: number | undefined;
   /** Bodies arriving at once (default: SERVICE_DEFAULTS.uploadLimit); beyond it 503. queueLimit counts the requests whose body is here. */
   uploadLimit?: number | undefined;
   /**
@@ -144,6 +146,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       rateLimits: store.rateLimits,
       credits: store.credits,
       accountInFlight: options.accountInFlight ?? SERVICE_DEFAULTS.accountInFlight,
+      accountReadsPerMinute: options.accountReadsPerMinute ?? SERVICE_DEFAULTS.accountReadsPerMinute,
       bodyTimeoutMs: (options.bodyTimeout ?? SERVICE_DEFAULTS.bodyTimeoutSeconds) * 1000,
       uploadLimit: options.uploadLimit ?? SERVICE_DEFAULTS.uploadLimit,
       bodyMinRate: bodyMinRate(options.bodyMinRate),

@@ -1,7 +1,8 @@
 /**
  * `bgone serve` (what `npm start` runs): the HTTP service on its embedded defaults. On an empty
- * database it creates a local Free account and prints its first API key once, so a newcomer can
- * call the API right away. SIGTERM and SIGINT drain in-flight requests, then exit.
+ * database it creates a local Free account and prints its first API key once, with a curl line, as
+ * soon as the server listens, so a newcomer can call the API right away. SIGTERM and SIGINT drain
+ * in-flight requests, then exit.
  */
 import { basename } from 'node:path';
 import { publishedDigests } from '../cluster/secret.js';
@@ -15,8 +16,12 @@ import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Stor
 
 export const LOCAL_ACCOUNT_EMAIL = 'local@localhost';
 
-/** Creates the local account on an empty database and prints its key, once, to the terminal only. */
-async function bootstrapLocalAccount(store: Store, config: Config): Promise<void> {
+/**
+ * Creates the local account on an empty database and prints its key, once, to the terminal only.
+ * Called once the server listens on `port`, so that the curl line printed works when pasted at once
+ * (and a start that fails before listening leaves no account whose key nobody saw).
+ */
+async function bootstrapLocalAccount(store: Store, config: Config, port: number): Promise<void> {
   if ((await store.accounts.list()).length > 0) return;
   let account: Account;
   try {
@@ -32,7 +37,7 @@ async function bootstrapLocalAccount(store: Store, config: Config): Promise<void
   process.stdout.write(
     `\nCreated a local Free account (${LOCAL_ACCOUNT_EMAIL}) with 100 credits per month.\n` +
       `Its API key, shown only this once:\n\n  ${key}\n\n` +
-      `Try it:\n  curl -H "Authorization: Bearer ${key}" -F image_file=@photo.jpg -o cutout.png http://${host}:${config.port}/api/v1/remove\n\n`,
+      `Try it:\n  curl -H "Authorization: Bearer ${key}" -F image_file=@photo.jpg -o cutout.png http://${host}:${port}/api/v1/remove\n\n`,
   );
 }
 
@@ -82,7 +87,6 @@ export async function serveCommand(): Promise<number> {
     if (failed > 0) logger.warn({ failed }, 'failed the batch images a previous process left unfinished');
     const released = await store.credits.recoverAfterCrash();
     if (released > 0) logger.warn({ released }, 'released credit reservations left by a previous process');
-    if (config.bootstrapAccount) await bootstrapLocalAccount(store, config);
     // Several nodes share batch work only with the secret: a node without it would keep its
     // batches to itself, and a balancer sending a batch's requests elsewhere would get 410s.
     if (config.postgres && !config.postgres.clusterSecret && store.cluster && (await store.cluster.peers()).length > 0)
@@ -124,6 +128,7 @@ export async function serveCommand(): Promise<number> {
       drainTimeout: config.drainTimeout,
       bodyTimeout: config.bodyTimeout,
       accountInFlight: config.accountInFlight,
+      accountReadsPerMinute: config.accountReadsPerMinute,
       uploadLimit: config.uploadLimit,
       bodyMinRate: { bytesPerSecond: config.bodyMinRate },
       memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
@@ -154,6 +159,18 @@ export async function serveCommand(): Promise<number> {
     console.error(`bgone: cannot start${err instanceof ClusterSecretMismatch ? '' : ' the HTTP server'}: ${(err as Error).message}`);
     await store.close();
     return 1;
+  }
+  // The server listens from here, so the first key's curl line works when pasted at once. It is
+  // printed before the listening line, so whoever waits for that line (a script, the tests) has it.
+  if (config.bootstrapAccount) {
+    try {
+      await bootstrapLocalAccount(store, config, server.port);
+    } catch (err) {
+      console.error(`bgone: cannot create the local account: ${(err as Error).message}`);
+      await server.close();
+      await store.close();
+      return 1;
+    }
   }
   const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
   logger.info(

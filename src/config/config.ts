@@ -121,6 +121,8 @@ export interface Config {
   bodyTimeout: number;
   /** BGONE_ACCOUNT_IN_FLIGHT: admitted requests one account may hold at once on a node; beyond it 429. */
   accountInFlight: number;
+  /** BGONE_ACCOUNT_READ_RATE_LIMIT: account reads (balance routes) per minute, per key and per account, apart from the plan's limit. */
+  accountReadsPerMinute: number;
   /** BGONE_UPLOAD_LIMIT: requests whose body is still arriving at once; beyond it 503 (queueLimit counts the others). */
   uploadLimit: number;
   /** BGONE_BODY_MIN_RATE: bytes a second a body must bring, counted over 10 s windows (0: no minimum); less is 408. */
@@ -245,6 +247,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     overloadRetryAfter: int(env, 'BGONE_OVERLOAD_RETRY_AFTER', SERVICE_DEFAULTS.overloadRetryAfterSeconds, 1, 3600),
     bodyTimeout: int(env, 'BGONE_BODY_TIMEOUT', SERVICE_DEFAULTS.bodyTimeoutSeconds, 1, 3600),
     accountInFlight: int(env, 'BGONE_ACCOUNT_IN_FLIGHT', SERVICE_DEFAULTS.accountInFlight, 1, 10_000),
+    accountReadsPerMinute: int(env, 'BGONE_ACCOUNT_READ_RATE_LIMIT', SERVICE_DEFAULTS.accountReadsPerMinute, 1, 1_000_000),
     uploadLimit: int(env, 'BGONE_UPLOAD_LIMIT', SERVICE_DEFAULTS.uploadLimit, 1, 100_000),
     bodyMinRate: int(env, 'BGONE_BODY_MIN_RATE', SERVICE_DEFAULTS.bodyMinRateBytesPerSecond, 0, 1_073_741_824),
     maxKeysPerAccount: maxKeysPerAccount(env),

@@ -16,6 +16,11 @@ export const SERVICE_DEFAULTS = {
   bodyTimeoutSeconds: 60,
   /** BGONE_ACCOUNT_IN_FLIGHT: admitted requests one account may hold at once on a node. */
   accountInFlight: 4,
+  /**
+   * BGONE_ACCOUNT_READ_RATE_LIMIT: reads of an account's balance (the dialects' account routes) per
+   * minute, per key and per account, whatever the plan; counted apart from the plan's rate limit.
+   */
+  accountReadsPerMinute: 120,
   /** BGONE_UPLOAD_LIMIT: requests whose body is still arriving at once. */
   uploadLimit: 64,
   /** BGONE_BODY_MIN_RATE: 16 KiB a second, the throughput uWS itself asks of an upload (it closes slower ones after 10 s). */

@@ -30,9 +30,11 @@ export const PASSWORD_MIN_LENGTH = 10;
 /** Bounds the work an attacker can make a single hash cost. */
 export const PASSWORD_MAX_LENGTH = 256;
 
-type Derive = (password: string, salt: Buffer, params: ScryptParams, keyLength: number) => Promise<Buffer>;
+/** A key derivation: node:crypto's scrypt with the given parameters. */
+export type Derive = (password: string, salt: Buffer, params: ScryptParams, keyLength: number) => Promise<Buffer>;
 
-function derive(password: string, salt: Buffer, params: ScryptParams, keyLength: number): Promise<Buffer> {
+/** node:crypto's scrypt, with the memory the parameters need. */
+export function scryptDerive(password: string, salt: Buffer, params: ScryptParams, keyLength: number): Promise<Buffer> {
   // scrypt needs 128 * N * r bytes; Node refuses above maxmem (32 MiB by default).
   const maxmem = 128 * params.N * params.r * 2 + 1024 * 1024;
   return new Promise((resolve, reject) => {
@@ -109,7 +111,7 @@ async function verifyWith(derivation: Derive, password: string, encoded: string 
 
 /** Hashes with no bound on concurrent work: for tools and tests; the dashboard uses a PasswordHasher. */
 export function hashPassword(password: string, params: ScryptParams = DEFAULT_SCRYPT): Promise<string> {
-  return hashWith(derive, password, params);
+  return hashWith(scryptDerive, password, params);
 }
 
 /**
@@ -118,7 +120,7 @@ export function hashPassword(password: string, params: ScryptParams = DEFAULT_SC
  * on concurrent work: the dashboard uses a PasswordHasher.
  */
 export function verifyPassword(password: string, encoded: string | null, params: ScryptParams = DEFAULT_SCRYPT): Promise<boolean> {
-  return verifyWith(derive, password, encoded, params);
+  return verifyWith(scryptDerive, password, encoded, params);
 }
 
 export interface PasswordWorkLimits {
@@ -158,12 +160,18 @@ export class PasswordHasher {
   readonly params: ScryptParams;
   readonly limits: PasswordWorkLimits;
   readonly #limiter: Limiter;
+  readonly #derivation: Derive;
   #hashing = 0;
   #peakHashing = 0;
 
-  constructor(params: ScryptParams = DEFAULT_SCRYPT, limits: Partial<PasswordWorkLimits> = {}) {
+  /**
+   * `derivation`: what each place runs (default: scryptDerive); a caller may wrap it, e.g. to keep
+   * every place taken for as long as it chooses.
+   */
+  constructor(params: ScryptParams = DEFAULT_SCRYPT, limits: Partial<PasswordWorkLimits> = {}, derivation: Derive = scryptDerive) {
     if (!validParams(params)) throw new RangeError('invalid scrypt parameters');
     this.params = params;
+    this.#derivation = derivation;
     this.limits = checkLimits({ ...DEFAULT_PASSWORD_WORK, ...limits });
     this.#limiter = new Limiter(this.limits.concurrency);
   }
@@ -200,7 +208,7 @@ export class PasswordHasher {
     this.#hashing++;
     this.#peakHashing = Math.max(this.#peakHashing, this.#hashing);
     try {
-      return await derive(password, salt, params, keyLength);
+      return await this.#derivation(password, salt, params, keyLength);
     } finally {
       this.#hashing--;
     }

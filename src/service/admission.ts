@@ -2,7 +2,8 @@
  * The one admission path of every keyed request (the API's routes and the dashboard's try-it
  * endpoint), in the contract's order, all before a byte of the body is read:
  *
- *   shutting down → authentication → rate limit (account, then key) → disabled account
+ *   shutting down → authentication → rate limit (account, then key; an account read counts in a
+ *   limit of its own) → disabled account
  *   → credits (metered routes) → the account's in-flight cap → load shedding → Content-Length
  *
  * Refusals are answered here with the contract's JSON error and cost nothing. Uploads in progress
@@ -69,6 +70,11 @@ export interface AdmissionOptions {
   /** The store's counters: shared by every node on one database. */
   rateLimits: RateLimitStore;
   /**
+   * The limit per minute of the routes that only read the account (`accountRead`), per key and per
+   * account, whatever the plan (default: the plan's own limit, counted with the other requests).
+   */
+  accountReadsPerMinute?: number | undefined;
+  /**
    * Requests one account may hold admitted at once on this node (default: no cap beyond
    * queueLimit); beyond it 429, so that one slow client cannot take every place.
    */
@@ -95,6 +101,17 @@ export interface AdmitOptions {
    * the upload stays the exact check (this one can pass for two requests racing for one credit).
    */
   metered?: boolean | undefined;
+  /**
+   * The route only reads the account (its balance): it counts in buckets of its own under
+   * `accountReadsPerMinute`, so a client polling its balance takes nothing of its removals' limit,
+   * and its X-RateLimit-* headers describe that limit.
+   */
+  accountRead?: boolean | undefined;
+}
+
+/** The bucket of an account read, beside the removal limit's bucket `bucket`. */
+function accountReadBucket(bucket: string): string {
+  return `account-read:${bucket}`;
 }
 
 /** Whether the request announces a body (a GET's, or an empty POST's, needs no upload place). */
@@ -174,7 +191,7 @@ export class Admission {
     // The rate limit's headers go on every authenticated answer, 403 included.
     let rate: RateDecision;
     try {
-      rate = await this.takeRate(principal);
+      rate = await this.takeRate(principal, route.accountRead === true);
     } catch (err) {
       this.options.logger?.error({ requestId: ex.requestId, err }, 'rate limit check failed');
       ex.error(storeFailure(isDatabaseUnavailable(err)));
@@ -183,7 +200,10 @@ export class Admission {
     if (!ex.open) return null;
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
-      ex.error(new ApiError('rate_limit_exceeded'), { ...rateHeaders, 'Retry-After': String(rate.retryAfter) });
+      const refusal = route.accountRead
+        ? new ApiError('rate_limit_exceeded', `Too many account reads: at most ${rate.limit} a minute; retry after the time in Retry-After.`)
+        : new ApiError('rate_limit_exceeded');
+      ex.error(refusal, { ...rateHeaders, 'Retry-After': String(rate.retryAfter) });
       return null;
     }
     if (principal.disabled) {
@@ -292,14 +312,17 @@ export class Admission {
    * higher limit. The account bucket is taken first because it is the wider one (every key's
    * requests count in it, with the same per-minute limit), so when it has room the key's almost
    * always has too; a key refused after its account allowed leaves that one request counted in
-   * the account's minute. The headers show the tighter of the two decisions.
+   * the account's minute. The headers show the tighter of the two decisions. An account read
+   * (`accountRead`, with `accountReadsPerMinute` set) counts the same way in buckets of its own.
    */
-  private async takeRate(principal: Principal): Promise<RateDecision> {
-    const limit = principal.rateLimitPerMinute;
+  private async takeRate(principal: Principal, accountRead: boolean): Promise<RateDecision> {
+    const ownLimit = accountRead ? this.options.accountReadsPerMinute : undefined;
+    const limit = ownLimit ?? principal.rateLimitPerMinute;
+    const bucket = ownLimit === undefined ? (name: string) => name : accountReadBucket;
     const accountBucket = accountRateKey(principal.accountId);
-    const account = await this.options.rateLimits.take(accountBucket, limit);
+    const account = await this.options.rateLimits.take(bucket(accountBucket), limit);
     if (!account.allowed || principal.rateKey === accountBucket) return account;
-    const key = await this.options.rateLimits.take(principal.rateKey, limit);
+    const key = await this.options.rateLimits.take(bucket(principal.rateKey), limit);
     if (!key.allowed) return key;
     return key.remaining < account.remaining ? key : account;
   }

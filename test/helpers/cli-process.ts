@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
@@ -68,6 +69,17 @@ export function runCli(cwd: string, args: string[], extraEnv: Record<string, str
   });
 }
 
+/** Resolves once a TCP connection to 127.0.0.1:`port` opens (then closes it); rejects when it is refused. */
+export function connects(port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.once('error', reject);
+  });
+}
+
 /** `bgone serve` as a child process, with what it printed so far. */
 export class ServeProcess {
   readonly child: ChildProcess;
@@ -95,6 +107,24 @@ export class ServeProcess {
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, any>);
+  }
+
+  /**
+   * Waits for the curl line printed with a first key and returns the key and the port it names. The
+   * wait is as long as port()'s.
+   */
+  async curlLine(timeoutMs = 150_000): Promise<{ key: string; port: number }> {
+    let match: RegExpExecArray | null = null;
+    await waitFor(
+      () => {
+        match = /curl -H "Authorization: Bearer (\S+)" .* http:\/\/127\.0\.0\.1:(\d+)\/api\/v1\/remove\n/.exec(this.stdout);
+        if (!match && !this.alive) throw new Error(`serve exited before printing a curl line:\n${this.stdout}\n${this.stderr}`);
+        return match !== null;
+      },
+      'the curl line',
+      timeoutMs,
+    );
+    return { key: match![1]!, port: Number(match![2]) };
   }
 
   /**

@@ -133,8 +133,10 @@ describe('preflights', () => {
     const s = await server({ rateLimits: { free: 1, pro: 1, ultra: 1, mega: 1 } });
     const before = await credits(s);
     for (let i = 0; i < 5; i++) expect((await preflight(`${s.url}/v1.0/removebg`, 'POST')).status).toBe(204);
-    const first = await call(`${s.url}/v1.0/account`, { headers: { 'X-Api-Key': s.key } });
-    expect(first.status).toBe(200);
+    // The removal they asked for still has its one request of the minute (refused by validation: nothing to charge).
+    const first = await call(`${s.url}/v1.0/removebg`, { method: 'POST', headers: { 'X-Api-Key': s.key }, body: form({ size: 'huge' }) });
+    expect(first.status).toBe(400);
+    expect(first.headers.get('x-ratelimit-limit')).toBe('1');
     expect(first.headers.get('x-ratelimit-remaining')).toBe('0');
     expect(await credits(s)).toEqual(before);
     const metrics = await fetch(`${metricsUrl(s.server)}/metrics`).then((r) => r.text());
@@ -225,8 +227,11 @@ describe('refusals a page reads', () => {
     expect(paid.status).toBe(402);
     expectOpen(paid);
     const limited = await server({ rateLimits: { free: 1, pro: 1, ultra: 1, mega: 1 } });
-    await call(`${limited.url}/v1.0/account`, { headers: { 'X-Api-Key': limited.key } });
-    const res = await call(`${limited.url}/v1.0/account`, { headers: { 'X-Api-Key': limited.key } });
+    // A removal refused by validation takes the minute's one request; the next is over the limit.
+    const remove = () =>
+      call(`${limited.url}/api/v1/remove`, { method: 'POST', headers: { Authorization: `Bearer ${limited.key}` }, body: form({ format: 'bmp' }) });
+    expect((await remove()).status).toBe(400);
+    const res = await remove();
     expect(res.status).toBe(429);
     expectOpen(res);
     expect(exposed(res)).toEqual(expect.arrayContaining(['retry-after', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']));

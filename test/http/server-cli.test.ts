@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cpuRunsAvx2 } from '../../src/lib/native.js';
 import { openStore } from '../../src/store/index.js';
-import { runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
+import { connects, runCli, ServeProcess, useCliFolder } from '../helpers/cli-process.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { imageInfo } from '../helpers/http-images.js';
 import { multipartBody, rawExchange, requestHead } from '../helpers/http-raw.js';
@@ -65,7 +65,11 @@ describe('bgone serve', () => {
   it('on an empty database: prints a first key once, serves with it, and on SIGTERM finishes the request in flight, then exits 0', async () => {
     const serve = new Serve({ BGONE_DB: db, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
     try {
+      // The curl line is printed once the server listens: pasted at once, it connects.
+      const curl = await serve.curlLine();
+      await connects(curl.port);
       const port = await serve.port();
+      expect(curl.port).toBe(port);
       const url = `http://127.0.0.1:${port}`;
       const keys = [...new Set(serve.stdout.match(KEY) ?? [])];
       expect(keys, 'distinct keys printed').toHaveLength(1);
@@ -441,9 +445,12 @@ describe('on PostgreSQL (BGONE_DATABASE_URL, --database-url)', () => {
     const fresh = await freshDatabase(await testDatabaseUrl());
     const serve = new Serve({ BGONE_DATABASE_URL: fresh.url, BGONE_PORT: '0', BGONE_HOST: '127.0.0.1', BGONE_LOG_LEVEL: 'info' });
     try {
+      const curl = await serve.curlLine();
+      await connects(curl.port);
       const url = `http://127.0.0.1:${await serve.port()}`;
+      expect(url).toBe(`http://127.0.0.1:${curl.port}`);
       const key = serve.stdout.match(KEY)?.[0];
-      expect(key, 'the first key').toBeDefined();
+      expect(key, 'the first key').toBe(curl.key);
       expect(serve.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('bgone listening'))?.database).toBe('postgres');
       const res = await postImage(url, key!, { size: 'preview' }, teddy);
       expect(res.status).toBe(200);

@@ -233,7 +233,14 @@ describe('Idempotency-Key', () => {
   });
 
   it('a new key with an image already sent under another key is charged again', async () => {
-    await succeed({ size: 'preview' }, teddy, { 'idempotency-key': `new-${Date.now()}` }, 1);
+    const first = `first-${Date.now()}`;
+    const start = await credits(ts);
+    await succeed({ size: 'preview' }, teddy, { 'idempotency-key': first }, 1);
+    // The same image and options under a second key: a new request, charged.
+    await succeed({ size: 'preview' }, teddy, { 'idempotency-key': `second-${Date.now()}` }, 1);
+    // The first key still answers its retry free: each key keeps its own request.
+    await succeed({ size: 'preview' }, teddy, { 'idempotency-key': first }, 0);
+    expect((await credits(ts)).used).toBe(start.used + 2);
   });
 });
 

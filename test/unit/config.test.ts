@@ -96,6 +96,8 @@ describe('loadConfig', () => {
     ['BGONE_BODY_TIMEOUT', '0'],
     ['BGONE_BODY_TIMEOUT', '1.5'],
     ['BGONE_ACCOUNT_IN_FLIGHT', '0'],
+    ['BGONE_ACCOUNT_READ_RATE_LIMIT', '0'],
+    ['BGONE_ACCOUNT_READ_RATE_LIMIT', 'often'],
     ['BGONE_MAX_KEYS_PER_ACCOUNT', '0'],
     ['BGONE_MAX_KEYS_PER_ACCOUNT', 'ten'],
     ['BGONE_UPLOAD_LIMIT', '0'],
@@ -164,12 +166,15 @@ describe('loadConfig', () => {
     }
   });
 
-  it('reads the abuse limits: body deadline, per-account in-flight cap, keys per account (bad values: the refusals above)', () => {
-    expect(loadConfig({})).toMatchObject({ bodyTimeout: 60, accountInFlight: 4, maxKeysPerAccount: 10 });
-    expect(loadConfig({ BGONE_BODY_TIMEOUT: '5', BGONE_ACCOUNT_IN_FLIGHT: '2', BGONE_MAX_KEYS_PER_ACCOUNT: '3' })).toMatchObject({
+  it('reads the abuse limits: body deadline, per-account in-flight cap, keys per account, account reads (bad values: the refusals above)', () => {
+    expect(loadConfig({})).toMatchObject({ bodyTimeout: 60, accountInFlight: 4, maxKeysPerAccount: 10, accountReadsPerMinute: 120 });
+    expect(
+      loadConfig({ BGONE_BODY_TIMEOUT: '5', BGONE_ACCOUNT_IN_FLIGHT: '2', BGONE_MAX_KEYS_PER_ACCOUNT: '3', BGONE_ACCOUNT_READ_RATE_LIMIT: '30' }),
+    ).toMatchObject({
       bodyTimeout: 5,
       accountInFlight: 2,
       maxKeysPerAccount: 3,
+      accountReadsPerMinute: 30,
     });
     expect(maxKeysPerAccount({ BGONE_MAX_KEYS_PER_ACCOUNT: '25' })).toBe(25);
   });

@@ -179,10 +179,16 @@ export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
     }),
     PHOTOROOM_V1_FALLBACK,
   );
-  // Photoroom's account endpoints, from the account's real balance: remaining and the cycle's allowance; not metered.
+  // Photoroom's account endpoints, from the account's real balance: remaining and the cycle's
+  // allowance; not metered, and under the account-read rate limit.
   const auth: KeyedAuth = { authenticate: (ex) => photoroomPrincipal(deps, ex), unauthenticated, render: renderPhotoroomAccountError };
   const account = (shape: (balance: Balance) => unknown) =>
-    keyedHandler(deps, async (ex, ticket) => ex.json(200, shape(await store.credits.balance(ticket.principal.accountId)), ticket.rateHeaders), undefined, auth);
+    keyedHandler(
+      deps,
+      async (ex, ticket) => ex.json(200, shape(await store.credits.balance(ticket.principal.accountId)), ticket.rateHeaders),
+      { accountRead: true },
+      auth,
+    );
   router.get(
     PHOTOROOM_V1_ACCOUNT_PATH,
     account(({ remaining, allowance }) => ({ credits: { available: remaining, subscription: allowance } })),

@@ -507,7 +507,8 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyByte
     REMOVEBG_FALLBACK,
   );
 
-  // The balance, not metered: remove.bg's credit kinds are one balance here (subscription).
+  // The balance, not metered, under the account-read rate limit: remove.bg's credit kinds are one
+  // balance here (subscription).
   router.get(
     REMOVEBG_ACCOUNT_PATH,
     keyedHandler(
@@ -517,7 +518,7 @@ export function mountRemoveBg(router: Router, deps: RemoveBgDeps & { maxBodyByte
         const credits = { total: remaining, subscription: remaining, payg: 0, enterprise: 0 };
         ex.json(200, { data: { attributes: { credits, api: { free_calls: 0, sizes: 'all' } } } }, ticket.rateHeaders);
       },
-      undefined,
+      { accountRead: true },
       auth,
     ),
     REMOVEBG_FALLBACK,
