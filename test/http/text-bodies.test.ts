@@ -65,6 +65,17 @@ describe('the image in base64 as encoders write it', () => {
     expect((await credits(ts)).used).toBe(before.used + 1);
   });
 
+  it('the same as a multipart text field', async () => {
+    const before = await credits(ts);
+    const form = new FormData();
+    form.append('image_file_b64', mime(padPng(png, MAX_FILE_BYTES)));
+    form.append('size', 'preview');
+    const res = await fetch(`${ts.url}/api/v1/remove`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.arrayBuffer();
+    expect((await credits(ts)).used).toBe(before.used + 1);
+  });
+
   it('one byte over 20 MB: 400 image_too_large, nothing charged', async () => {
     const before = await credits(ts);
     const res = await post('/api/v1/remove', 'application/json', JSON.stringify({ image_file_b64: mime(padPng(png, MAX_FILE_BYTES + 1)) }));
