@@ -113,8 +113,8 @@ export async function serveCommand(): Promise<number> {
 
   let server: RunningServer;
   try {
-    // The backend is chosen here, where the server starts: BGONE_HTTP=uws fails the start when
-    // uWebSockets.js cannot load, 'auto' falls back on node:http and says why.
+    // The backend is chosen here, where the server starts: node:http unless BGONE_HTTP=uws, which
+    // fails the start when uWebSockets.js cannot load.
     const chosen = loadBackend(config.http);
     logger.info({ http: chosen.backend.name, reason: chosen.reason }, `HTTP backend: ${chosen.backend.name}`);
     server = await startServer({

@@ -139,7 +139,7 @@ export interface Config {
   rateLimits: { free: number; pro: number; ultra: number; mega: number };
   /** Create a local Free account and print its key when the database has no account. */
   bootstrapAccount: boolean;
-  /** BGONE_HTTP: the HTTP backend ('auto': uWebSockets.js where its binary loads, node:http elsewhere). */
+  /** BGONE_HTTP: the HTTP backend ('auto', the default: node:http; 'uws': uWebSockets.js, which must load). */
   http: BackendChoice;
   /**
    * BGONE_TRUST_PROXY=true: the service runs behind a TLS-terminating proxy, whose

@@ -53,7 +53,7 @@ export const BATCH_DEFAULTS = {
 /** BGONE_CORS_ORIGINS: '*' (any page), the origins (`scheme://host[:port]`, lower case) whose pages may call the API, or 'off'. */
 export type CorsOrigins = '*' | 'off' | readonly string[];
 
-/** BGONE_HTTP: which HTTP backend serves ('auto': uWebSockets.js where its binary loads, else node:http). */
+/** BGONE_HTTP: which HTTP backend serves ('auto', the default: node:http; 'uws': uWebSockets.js). */
 export type BackendChoice = 'auto' | 'uws' | 'node';
 
 /** BGONE_CLUSTER_SECRET: shorter secrets are refused, a guessable one would open every node's images. */

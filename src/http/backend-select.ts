@@ -1,9 +1,13 @@
 /**
- * Picks the HTTP backend at start: uWebSockets.js where a native build for this Node ABI loads,
- * node:http everywhere else. One package carries the uWS binaries: `uWebSockets.js`, which is
+ * Picks the HTTP backend at start: node:http unless uWebSockets.js is asked for by name. uWS 20.30
+ * drops header bytes >= 0x80 at either end of a value before any JavaScript sees the head (its
+ * parser trims them as whitespace), so on uWS `Content-Length: 0\xff` frames no body and what
+ * follows is served as the next request, `Transfer-Encoding: chunked\xff` reads as chunked, and an
+ * API key or Idempotency-Key loses those bytes; node:http keeps them (or refuses the head with 400)
+ * and nothing uWS exposes shows they were there (the head's size is not told, only the values
+ * already trimmed). One package carries the uWS binaries: `uWebSockets.js`, which is
  * @trufflesuite/uws-js-unofficial 20.30 from the npm registry (upstream publishes only on GitHub),
- * with binaries for ABIs 93/108/115 (Node 16-20) needing glibc >= 2.27; newer Nodes serve on
- * node:http. A project that reaches GitHub can put upstream's own release under the same name (an
+ * with binaries for ABIs 93/108/115 (Node 16-20) needing glibc >= 2.27. A project that reaches GitHub can put upstream's own release under the same name (an
  * npm override, see docs): its binaries sit at the package root instead of binaries/, and every
  * ABI it ships is found the same way. The package's entry file silently swaps in a partial
  * node:http shim when its binary does not load: we never run that file, we load the binary by path.
@@ -17,7 +21,7 @@ import { type NodeBackendOptions, nodeBackend } from './backends/node.js';
 import { type UwsModule, uwsBackend } from './backends/uws.js';
 import type { Backend } from './types.js';
 
-/** What BGONE_HTTP and the server's options ask for: a backend by name, or the best that loads. */
+/** What BGONE_HTTP and the server's options ask for: a backend by name, or the default ('auto': node:http). */
 export type { BackendChoice };
 
 /** What is probed instead of this process (tests). */
@@ -105,17 +109,17 @@ function uwsFor(abi: string): UwsAttempt {
 }
 
 /**
- * The backend for `choice`: 'node' is node:http; 'uws' is uWebSockets.js or an Error saying why it
- * cannot load; 'auto' is uWebSockets.js when it loads, node:http otherwise, `reason` saying which
- * and why. `nodeOptions` configure node:http when it is the one chosen.
+ * The backend for `choice`: 'node' is node:http; 'auto' (the default) is node:http too, `reason`
+ * saying so; 'uws' is uWebSockets.js or an Error saying why it cannot load. `nodeOptions`
+ * configure node:http when it is the one chosen.
  */
 export function loadBackend(choice: BackendChoice, probe: BackendProbe = {}, nodeOptions: NodeBackendOptions = {}): ChosenBackend {
   if (choice === 'node') return { backend: nodeBackend(nodeOptions), reason: 'node:http, as configured' };
+  if (choice === 'auto') return { backend: nodeBackend(nodeOptions), reason: 'node:http, the default (BGONE_HTTP=uws serves on uWebSockets.js)' };
   const abi = probe.abi ?? process.versions.modules;
   const uws = uwsFor(abi);
-  if (uws.ok) return { backend: uwsBackend(uws.module), reason: `uWebSockets.js native binary from ${uws.label} for Node ABI ${abi}` };
-  if (choice === 'uws') throw new Error(`the uWebSockets.js HTTP backend was asked for but cannot load: ${uws.why}`);
-  return { backend: nodeBackend(nodeOptions), reason: `node:http, because ${uws.why}` };
+  if (uws.ok) return { backend: uwsBackend(uws.module), reason: `uWebSockets.js native binary from ${uws.label} for Node ABI ${abi}, as configured` };
+  throw new Error(`the uWebSockets.js HTTP backend was asked for but cannot load: ${uws.why}`);
 }
 
 /** Whether the uWebSockets.js backend loads in this process (the test runner's question). */

@@ -9,7 +9,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CorsOrigins } from '../../src/config/defaults.js';
+import type { BackendChoice, CorsOrigins } from '../../src/config/defaults.js';
 import { createLogger } from '../../src/config/logger.js';
 import { loadBackend } from '../../src/http/backend-select.js';
 import type { Backend } from '../../src/http/types.js';
@@ -35,6 +35,8 @@ export interface TestServerOptions {
   overloadRetryAfter?: number;
   /** BGONE_CORS_ORIGINS (default: the service's, '*'). */
   cors?: CorsOrigins;
+  /** The HTTP backend by BGONE_HTTP's choice (default: the vitest project's, testBackend()). */
+  http?: BackendChoice;
 }
 
 export interface TestServer {
@@ -80,6 +82,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       overloadRetryAfter: options.overloadRetryAfter ?? 5,
       drainTimeout: options.drainTimeout ?? 30,
       cors: options.cors,
+      ...(options.http ? { http: loadBackend(options.http).backend } : {}),
     });
     return { url: `http://127.0.0.1:${server.port}`, port: server.port, key, keyId: info.id, accountId: account.id, store, server, dir, dbPath, close };
   } catch (err) {

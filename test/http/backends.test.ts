@@ -505,6 +505,21 @@ describe.each(backends)('HTTP backend $name', ({ name, make }) => {
     });
   }
 
+  // node:http refuses the head with 400; uWS 20.30 trims the 0xff and frames no body (docs/api.md
+  // lists it among uWS's quirks; node:http is the default backend for it).
+  it(`${name === 'node' ? 'refuses' : 'frames no body after'} Content-Length: 0\\xff ${name === 'node' ? 'with 400, serving nothing behind it' : 'and serves what follows as a request'}`, async () => {
+    const served: string[] = [];
+    const { port } = await serve(recordingRoute(served));
+    const bytes = Buffer.concat([Buffer.from('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 0\xff\r\n\r\n', 'latin1'), Buffer.from(SMUGGLED, 'latin1')]);
+    const reply = await rawRequest(port, bytes, '127.0.0.1', 3_000);
+    if (name === 'node') {
+      expect(reply.head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(served).toEqual([]);
+    } else {
+      expect(served).toEqual(['POST /upload', 'GET /smuggled']);
+    }
+  });
+
   it('serves a POST with a body and a GET pipelined behind it, in order', async () => {
     const served: string[] = [];
     const { port } = await serve(recordingRoute(served));
@@ -574,18 +589,12 @@ describe('choosing the backend', () => {
     expect(() => loadBackend('uws', { abi: '999' })).toThrow(/uWebSockets\.js.*cannot load.*Node ABI 999/);
   });
 
-  it('falls back to node:http on auto when no binary loads, naming the reason', () => {
-    const chosen = loadBackend('auto', { abi: '999' });
-    expect(chosen.backend.name).toBe('node');
-    expect(chosen.reason).toMatch(/node:http.*Node ABI 999/);
-  });
-
   it('gives node:http when asked for it', () => {
     expect(loadBackend('node').backend.name).toBe('node');
   });
 
-  it.runIf(process.versions.modules === NODE_20_ABI)('chooses uWebSockets.js on auto under Node 20', () => {
-    const chosen = loadBackend('auto');
+  it.runIf(process.versions.modules === NODE_20_ABI)('loads uWebSockets.js under Node 20 when asked for it', () => {
+    const chosen = loadBackend('uws');
     expect(chosen.backend.name).toBe('uws');
     expect(chosen.reason).toMatch(/uWebSockets\.js native binary from uWebSockets\.js@20\.30/);
     expect(uwsAvailable()).toBe(true);

@@ -6,13 +6,17 @@
  * copy), and a request the parser refuses gets a small JSON answer instead of an exception.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Backend, EarlyAnswer, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
 import {
   ambiguousFraming,
+  DISCARD_IDLE_MS,
+  DISCARD_MAX_BYTES,
+  declaredBodyLength,
+  discardsWhole,
   HEAD_TOO_LARGE,
   HEAD_TOO_SLOW,
   INVALID_REQUEST,
@@ -94,14 +98,44 @@ class NodeResponse implements HttpResponse {
 
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
     if (this.sent || this.aborted) return;
-    const answer = prepareAnswer(status, headers, body, this.isHead, this.state.draining);
+    // An early answer: the route read none of a body that is still arriving.
+    const declared = declaredBodyLength(this.req.headers['content-length'] ?? '', this.req.headers['transfer-encoding'] ?? '');
+    const early = !this.subscribed && !this.req.complete && declared !== 0;
+    const answer = prepareAnswer(status, headers, body, this.isHead, this.state.draining || (early && !discardsWhole(declared)));
     this.sent = true;
+    // node itself closes after an answer to a request with Connection: close (or HTTP/1.0).
+    if (early && (answer.close || !this.res.shouldKeepAlive)) this.discardThenClose();
     const head = answer.headers;
     if (answer.contentLength) head.push('Content-Length', String(answer.body.byteLength));
     if (answer.close) head.push('Connection', 'close');
     this.res.writeHead(answer.status, answer.reason, head);
     if (answer.bodyOnWire && answer.body.byteLength > 0) this.res.end(answer.body);
     else this.res.end();
+  }
+
+  /**
+   * An early answer that closes the connection while the body is still arriving. node would end
+   * it with destroySoon(): a FIN after the answer, then the socket closed as soon as that is written,
+   * and the kernel answers the body still on its way with a reset, which can reach the client
+   * before it has read the answer (a client writing its upload sees ECONNRESET or EPIPE instead).
+   * Here the FIN goes out after the answer (the client may stop sending) and the body is read
+   * and dropped: the socket closes when the client closes its side, past DISCARD_MAX_BYTES, or
+   * after DISCARD_IDLE_MS without a byte. Nothing sent behind the body is served.
+   */
+  private discardThenClose(): void {
+    const socket = this.req.socket as Socket & { destroySoon?: () => void };
+    this.state.closeWhenAnswered.add(socket);
+    socket.destroySoon = () => socket.end();
+    const idle = setTimeout(() => socket.destroy(), DISCARD_IDLE_MS);
+    idle.unref();
+    socket.once('close', () => clearTimeout(idle));
+    let dropped = 0;
+    // Listening makes node read the socket again (the request was paused until a route read it).
+    this.req.on('data', (chunk: Buffer) => {
+      dropped += chunk.byteLength;
+      if (dropped > DISCARD_MAX_BYTES) socket.destroy();
+      else idle.refresh();
+    });
   }
 
   private abort(): void {

@@ -61,6 +61,34 @@ export function ambiguousFraming(contentLength: string, transferEncoding: string
   return contentLength !== '' && !/^[0-9]+$/.test(contentLength.trim());
 }
 
+/**
+ * The most body bytes either backend reads and drops after an answer written before the route read
+ * any of the body (an early refusal: key, rate limit, credits, load, Content-Length), so that a
+ * client still uploading reads that answer instead of a reset. It holds the largest body of
+ * `POST /api/v1/remove` and its dialects (an image of 20 MB as a file and in base64, about 47 MiB)
+ * and is bytes on the wire only: nothing is buffered. A body declared larger (or chunked, of unknown
+ * size) gets the answer with `Connection: close`; the connection closes past this many bytes.
+ */
+export const DISCARD_MAX_BYTES = 64 * 1024 * 1024;
+
+/** A body being read and dropped that brings nothing for this long is cut (the connection closed). */
+export const DISCARD_IDLE_MS = 5_000;
+
+/**
+ * The body length a head declares ('' for a header that is absent): its Content-Length, 0 with
+ * neither header, undefined with Transfer-Encoding: chunked (not known in advance). Called on heads
+ * that passed ambiguousFraming.
+ */
+export function declaredBodyLength(contentLength: string, transferEncoding: string): number | undefined {
+  if (transferEncoding !== '') return undefined;
+  return contentLength === '' ? 0 : Number(contentLength.trim());
+}
+
+/** Whether a body of `declared` bytes (declaredBodyLength) is read to its end after an early answer. */
+export function discardsWhole(declared: number | undefined): boolean {
+  return declared !== undefined && declared <= DISCARD_MAX_BYTES;
+}
+
 /** Whether a Connection header's value holds the `close` option (RFC 9112 §9.6). */
 export function asksToClose(connection: string): boolean {
   return connection.split(',').some((token) => token.trim().toLowerCase() === 'close');

@@ -27,7 +27,19 @@ import type * as Uws from 'uWebSockets.js';
 import type { Backend, EarlyAnswer, HttpRequest, HttpResponse, Listener, OutgoingHeaders, RequestHandler } from '../types.js';
 import { type PreparedAnswer, prepareAnswer } from './answer.js';
 import { canonicalAddress } from './remote-address.js';
-import { ambiguousFraming, asksToClose, HEAD_TOO_LARGE, INVALID_REQUEST, MAX_HEAD_BYTES, plainEarlyAnswer, RequestHeaders } from './request-headers.js';
+import {
+  ambiguousFraming,
+  asksToClose,
+  DISCARD_IDLE_MS,
+  DISCARD_MAX_BYTES,
+  declaredBodyLength,
+  discardsWhole,
+  HEAD_TOO_LARGE,
+  INVALID_REQUEST,
+  MAX_HEAD_BYTES,
+  plainEarlyAnswer,
+  RequestHeaders,
+} from './request-headers.js';
 
 /** The native module's API (the same in the npm build 20.30 and upstream's 20.x releases, for what we use). */
 export type UwsModule = typeof Uws;
@@ -62,6 +74,17 @@ class UwsResponse implements HttpResponse {
   sent = false;
   /** The request asked for the connection to close after its answer (Connection: close). */
   closeAfter = false;
+  /**
+   * end(body, true) writes `Connection: close` itself unless the request's Connection value is five
+   * bytes long (uWS 20.30 then takes it for `close`, and echoes nothing): the backend writes it then.
+   */
+  closeNotEchoed = false;
+  /** The body length the head declares (declaredBodyLength: undefined when chunked). */
+  declared: number | undefined = 0;
+  /** A closing early answer held until the body it answers has been read and dropped. */
+  private held: PreparedAnswer | undefined;
+  private dropped = 0;
+  private heldTimer: NodeJS.Timeout | undefined;
   /** The answer is fully handed to uWS: the native response must not be touched any more. */
   private complete = false;
   private readonly abortListeners: Array<() => void> = [];
@@ -111,10 +134,16 @@ class UwsResponse implements HttpResponse {
 
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array): void {
     if (this.sent || this.aborted) return;
-    const answer = prepareAnswer(status, headers, body, this.isHead, this.listener.draining || this.closeAfter);
+    // An early answer: the route read none of a body that is still arriving.
+    const early = !this.bodyHandler && !this.bodyDone && this.declared !== 0;
+    const answer = prepareAnswer(status, headers, body, this.isHead, this.listener.draining || this.closeAfter || (early && !discardsWhole(this.declared)));
     this.sent = true;
     this.stopRearming();
     this.queued = [];
+    if (early && answer.close) {
+      this.holdUntilDropped(answer);
+      return;
+    }
     if (answer.close) {
       // Written once uWS has parsed all it read: while it parses, the socket is corked and uWS
       // closes nothing, so a request pipelined behind this one would be served after it. Left
@@ -149,6 +178,7 @@ class UwsResponse implements HttpResponse {
         return;
       }
       if (answer.close && bytes.byteLength <= CLOSE_WITH_END_MAX_BYTES) {
+        if (this.closeNotEchoed) res.writeHeader('Connection', 'close');
         res.end(bytes, true);
         this.complete = true;
         return;
@@ -156,6 +186,34 @@ class UwsResponse implements HttpResponse {
       if (answer.close) res.writeHeader('Connection', 'close');
       this.writeWithBackpressure(bytes);
     });
+  }
+
+  /**
+   * A closing answer while the body is still arriving. uWS ends it with a close() that the kernel
+   * turns into a reset while body bytes keep coming, and a client still writing its upload can see
+   * that reset before the answer; once an answer is complete the native response can no longer be
+   * closed, so a keep-alive answer would leave uWS reading whatever the client sends. The answer is
+   * held instead while the body is read and dropped, and written (closing) at its end, past
+   * DISCARD_MAX_BYTES, or after DISCARD_IDLE_MS without a byte.
+   */
+  private holdUntilDropped(answer: PreparedAnswer): void {
+    this.held = answer;
+    if (this.paused) {
+      this.paused = false;
+      this.res.resume();
+    }
+    this.heldTimer = setTimeout(() => this.release(), DISCARD_IDLE_MS);
+    this.heldTimer.unref();
+    this.keepIdleTimeoutOff();
+  }
+
+  private release(): void {
+    const answer = this.held;
+    if (!answer) return;
+    this.held = undefined;
+    this.stopRearming();
+    // After uWS has parsed what it read, as every closing answer (see send()).
+    setImmediate(() => this.write(answer));
   }
 
   /** tryEnd writes what the socket takes now; onWritable goes on from uWS's offset, never copying the body. */
@@ -177,6 +235,12 @@ class UwsResponse implements HttpResponse {
 
   private receive(chunk: ArrayBuffer, isLast: boolean): void {
     if (isLast) this.bodyDone = true;
+    if (this.held) {
+      this.dropped += chunk.byteLength;
+      if (isLast || this.dropped > DISCARD_MAX_BYTES) this.release();
+      else this.heldTimer?.refresh();
+      return;
+    }
     if (this.sent || this.aborted) return;
     if (this.bodyHandler) {
       this.bodyHandler(new Uint8Array(chunk), isLast);
@@ -194,7 +258,7 @@ class UwsResponse implements HttpResponse {
   private keepIdleTimeoutOff(): void {
     if (this.rearmTimer) return;
     this.rearmTimer = setInterval(() => {
-      if (this.sent || this.aborted) return this.stopRearming();
+      if ((this.sent && !this.held) || this.aborted) return this.stopRearming();
       this.res.pause();
       this.res.resume();
     }, REARM_IDLE_TIMEOUT_MS);
@@ -204,11 +268,14 @@ class UwsResponse implements HttpResponse {
   private stopRearming(): void {
     if (this.rearmTimer) clearInterval(this.rearmTimer);
     this.rearmTimer = undefined;
+    if (this.heldTimer) clearTimeout(this.heldTimer);
+    this.heldTimer = undefined;
   }
 
   private abort(): void {
     if (this.aborted) return;
     this.aborted = true;
+    this.held = undefined;
     this.stopRearming();
     this.queued = [];
     for (const listener of this.abortListeners.splice(0)) listener();
@@ -296,6 +363,7 @@ export function uwsBackend(uws: UwsModule): Backend {
         const method = req.getMethod().toUpperCase();
         const response = new UwsResponse(res, method === 'HEAD', state);
         const request = new UwsRequest(req, res, method, response);
+        response.closeNotEchoed = request.header('connection').length === 5;
         // uWS sets no size limit of its own on a head that arrives in one read (up to its 512 KB
         // receive buffer): refuse what node:http refuses, with the same 431, and close.
         if (request.headBytes > MAX_HEAD_BYTES) {
@@ -316,6 +384,7 @@ export function uwsBackend(uws: UwsModule): Backend {
         // five bytes long, and never while it parses: the client's Connection: close is honoured
         // here, so that nothing pipelined behind such a request is served.
         response.closeAfter = asksToClose(request.header('connection'));
+        response.declared = declaredBodyLength(request.header('content-length'), request.header('transfer-encoding'));
         handler(request, response);
       });
       return new Promise((resolve, reject) => {
