@@ -4,6 +4,7 @@
  * ephemeral port of 127.0.0.1. Requests go through Node's own fetch/FormData/Blob.
  */
 
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -66,6 +67,17 @@ export async function setBalance(store: Store, accountId: number, credits: numbe
   }
   const after = (await store.credits.balance(accountId)).remaining;
   if (after !== credits) throw new Error(`balance is ${after}, wanted ${credits}`);
+}
+
+/**
+ * A Free account of its own whose credits are all spent, and its key: a client without credits,
+ * made in a moment (a Free allowance is small), leaving the server's own account as it is.
+ */
+export async function keyWithoutCredits(ts: Pick<TestServer, 'store'>): Promise<{ accountId: number; key: string }> {
+  const account = await ts.store.accounts.create({ email: `broke-${randomUUID()}@example.com`, plan: 'free' });
+  await setBalance(ts.store, account.id, 0);
+  const { key } = await ts.store.keys.create(account.id);
+  return { accountId: account.id, key };
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
