@@ -10,7 +10,9 @@ import { MAX_BASE64_LENGTH, MAX_FILE_BYTES, type OptionRow, optionsFor } from '.
 function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxTotalBytes: number): FormShape {
   const fields: Record<string, number> = {};
   for (const row of rows) {
-    if (row.part === 'field') fields[row.name] = row.maxLength;
+    // A URL's length is its option's own check (invalid_image_url, in UTF-16 units): the form takes
+    // the bytes of its longest text in UTF-8, at most three per unit.
+    if (row.part === 'field') fields[row.name] = row.code === 'invalid_image_url' ? 3 * row.maxLength : row.maxLength;
     else files[row.name] ??= 1;
   }
   return { fields, files, maxFileBytes: MAX_FILE_BYTES, maxTotalBytes };

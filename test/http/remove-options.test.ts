@@ -28,11 +28,14 @@ let photos: Server;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
-/** Where the photo server answers: the photo, a 404, a body that never ends, an HTML page. */
+/** Where the photo server answers: the photo, a 404, a body that never ends, an HTML page, the photo as a 206 partial answer. */
 function servePhotos(): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url === '/teddy.jpg') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
+      res.end(teddy);
+    } else if (req.url === '/partial.jpg') {
+      res.writeHead(206, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length, 'Content-Range': `bytes 0-${teddy.length - 1}/${teddy.length * 2}` });
       res.end(teddy);
     } else if (req.url === '/endless') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg' });
@@ -85,6 +88,12 @@ async function postJson(body: Record<string, unknown>, headers: Record<string, s
       body: JSON.stringify(body),
     }),
   );
+}
+
+/** A URL of the photo server of exactly `length` characters. */
+function longUrl(length: number): string {
+  const base = `${photosUrl}/teddy.jpg?`;
+  return base + 'a'.repeat(length - base.length);
 }
 
 function ok(res: HttpResult): HttpResult {
@@ -323,6 +332,10 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     ['a URL that never ends its body', () => post({ image_url: `${photosUrl}/endless` }), 422, 'failed_image_download'],
     ['a URL serving a page, not an image', () => post({ image_url: `${photosUrl}/page.html` }), 422, 'failed_image_download'],
     ['a background URL answering 404', () => post({ bg_image_url: `${photosUrl}/missing.jpg` }, { image_file: teddy }), 422, 'failed_image_download'],
+    ['a URL answering 206 Partial Content, the whole photo in it', () => post({ image_url: `${photosUrl}/partial.jpg` }), 422, 'failed_image_download'],
+    ['an image_url of 2049 characters', () => post({ image_url: longUrl(2049) }), 400, 'invalid_image_url'],
+    ['an image_url of 2049 characters in JSON', () => postJson({ image_url: longUrl(2049) }), 400, 'invalid_image_url'],
+    ['a bg_image_url of 2049 characters', () => post({ bg_image_url: longUrl(2049) }, { image_file: teddy }), 400, 'invalid_image_url'],
     ['base64 that is not base64', () => post({ image_file_b64: '%%%not base64%%%' }), 400, 'validation_error'],
     ['base64 of 30 MB', () => postJson({ image_file_b64: 'A'.repeat(30 * 1024 * 1024) }), 400, 'validation_error'],
     ['a decompression bomb as background', () => post({}, { image_file: teddy, bg_image_file: pngClaiming(60000, 60000) }), 400, 'image_too_large'],
