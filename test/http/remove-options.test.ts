@@ -6,7 +6,7 @@
  * answer and the subject's box in the headers. Then each one's refusals: a clear 4xx with its code,
  * nothing charged, and the process still up.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +17,7 @@ import { pngClaiming } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { alphaOf, decode, type Raw } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
-import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398, the subject well inside the frame
 const TEDDY = { width: 284, height: 398 };
@@ -28,7 +28,13 @@ let photos: Server;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
-/** Where the photo server answers: the photo, a 404, a body that never ends, an HTML page, the photo as a 206 partial answer. */
+/** The answers to /held.jpg: the photo's headers and first bytes sent, the rest when a test sends it. */
+const held: ServerResponse[] = [];
+
+/**
+ * Where the photo server answers: the photo, a 404, a body that never ends, an HTML page, the photo
+ * as a 206 partial answer, the photo held after its first bytes.
+ */
 function servePhotos(): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url === '/teddy.jpg') {
@@ -37,6 +43,11 @@ function servePhotos(): Promise<Server> {
     } else if (req.url === '/partial.jpg') {
       res.writeHead(206, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length, 'Content-Range': `bytes 0-${teddy.length - 1}/${teddy.length * 2}` });
       res.end(teddy);
+    } else if (req.url === '/held.jpg') {
+      res.on('error', () => {});
+      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
+      res.write(teddy.subarray(0, 1024));
+      held.push(res);
     } else if (req.url === '/endless') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg' });
       const chunk = Buffer.concat([teddy.subarray(0, 3), Buffer.alloc(64 * 1024 - 3, 0x55)]);
@@ -320,6 +331,35 @@ describe('batches take the options per batch', () => {
     const res = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
     expect(res.status).toBe(415);
     expect(res.json.details.field).toBe('bg_image_file');
+    expect(await credits(ts)).toEqual(before);
+  });
+});
+
+describe("a batch's background download", () => {
+  /** The client_aborted answers of POST /api/v1/batches counted so far. */
+  async function batchesAborted(): Promise<number> {
+    const m = /^bgone_requests_total\{route="\/api\/v1\/batches",status="499",code="client_aborted"\} (\d+)$/m.exec(await ts.server.metrics.render());
+    return m ? Number(m[1]) : 0;
+  }
+
+  it('ends when its client goes away: the rest of the photo sent then makes no batch, and nothing is reserved', async () => {
+    const before = await credits(ts);
+    const batches = (await ts.store.batches.list(ts.accountId, 100)).length;
+    const aborted = await batchesAborted();
+    const client = new AbortController();
+    const form = new FormData();
+    form.append('bg_image_url', `${photosUrl}/held.jpg`);
+    form.append('image_file', blob(teddy, 'image/jpeg'), 'a.jpg');
+    const sent = fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form, signal: client.signal });
+    const gone = sent.catch((err: unknown) => err);
+    await waitFor(() => held.length === 1, 'the download of the background to start');
+    client.abort();
+    expect(await gone).toBeInstanceOf(Error);
+    await waitFor(async () => (await batchesAborted()) > aborted, 'the server to see its client go');
+    // A download still going on would now complete, and the submission go on to make the batch.
+    held[0]!.end(teddy.subarray(1024));
+    await waitFor(() => ts.server.inFlight() === 0, 'the submission to end');
+    expect(await ts.store.batches.list(ts.accountId, 100)).toHaveLength(batches);
     expect(await credits(ts)).toEqual(before);
   });
 });
