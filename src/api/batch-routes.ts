@@ -142,7 +142,7 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       const background = form.files[BG_IMAGE_FIELD]?.[0];
       if (background) fields[BG_IMAGE_FIELD] = background.filename || 'file'; // stored as sent: the file's name
       // The batch's options, its background (a file part, or a URL downloaded once for every image,
-      // ended when the client goes away) checked once for all its images.
+      // ended when the client goes away) checked once for all its images, its header and its data.
       const { bgImageUrl: _downloaded, ...options } = bgoneOptions({ files: {}, fields: form.fields }, deps.model);
       let shared: SharedPreparation;
       try {

@@ -199,8 +199,8 @@ export class MeteredRemoval {
     if (!this.open) return;
     // The preparation (prepare-request.ts): the options (every value outside the option table is an
     // error, never ignored), the model allowed, one source of the image, the downloads (each holding
-    // an upload place), the image's bytes and header (no pixel decoded) and the crop caps, before
-    // the reservation: a request refused here never holds a credit.
+    // an upload place), the image's bytes and header (no pixel decoded), the crop caps and the
+    // background's data, before the reservation: a request refused here never holds a credit.
     let job: PreparedJob;
     let request: unknown;
     try {

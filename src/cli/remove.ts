@@ -63,7 +63,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
   if (args.positionals.length === 0) throw new UsageError('remove needs at least one file or folder');
   const out = resolve(requiredFlag(args, 'out'));
   // Fail before reading any file, and once for them all: the options, and the background (by URL
-  // downloaded once for every image) and its header.
+  // downloaded once for every image), its header and its data.
   const shared = await prepareShared(optionsFromFlags(args), { owned: true });
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');

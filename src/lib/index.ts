@@ -253,8 +253,9 @@ function checkRunOptions(run: unknown): { priority: RunPriority; signal: AbortSi
  * Runs a job: `input` and `options` (checked by prepareJob first), options that carry the image
  * themselves (imageFile, imageUrl or imageFileB64), or a job prepareJob already checked, which is
  * not checked again. URLs are downloaded first (the fetchAllow and fetchAllowPrivate settings say
- * which private addresses may be reached; prepare-request.ts). Queues for the native core as `run`
- * says.
+ * which private addresses may be reached), and a background image's data are checked before the
+ * model runs (prepare-request.ts; a job prepareJob checked has had its background's header checked
+ * only). Queues for the native core as `run` says.
  */
 export async function removeBackground(input: Buffer | Uint8Array, options?: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(options: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;

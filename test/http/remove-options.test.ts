@@ -9,14 +9,15 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { configure } from '../../src/lib/index.js';
+import * as models from '../../src/lib/models.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, openApi, trackUncaught } from '../helpers/http-assert.js';
-import { pngClaiming } from '../helpers/http-images.js';
+import { jpegCutInScan, pngClaiming } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { alphaOf, decode, type Raw } from '../helpers/image.js';
-import { readPhoto } from '../helpers/paths.js';
+import { readFixture, readPhoto } from '../helpers/paths.js';
 import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398, the subject well inside the frame
@@ -28,12 +29,14 @@ let photos: Server;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
+/** The photo cut inside its scan data and closed with EOI: its header reads, its pixels do not. */
+const cutTeddy = jpegCutInScan(teddy, 0.5);
 /** The answers to /held.jpg: the photo's headers and first bytes sent, the rest when a test sends it. */
 const held: ServerResponse[] = [];
 
 /**
  * Where the photo server answers: the photo, a 404, a body that never ends, an HTML page, the photo
- * as a 206 partial answer, the photo held after its first bytes.
+ * as a 206 partial answer, the photo cut short, the photo held after its first bytes.
  */
 function servePhotos(): Promise<Server> {
   const server = createServer((req, res) => {
@@ -43,6 +46,9 @@ function servePhotos(): Promise<Server> {
     } else if (req.url === '/partial.jpg') {
       res.writeHead(206, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length, 'Content-Range': `bytes 0-${teddy.length - 1}/${teddy.length * 2}` });
       res.end(teddy);
+    } else if (req.url === '/cut.jpg') {
+      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': cutTeddy.length });
+      res.end(cutTeddy);
     } else if (req.url === '/held.jpg') {
       res.on('error', () => {});
       res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
@@ -331,6 +337,41 @@ describe('batches take the options per batch', () => {
     const res = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
     expect(res.status).toBe(415);
     expect(res.json.details.field).toBe('bg_image_file');
+    expect(await credits(ts)).toEqual(before);
+  });
+});
+
+describe('a background whose header reads but whose pixels do not: 422 before the model runs, nothing charged', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  const cases: Array<[string, () => Promise<HttpResult>]> = [
+    ['a JPEG file cut inside its scan data', () => post({}, { image_file: teddy, bg_image_file: cutTeddy })],
+    ['a PNG file cut at half', () => post({}, { image_file: teddy, bg_image_file: readFixture('truncated.png') })],
+    ['a downloaded JPEG cut inside its scan data', () => post({ bg_image_url: `${photosUrl}/cut.jpg` }, { image_file: teddy })],
+  ];
+
+  it.each(cases)('%s', async (_, send) => {
+    const leases = vi.spyOn(models, 'acquireModel');
+    const before = await credits(ts);
+    const res = await send();
+    expect(res.status, JSON.stringify(res.json)).toBe(422);
+    expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
+    expect(leases).not.toHaveBeenCalled();
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it('a batch with such a background is refused whole, nothing reserved, no model run', async () => {
+    const leases = vi.spyOn(models, 'acquireModel');
+    const before = await credits(ts);
+    const form = new FormData();
+    form.append('bg_image_url', `${photosUrl}/cut.jpg`);
+    form.append('image_file', blob(teddy, 'image/jpeg'), 'a.jpg');
+    const res = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
+    expect(res.status, JSON.stringify(res.json)).toBe(422);
+    expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
+    expect(leases).not.toHaveBeenCalled();
     expect(await credits(ts)).toEqual(before);
   });
 });
