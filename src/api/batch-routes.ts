@@ -23,10 +23,8 @@ import type { PeerResults } from '../cluster/peer-results.js';
 import type { Logger } from '../config/logger.js';
 import { type Exchange, newRequestId, type ParsedForm } from '../http/exchange.js';
 import type { Router } from '../http/router.js';
-import { type EncodedFormat, MEDIA_TYPES, type NormalisedOptions, normaliseOptions, type PreparedJob } from '../lib/index.js';
-import { checkBackground, prepareOwnedJob } from '../lib/prepare-job.js';
-import { librarySettings } from '../lib/settings.js';
-import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
+import { type EncodedFormat, MEDIA_TYPES, type PreparedJob } from '../lib/index.js';
+import { prepareShared, type SharedPreparation } from '../lib/prepare-request.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -78,10 +76,10 @@ const noSuchBatch = () => new ApiError('not_found', 'No such batch.');
  * estimate: the options were validated once for the batch), and kept for the run; or why it is
  * refused, in the contract's terms.
  */
-function prepareImage(data: Buffer, options: NormalisedOptions): { job: PreparedJob } | { error: BatchImageError } {
+function prepareImage(data: Buffer, shared: SharedPreparation): { job: PreparedJob } | { error: BatchImageError } {
   if (data.length === 0) return { error: { code: 'missing_image', message: 'The image_file part is empty.' } };
   try {
-    return { job: prepareOwnedJob(data, options, jobMemoryEstimate) };
+    return { job: shared.job(data) };
   } catch (err) {
     const httpError = fromLibraryError(err);
     return { error: { code: httpError.code, message: httpError.message } };
@@ -102,6 +100,9 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
   async function submit(ex: Exchange, ticket: Ticket): Promise<void> {
     const { accountId, keyId } = ticket.principal;
     const retryAfter = { 'Retry-After': String(deps.overloadRetryAfter) };
+    // The client gone (or its connection closed as the server stops) ends a background's download.
+    const gone = new AbortController();
+    ex.onAbort(() => gone.abort());
     // The whole budget is full (503, the server's load), or this account holds its share of it
     // (429, its own limit: its uploads, queued images and kept results; DELETE frees the latter).
     const refusal = (why: BudgetRefusal) =>
@@ -140,26 +141,23 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
       const fields: Record<string, string> = Object.fromEntries(Object.entries(form.fields).filter(([, v]) => v !== undefined)) as Record<string, string>;
       const background = form.files[BG_IMAGE_FIELD]?.[0];
       if (background) fields[BG_IMAGE_FIELD] = background.filename || 'file'; // stored as sent: the file's name
-      // The batch's options, its background (a file part, or a URL downloaded once for every image)
-      // checked once for all its images.
+      // The batch's options, its background (a file part, or a URL downloaded once for every image,
+      // ended when the client goes away) checked once for all its images, its header and its data.
       const { bgImageUrl: _downloaded, ...options } = bgoneOptions({ files: {}, fields: form.fields }, deps.model);
-      let normalised: NormalisedOptions;
+      let shared: SharedPreparation;
       try {
-        normalised = normaliseOptions(bgoneOptions({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model));
-        requestModel(normalised.model, deps.model, deps.modelsAllowed);
-        if (needsDownload(normalised)) {
-          const done = ticket.downloading();
-          try {
-            normalised = await downloadSources(normalised, downloadRules(librarySettings()));
-          } finally {
-            done();
-          }
-        }
-        checkBackground(normalised);
+        shared = await prepareShared(bgoneOptions({ files: { [BG_IMAGE_FIELD]: form.files[BG_IMAGE_FIELD] }, fields: form.fields }, deps.model), {
+          checkModel: (name) => requestModel(name, deps.model, deps.modelsAllowed),
+          downloading: () => ticket.downloading(),
+          signal: gone.signal,
+          estimateMemory: jobMemoryEstimate,
+          owned: true,
+        });
       } catch (err) {
+        if (gone.signal.aborted) return; // the client left during the download: nobody to answer
         throw fromLibraryError(err);
       }
-      const prepared = formImages.map((image) => prepareImage(image.data, normalised));
+      const prepared = formImages.map((image) => prepareImage(image.data, shared));
       const images: NewBatchImage[] = formImages.map((image, i) => {
         const outcome = prepared[i]!;
         return { filename: image.filename, requestId: newRequestId(), error: 'error' in outcome ? outcome.error : undefined };

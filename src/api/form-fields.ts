@@ -16,7 +16,9 @@ export function base64Fields(fields: ReadonlyArray<readonly [string, string | nu
 function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxTotalBytes: number): FormShape {
   const fields: Record<string, number> = {};
   for (const row of rows) {
-    if (row.part === 'field') fields[row.name] = row.maxLength;
+    // A URL's length is its option's own check (invalid_image_url, in UTF-16 units): the form takes
+    // the bytes of its longest text in UTF-8, at most three per unit.
+    if (row.part === 'field') fields[row.name] = row.code === 'invalid_image_url' ? 3 * row.maxLength : row.maxLength;
     else files[row.name] ??= 1;
   }
   return {

@@ -15,10 +15,7 @@ import { HttpError } from '../http/errors.js';
 import type { ErrorRenderer, Exchange, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { type PreparedJob, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
-import { type NormalisedOptions, normaliseOptions } from '../lib/options.js';
-import { imageSource, prepareOwnedJob } from '../lib/prepare-job.js';
-import { librarySettings } from '../lib/settings.js';
-import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
+import { prepareRequest } from '../lib/prepare-request.js';
 import type { Admission, Principal, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
 import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
@@ -200,27 +197,25 @@ export class MeteredRemoval {
       return this.fail(fromLibraryError(err));
     }
     if (!this.open) return;
-    // Options (every value outside the option table is an error, never ignored), one source of the
-    // image, the downloads, the image's bytes and header (no pixel decoded) and the crop caps, before
-    // the reservation: a request refused here never holds a credit.
+    // The preparation (prepare-request.ts): the options (every value outside the option table is an
+    // error, never ignored), the model allowed, one source of the image, the downloads (each holding
+    // an upload place), the image's bytes and header (no pixel decoded), the crop caps and the
+    // background's data, before the reservation: a request refused here never holds a credit.
     let job: PreparedJob;
     let request: unknown;
     try {
       const read = this.dialect.read(form, this.deps.model);
       request = read.answer;
-      let normalised: NormalisedOptions = normaliseOptions(read.options);
-      this.model = requestModel(normalised.model, this.deps.model, this.deps.modelsAllowed);
-      imageSource(undefined, normalised);
-      if (needsDownload(normalised)) {
-        const done = this.ticket.downloading();
-        try {
-          normalised = await downloadSources(normalised, { ...downloadRules(librarySettings()), signal: this.job.signal });
-        } finally {
-          done();
-        }
-        if (!this.open) return;
-      }
-      job = prepareOwnedJob(undefined, normalised, jobMemoryEstimate);
+      job = await prepareRequest(undefined, read.options, {
+        checkModel: (name) => {
+          this.model = requestModel(name, this.deps.model, this.deps.modelsAllowed);
+        },
+        downloading: () => this.ticket.downloading(),
+        signal: this.job.signal,
+        estimateMemory: jobMemoryEstimate,
+        owned: true,
+      });
+      if (!this.open) return; // the client left meanwhile: abort() answered for it
     } catch (err) {
       if (this.job.signal.aborted) return; // the client left during a download: abort() answered for it
       return this.fail(fromLibraryError(err));

@@ -5,11 +5,9 @@
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
-import { BgoneError, normaliseOptions, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
+import { BgoneError, type RemoveBackgroundOptions, removeBackground } from '../lib/index.js';
 import { cliFlag, type OptionRow, optionsFor } from '../lib/option-table.js';
-import { prepareOwnedJob } from '../lib/prepare-job.js';
-import { librarySettings } from '../lib/settings.js';
-import { downloadRules, downloadSources, needsDownload } from '../lib/sources.js';
+import { prepareShared } from '../lib/prepare-request.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
@@ -64,9 +62,9 @@ function progress(done: number, total: number, failed: number, started: number):
 export async function removeCommand(args: ParsedArgs): Promise<number> {
   if (args.positionals.length === 0) throw new UsageError('remove needs at least one file or folder');
   const out = resolve(requiredFlag(args, 'out'));
-  let normalised = normaliseOptions(optionsFromFlags(args)); // fail before reading any file, and once for them all
-  // A background by URL is downloaded once for every image.
-  if (needsDownload(normalised)) normalised = await downloadSources(normalised, downloadRules(librarySettings()));
+  // Fail before reading any file, and once for them all: the options, and the background (by URL
+  // downloaded once for every image), its header and its data.
+  const shared = await prepareShared(optionsFromFlags(args), { owned: true });
   const files = collect(args.positionals);
   if (files.length === 0) throw new UsageError('no .jpg, .jpeg, .png or .webp files found');
   mkdirSync(out, { recursive: true });
@@ -80,7 +78,7 @@ export async function removeCommand(args: ParsedArgs): Promise<number> {
     while (next < files.length) {
       const file = files[next++]!;
       try {
-        const result = await removeBackground(prepareOwnedJob(readFileSync(file), normalised));
+        const result = await removeBackground(shared.job(readFileSync(file)));
         const target = join(out, basename(file, extname(file)) + OUTPUT_EXTENSIONS[result.format]);
         writeFileSync(target, result.data);
       } catch (err) {

@@ -1,8 +1,9 @@
 /**
  * SSRF defence for the URLs bgone connects to on a client's behalf (webhook endpoints, images to
  * download): no control characters, no credentials, only the schemes the caller names, and never an
- * address on loopback, private, site-local, link-local, carrier-grade NAT, multicast or
- * cloud-metadata ranges. A host name with a trailing dot (`localhost.`) is the same host as without.
+ * address that is not globally reachable (FORBIDDEN_RANGES: loopback, private, link-local, shared
+ * (carrier-grade NAT), documentation, benchmarking, relay, reserved, multicast...) nor a
+ * cloud-metadata one. A host name with a trailing dot (`localhost.`) is the same host as without.
  * A URL is checked on its text (urlProblem), then its host is resolved and every answer checked
  * (resolveCheckedAddress), and the connection goes to exactly the address checked (pinnedRequest),
  * so a name that changes its answer in between cannot slip through. `allowPrivate` lifts the
@@ -51,30 +52,51 @@ export const METADATA_ADDRESSES: readonly string[] = [
 const METADATA = new BlockList();
 for (const address of METADATA_ADDRESSES) METADATA.addAddress(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
 
+/**
+ * The ranges refused: every entry of IANA's IPv4 and IPv6 Special-Purpose Address Registries that
+ * is not globally reachable, with multicast and IPv6's deprecated site-local range besides. The
+ * registry's globally reachable entries nested in a refused range (the PCP and TURN anycast
+ * addresses 192.0.0.9 and 192.0.0.10, the 6a44 relay 192.88.99.2; in 2001::/23 the PCP, TURN and
+ * DNS-SD anycast addresses, AMT relays, AS112, ORCHIDv2 and drone identifiers) are refused with it:
+ * relays and identifiers, where no image is served. The IPv6 forms that carry an IPv4 host
+ * (::ffff:0:0/96 and the others of embeddedIpv4) are judged by that host instead.
+ */
+export const FORBIDDEN_RANGES: Readonly<Record<'ipv4' | 'ipv6', ReadonlyArray<readonly [string, number]>>> = {
+  ipv4: [
+    ['0.0.0.0', 8], // "this network"
+    ['10.0.0.0', 8], // private use
+    ['100.64.0.0', 10], // shared address space (carrier-grade NAT)
+    ['127.0.0.0', 8], // loopback
+    ['169.254.0.0', 16], // link-local, cloud metadata (METADATA_ADDRESSES)
+    ['172.16.0.0', 12], // private use
+    ['192.0.0.0', 24], // IETF protocol assignments (DS-Lite's 192.0.0.0/29, NAT64 discovery 192.0.0.170/31 among them)
+    ['192.0.2.0', 24], // documentation (TEST-NET-1)
+    ['192.88.99.0', 24], // 6to4 relay anycast (deprecated)
+    ['192.168.0.0', 16], // private use
+    ['198.18.0.0', 15], // benchmarking
+    ['198.51.100.0', 24], // documentation (TEST-NET-2)
+    ['203.0.113.0', 24], // documentation (TEST-NET-3)
+    ['224.0.0.0', 4], // multicast
+    ['240.0.0.0', 4], // reserved, and the limited broadcast 255.255.255.255
+  ],
+  ipv6: [
+    ['::', 128], // unspecified
+    ['::1', 128], // loopback
+    ['100::', 64], // discard-only
+    ['100:0:0:1::', 64], // dummy prefix
+    ['2001::', 23], // IETF protocol assignments (Teredo's 2001::/32 is judged by the IPv4 hosts it carries)
+    ['2001:db8::', 32], // documentation
+    ['3fff::', 20], // documentation
+    ['5f00::', 16], // segment routing (SRv6) SIDs
+    ['fc00::', 7], // unique local (most IPv6 metadata addresses among them: METADATA_ADDRESSES)
+    ['fe80::', 10], // link-local
+    ['fec0::', 10], // site-local: deprecated (RFC 3879), still routed inside some networks
+    ['ff00::', 8], // multicast
+  ],
+};
+
 const FORBIDDEN = new BlockList();
-for (const [net, prefix] of [
-  ['0.0.0.0', 8], // "this network"
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10], // carrier-grade NAT
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, cloud metadata (METADATA_ADDRESSES)
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24], // IETF protocol assignments
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15], // benchmarking
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, broadcast
-] as const)
-  FORBIDDEN.addSubnet(net, prefix, 'ipv4');
-for (const [net, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128],
-  ['fc00::', 7], // unique local (most IPv6 metadata addresses among them: METADATA_ADDRESSES)
-  ['fe80::', 10], // link-local
-  ['fec0::', 10], // site-local: deprecated (RFC 3879), still routed inside some networks
-  ['ff00::', 8], // multicast
-] as const)
-  FORBIDDEN.addSubnet(net, prefix, 'ipv6');
+for (const family of ['ipv4', 'ipv6'] as const) for (const [net, prefix] of FORBIDDEN_RANGES[family]) FORBIDDEN.addSubnet(net, prefix, family);
 
 /** The 16-bit groups of an IPv6 address (a trailing dotted IPv4 part becomes the last two), or null. */
 function ipv6Groups(address: string): number[] | null {

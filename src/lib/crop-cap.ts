@@ -1,6 +1,7 @@
 /**
- * The crop box caps of docs/contract.md ("Abuse limits"): a crop box is at most 4x the image's area,
- * and a WebP result at most 16383 px per side (libwebp's limit). Both are refused as
+ * The crop box caps of docs/contract.md ("Abuse limits"): a crop box is at most 4x the image's area
+ * (or the image with 500 px on every side, where that is more), and a WebP result at most 16383 px
+ * per side (libwebp's limit). Both are refused as
  * validation_error before any credit is reserved or any pixel decoded, so they are checked from
  * the header's size and the options alone. The real box depends on the subject the model finds;
  * this takes the largest box any subject could give, following native/pipeline.cc crop_box step by
@@ -15,8 +16,19 @@
 import { BgoneError } from './errors.js';
 import type { NativeOptions } from './options.js';
 
-/** A crop box may cover at most this many times the image's area. */
+/** A crop box may cover at most this many times the image's area... */
 export const MAX_CROP_AREA_RATIO = 4;
+/**
+ * ...or, where that is more (an image under about 1000 px a side), the image with this many pixels
+ * on every side: margins in pixels up to remove.bg's largest crop_margin fit any image.
+ */
+export const MAX_CROP_MARGIN_PX = 500;
+
+/** The largest area a crop box may cover for an image of width x height. */
+export function maxCropArea(image: { width: number; height: number }): number {
+  const margins = (image.width + 2 * MAX_CROP_MARGIN_PX) * (image.height + 2 * MAX_CROP_MARGIN_PX);
+  return Math.max(MAX_CROP_AREA_RATIO * image.width * image.height, margins);
+}
 /** libwebp's largest side. */
 export const MAX_WEBP_SIDE = 16383;
 
@@ -97,11 +109,12 @@ function presetBounds(image: { width: number; height: number }, o: CropOptions):
 export function checkCropBox(image: { width: number; height: number }, o: CropOptions): void {
   const { box, output } = cropBounds(image, o);
   const worst = { width: box.width, height: box.height };
-  if (box.width * box.height > MAX_CROP_AREA_RATIO * image.width * image.height) {
+  const maxArea = maxCropArea(image);
+  if (box.width * box.height > maxArea) {
     throw new BgoneError(
       'validation_error',
-      `With these crop and padding values the crop box could reach ${box.width}x${box.height} px, more than ${MAX_CROP_AREA_RATIO} times the area of this ${image.width}x${image.height} image: use less padding or an aspect ratio closer to the image's.`,
-      { field: 'crop', max_area_ratio: MAX_CROP_AREA_RATIO, worst_case: worst },
+      `With these crop and padding values the crop box could reach ${box.width}x${box.height} px, more than ${MAX_CROP_AREA_RATIO} times the area of this ${image.width}x${image.height} image (or the image with ${MAX_CROP_MARGIN_PX} px on every side): use less padding or an aspect ratio closer to the image's.`,
+      { field: 'crop', max_area_ratio: MAX_CROP_AREA_RATIO, max_area: maxArea, worst_case: worst },
     );
   }
   if (o.format === 'webp' && (output.width > MAX_WEBP_SIDE || output.height > MAX_WEBP_SIDE)) {

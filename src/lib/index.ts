@@ -9,8 +9,9 @@ import { BgoneError, fromNativeError } from './errors.js';
 import { Limiter } from './limiter.js';
 import { acquireModel, forgetModels, type ModelLease, providerInUse } from './models.js';
 import { addonFile, addonFileInUse, defaultOnnxRuntimeLibrary, type ForegroundBox, type NativeTimings, native, onnxRuntimeLibraryInUse } from './native.js';
-import { type EncodedFormat, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
-import { imageSource, isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
+import type { EncodedFormat, RemoveBackgroundOptions } from './options.js';
+import { isPreparedJob, type PreparedJob } from './prepare-job.js';
+import { prepareRequest } from './prepare-request.js';
 import {
   DEFAULT_SETTINGS,
   type LibrarySettings,
@@ -20,7 +21,6 @@ import {
   type ProviderName,
   replaceSettings,
 } from './settings.js';
-import { downloadRules, downloadSources, needsDownload } from './sources.js';
 import { zipStored } from './zip.js';
 
 export { type CropBounds, type CropOptions, checkCropBox, cropBounds, MAX_CROP_AREA_RATIO, MAX_WEBP_SIDE } from './crop-cap.js';
@@ -253,7 +253,9 @@ function checkRunOptions(run: unknown): { priority: RunPriority; signal: AbortSi
  * Runs a job: `input` and `options` (checked by prepareJob first), options that carry the image
  * themselves (imageFile, imageUrl or imageFileB64), or a job prepareJob already checked, which is
  * not checked again. URLs are downloaded first (the fetchAllow and fetchAllowPrivate settings say
- * which private addresses may be reached). Queues for the native core as `run` says.
+ * which private addresses may be reached), and a background image's data are checked before the
+ * model runs (prepare-request.ts; a job prepareJob checked has had its background's header checked
+ * only). Queues for the native core as `run` says.
  */
 export async function removeBackground(input: Buffer | Uint8Array, options?: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
 export async function removeBackground(options: RemoveBackgroundOptions, run?: RunOptions): Promise<RemoveBackgroundResult>;
@@ -276,12 +278,7 @@ export async function removeBackground(
     }
     const options = (bytes ? second : input) as RemoveBackgroundOptions | undefined;
     run = checkRunOptions(bytes ? third : second);
-    let normalised = normaliseOptions(options);
-    imageSource(bytes, normalised); // one source, before anything is downloaded
-    if (needsDownload(normalised)) {
-      normalised = await downloadSources(normalised, { ...downloadRules(librarySettings()), signal: run.signal });
-    }
-    job = prepareJob(bytes, normalised);
+    job = await prepareRequest(bytes, options, { signal: run.signal });
   }
   const lease = await leaseModel(job.model);
   try {

@@ -5,7 +5,8 @@
  * installation (the addon, the manifest and the model's file; the model itself is not loaded), the
  * header, the background image's header, the region of interest, the crop caps; then the inference
  * size for the image, and the memory estimate when the caller gives an estimator (the service's
- * lives beside its memory gate). URLs are downloaded before this step (sources.ts).
+ * lives beside its memory gate). URLs are downloaded before this step, and a background's data
+ * checked after it, by the request's preparation (prepare-request.ts).
  */
 import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';

@@ -16,7 +16,8 @@
  * with such a problem. Everything about where a URL leads is `download_failed`, and that includes a
  * forbidden address: a host that is `localhost` or a forbidden IP literal is reported as
  * `blocked_address` like a name that resolves to one, so that the answer does not depend on how
- * the address was spelt.
+ * the address was spelt. Any status but 200 (and a redirect's, followed) is `download_failed`,
+ * 206 Partial Content among them.
  */
 import type http from 'node:http';
 import { AddressError, type CheckedAddress, type FetchAllowList, pinnedRequest, resolveCheckedAddress, urlHost, urlProblem } from './address-guard.js';
@@ -158,7 +159,8 @@ async function download(first: string, options: FetchImageOptions, signal: Abort
       continue;
     }
     try {
-      if (status < 200 || status > 299) throw failed('status', `The image URL answered HTTP ${status}.`, status);
+      // Only a whole answer is the image: a 206 holds part of it, a 203 or 204 none of it as sent.
+      if (status !== 200) throw failed('status', `The image URL answered HTTP ${status}.`, status);
       const encoding = (res.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
       if (encoding !== 'identity')
         throw failed('encoding', 'The image URL answered with a compressed body (Content-Encoding); only uncompressed bodies are taken.');

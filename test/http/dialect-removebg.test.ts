@@ -262,6 +262,16 @@ describe('POST /v1.0/removebg', () => {
     expect(res.headers.get('x-foreground-width')).toBe(res.headers.get('x-width'));
   });
 
+  it('crop=true with crop_margin=500px, its largest, on a small photo: the subject with 500 px on every side', async () => {
+    const res = ok(await post({ crop: 'true', crop_margin: '500px', size: 'full' }, { image_file: teddy }));
+    const width = Number(res.headers.get('x-width'));
+    const height = Number(res.headers.get('x-height'));
+    expect(width - Number(res.headers.get('x-foreground-width'))).toBe(1000);
+    expect(height - Number(res.headers.get('x-foreground-height'))).toBe(1000);
+    expect(Number(res.headers.get('x-foreground-left'))).toBe(500);
+    expect(Number(res.headers.get('x-foreground-top'))).toBe(500);
+  });
+
   it("Accept: application/json answers remove.bg's JSON: the image in base64 and the subject's box", async () => {
     const res = ok(await post({ size: 'full' }, { image_file: teddy }, { accept: 'application/json' }));
     expect(Object.keys(res.json)).toEqual(['data']);

@@ -6,18 +6,19 @@
  * answer and the subject's box in the headers. Then each one's refusals: a clear 4xx with its code,
  * nothing charged, and the process still up.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { configure } from '../../src/lib/index.js';
+import * as models from '../../src/lib/models.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, openApi, trackUncaught } from '../helpers/http-assert.js';
-import { pngClaiming } from '../helpers/http-images.js';
+import { jpegCutInScan, pngClaiming } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { alphaOf, decode, type Raw } from '../helpers/image.js';
-import { readPhoto } from '../helpers/paths.js';
-import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult } from '../helpers/server.js';
+import { readFixture, readPhoto } from '../helpers/paths.js';
+import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398, the subject well inside the frame
 const TEDDY = { width: 284, height: 398 };
@@ -28,12 +29,31 @@ let photos: Server;
 let photosUrl: string;
 const uncaught = trackUncaught();
 
-/** Where the photo server answers: the photo, a 404, a body that never ends, an HTML page. */
+/** The photo cut inside its scan data and closed with EOI: its header reads, its pixels do not. */
+const cutTeddy = jpegCutInScan(teddy, 0.5);
+/** The answers to /held.jpg: the photo's headers and first bytes sent, the rest when a test sends it. */
+const held: ServerResponse[] = [];
+
+/**
+ * Where the photo server answers: the photo, a 404, a body that never ends, an HTML page, the photo
+ * as a 206 partial answer, the photo cut short, the photo held after its first bytes.
+ */
 function servePhotos(): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url === '/teddy.jpg') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
       res.end(teddy);
+    } else if (req.url === '/partial.jpg') {
+      res.writeHead(206, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length, 'Content-Range': `bytes 0-${teddy.length - 1}/${teddy.length * 2}` });
+      res.end(teddy);
+    } else if (req.url === '/cut.jpg') {
+      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': cutTeddy.length });
+      res.end(cutTeddy);
+    } else if (req.url === '/held.jpg') {
+      res.on('error', () => {});
+      res.writeHead(200, { 'Content-Type': 'image/jpeg', 'Content-Length': teddy.length });
+      res.write(teddy.subarray(0, 1024));
+      held.push(res);
     } else if (req.url === '/endless') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg' });
       const chunk = Buffer.concat([teddy.subarray(0, 3), Buffer.alloc(64 * 1024 - 3, 0x55)]);
@@ -85,6 +105,12 @@ async function postJson(body: Record<string, unknown>, headers: Record<string, s
       body: JSON.stringify(body),
     }),
   );
+}
+
+/** A URL of the photo server of exactly `length` characters. */
+function longUrl(length: number): string {
+  const base = `${photosUrl}/teddy.jpg?`;
+  return base + 'a'.repeat(length - base.length);
 }
 
 function ok(res: HttpResult): HttpResult {
@@ -315,6 +341,70 @@ describe('batches take the options per batch', () => {
   });
 });
 
+describe('a background whose header reads but whose pixels do not: 422 before the model runs, nothing charged', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  const cases: Array<[string, () => Promise<HttpResult>]> = [
+    ['a JPEG file cut inside its scan data', () => post({}, { image_file: teddy, bg_image_file: cutTeddy })],
+    ['a PNG file cut at half', () => post({}, { image_file: teddy, bg_image_file: readFixture('truncated.png') })],
+    ['a downloaded JPEG cut inside its scan data', () => post({ bg_image_url: `${photosUrl}/cut.jpg` }, { image_file: teddy })],
+  ];
+
+  it.each(cases)('%s', async (_, send) => {
+    const leases = vi.spyOn(models, 'acquireModel');
+    const before = await credits(ts);
+    const res = await send();
+    expect(res.status, JSON.stringify(res.json)).toBe(422);
+    expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
+    expect(leases).not.toHaveBeenCalled();
+    expect(await credits(ts)).toEqual(before);
+  });
+
+  it('a batch with such a background is refused whole, nothing reserved, no model run', async () => {
+    const leases = vi.spyOn(models, 'acquireModel');
+    const before = await credits(ts);
+    const form = new FormData();
+    form.append('bg_image_url', `${photosUrl}/cut.jpg`);
+    form.append('image_file', blob(teddy, 'image/jpeg'), 'a.jpg');
+    const res = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
+    expect(res.status, JSON.stringify(res.json)).toBe(422);
+    expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
+    expect(leases).not.toHaveBeenCalled();
+    expect(await credits(ts)).toEqual(before);
+  });
+});
+
+describe("a batch's background download", () => {
+  /** The client_aborted answers of POST /api/v1/batches counted so far. */
+  async function batchesAborted(): Promise<number> {
+    const m = /^bgone_requests_total\{route="\/api\/v1\/batches",status="499",code="client_aborted"\} (\d+)$/m.exec(await ts.server.metrics.render());
+    return m ? Number(m[1]) : 0;
+  }
+
+  it('ends when its client goes away: the rest of the photo sent then makes no batch, and nothing is reserved', async () => {
+    const before = await credits(ts);
+    const batches = (await ts.store.batches.list(ts.accountId, 100)).length;
+    const aborted = await batchesAborted();
+    const client = new AbortController();
+    const form = new FormData();
+    form.append('bg_image_url', `${photosUrl}/held.jpg`);
+    form.append('image_file', blob(teddy, 'image/jpeg'), 'a.jpg');
+    const sent = fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form, signal: client.signal });
+    const gone = sent.catch((err: unknown) => err);
+    await waitFor(() => held.length === 1, 'the download of the background to start');
+    client.abort();
+    expect(await gone).toBeInstanceOf(Error);
+    await waitFor(async () => (await batchesAborted()) > aborted, 'the server to see its client go');
+    // A download still going on would now complete, and the submission go on to make the batch.
+    held[0]!.end(teddy.subarray(1024));
+    await waitFor(() => ts.server.inFlight() === 0, 'the submission to end');
+    expect(await ts.store.batches.list(ts.accountId, 100)).toHaveLength(batches);
+    expect(await credits(ts)).toEqual(before);
+  });
+});
+
 describe('refusals: a clear 4xx with its code, nothing charged, the process up', () => {
   const cases: Array<[string, () => Promise<HttpResult>, number, string]> = [
     ['a URL that is not http or https', () => post({ image_url: 'ftp://example.com/a.jpg' }), 400, 'invalid_image_url'],
@@ -323,6 +413,10 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     ['a URL that never ends its body', () => post({ image_url: `${photosUrl}/endless` }), 422, 'failed_image_download'],
     ['a URL serving a page, not an image', () => post({ image_url: `${photosUrl}/page.html` }), 422, 'failed_image_download'],
     ['a background URL answering 404', () => post({ bg_image_url: `${photosUrl}/missing.jpg` }, { image_file: teddy }), 422, 'failed_image_download'],
+    ['a URL answering 206 Partial Content, the whole photo in it', () => post({ image_url: `${photosUrl}/partial.jpg` }), 422, 'failed_image_download'],
+    ['an image_url of 2049 characters', () => post({ image_url: longUrl(2049) }), 400, 'invalid_image_url'],
+    ['an image_url of 2049 characters in JSON', () => postJson({ image_url: longUrl(2049) }), 400, 'invalid_image_url'],
+    ['a bg_image_url of 2049 characters', () => post({ bg_image_url: longUrl(2049) }, { image_file: teddy }), 400, 'invalid_image_url'],
     ['base64 that is not base64', () => post({ image_file_b64: '%%%not base64%%%' }), 400, 'validation_error'],
     ['base64 of 30 MB', () => postJson({ image_file_b64: 'A'.repeat(30 * 1024 * 1024) }), 400, 'image_too_large'],
     ['a decompression bomb as background', () => post({}, { image_file: teddy, bg_image_file: pngClaiming(60000, 60000) }), 400, 'image_too_large'],

@@ -77,6 +77,18 @@ describe('crop caps', () => {
     refuse({ width: 6000, height: 6000 }, { crop: 'true', padding: '51%' }, 'crop');
   });
 
+  it('margins of up to 500 px on every side fit a small image though they pass 4x its area; 501 px do not', () => {
+    const teddy = { width: 284, height: 398 };
+    for (const padding of ['500px', '500px 500px 500px 500px', '250px 500px'])
+      expect(() => checkCropBox(teddy, options({ crop: 'true', padding }))).not.toThrow();
+    expect(cropBounds(teddy, options({ crop: 'true', padding: '500px' })).box).toEqual({ width: 1284, height: 1398 });
+    const error = refuse(teddy, { crop: 'true', padding: '501px' }, 'crop');
+    expect(error.details).toMatchObject({ max_area_ratio: 4, max_area: 1284 * 1398, worst_case: { width: 1286, height: 1400 } });
+    // On a large image 4x its area is the larger cap.
+    expect(() => checkCropBox({ width: 3000, height: 2000 }, options({ crop: 'true', padding: '500px' }))).not.toThrow();
+    refuse({ width: 3000, height: 2000 }, { crop: 'true', padding: '100%' }, 'crop');
+  });
+
   it('a WebP result that could pass 16383 px after the size preset: validation_error naming format', () => {
     // 6000 x 1000 at 20:1: a 20020 x 1001 box (3.3x the area), 17900 px wide at the full preset.
     const error = refuse({ width: 6000, height: 1000 }, { crop: '20:1', padding: '0', format: 'webp' }, 'format');

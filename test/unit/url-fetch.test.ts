@@ -150,7 +150,7 @@ describe('fetchImageUrl: a download', () => {
     expect(req!.headers.host).toBe(`127.0.0.1:${s.port}`);
   });
 
-  it('a status other than 2xx fails with the status, without the body in the message', async () => {
+  it('a status other than 200 fails with the status, without the body in the message', async () => {
     const s = await serve((_req, res) => {
       res.writeHead(404, { 'content-type': 'text/plain' });
       res.end('secret internal page');
@@ -160,6 +160,17 @@ describe('fetchImageUrl: a download', () => {
     expect(err.message).toBe('The image URL answered HTTP 404.');
     const e500 = await serve((_req, res) => res.writeHead(500).end());
     expect(await failure(`${e500.url}/`)).toMatchObject({ reason: 'status', status: 500 });
+  });
+
+  it.each([206, 203, 204])('HTTP %s fails with the status, whatever its body: only a 200 answer is the whole image', async (code) => {
+    const s = await serve((_req, res) => {
+      const range = code === 206 ? { 'content-range': `bytes 0-${PNG.length - 1}/${PNG.length * 2}` } : {};
+      res.writeHead(code, { 'content-type': 'image/png', ...range });
+      res.end(code === 204 ? undefined : PNG);
+    });
+    const err = await failure(`${s.url}/x.png`);
+    expect(err).toMatchObject({ kind: 'download_failed', reason: 'status', status: code });
+    expect(err.message).toBe(`The image URL answered HTTP ${code}.`);
   });
 
   it('a body that is not JPEG, PNG or WebP fails as not_image (an HTML page, a short body); an empty one as empty', async () => {

@@ -156,6 +156,7 @@ export const REMOVEBG_FIELDS: readonly DialectField[] = [
     translate: cropMargin,
     default: '0',
     accepts: "1, 2 or 4 values (top right bottom left), each px (a bare number is px) or % of the subject's width; at most 500px or 50% per side",
+    note: "sets `padding`: up to 500px on every side fits any image; a box past bgone's crop cap (4× the image's area) is `invalid_crop`",
   },
   { name: 'scale', part: 'field', option: 'scale', translate: percent, accepts: '`10%` to `100%` (a bare number is %), `original`' },
   { name: 'position', part: 'field', option: 'position', translate: percent, accepts: '`original`, `center`, one or two % values (a bare number is %)' },
