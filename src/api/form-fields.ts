@@ -13,12 +13,19 @@ export function base64Fields(fields: ReadonlyArray<readonly [string, string | nu
   return Object.fromEntries(rows.map(([name]) => [name, MAX_FILE_BYTES]));
 }
 
+/**
+ * The most bytes a form takes in an option's field. A URL's length is its option's own check
+ * (invalid_image_url, in UTF-16 units): the form takes the bytes of its longest text in UTF-8, at
+ * most three per unit.
+ */
+export function formFieldBytes(row: OptionRow): number {
+  return row.code === 'invalid_image_url' ? 3 * row.maxLength : row.maxLength;
+}
+
 function shapeOf(rows: readonly OptionRow[], files: Record<string, number>, maxTotalBytes: number): FormShape {
   const fields: Record<string, number> = {};
   for (const row of rows) {
-    // A URL's length is its option's own check (invalid_image_url, in UTF-16 units): the form takes
-    // the bytes of its longest text in UTF-8, at most three per unit.
-    if (row.part === 'field') fields[row.name] = row.code === 'invalid_image_url' ? 3 * row.maxLength : row.maxLength;
+    if (row.part === 'field') fields[row.name] = formFieldBytes(row);
     else files[row.name] ??= 1;
   }
   return {

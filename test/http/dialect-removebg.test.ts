@@ -322,6 +322,10 @@ describe('POST /v1.0/removebg', () => {
     expectError(await post({ image_url: `${photosUrl}/missing.jpg` }), 400, 'failed_image_download');
     expectError(await post({ colour: 'red' }, { image_file: teddy }), 400, 'invalid_parameters');
     expectError(await postText('application/json', JSON.stringify({ image_file_b64: 'not base64 at all!' })), 400, 'failed_to_read_image');
+    // A URL one character over the longest: the URL's own error, not a field too long.
+    const longUrl = `https://example.com/${'a'.repeat(2049 - 'https://example.com/'.length)}`;
+    expectError(await post({ image_url: longUrl }), 400, 'invalid_image_url');
+    expectError(await postText('application/json', JSON.stringify({ bg_image_url: longUrl, image_url: `${photosUrl}/teddy.jpg` })), 400, 'invalid_bg_image_url');
     expect(await credits(ts)).toEqual(before);
   });
 });

@@ -13,7 +13,7 @@ import { HttpError } from '../../http/errors.js';
 import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../../http/exchange.js';
 import type { RemoveBackgroundOptions } from '../../lib/index.js';
 import { DecodedBase64, MAX_FILE_BYTES, optionByName, optionsFromNames } from '../../lib/option-table.js';
-import { base64Fields } from '../form-fields.js';
+import { base64Fields, formFieldBytes } from '../form-fields.js';
 import type { RemovalOutcome } from '../metered-removal.js';
 
 /** A field's values as another field's translator sees them: after the value map, undefined when absent. */
@@ -83,12 +83,18 @@ export function refuse(field: string, message: string, allowed?: readonly string
 /** Empty or whitespace only: not given (clients send '' for every field they leave out). Tested without a copy of a long value. */
 const BLANK = /^\s*$/;
 
+/** The bytes a form takes for a field carrying `option` (undefined: no option). */
+function fieldBytesOf(option: string | null | undefined): number | undefined {
+  const row = option ? optionByName(option) : undefined;
+  return row ? formFieldBytes(row) : undefined;
+}
+
 /** The form a dialect reads: its text fields with their longest values, its file parts, 20 MB each. */
 export function dialectForm(fields: readonly DialectField[]): FormShape {
   const text = fields.filter((f) => f.part === 'field');
   const files = fields.filter((f) => f.part === 'file');
   return {
-    fields: Object.fromEntries(text.map((f) => [f.name, f.maxLength ?? (f.option ? optionByName(f.option)?.maxLength : undefined) ?? 16])),
+    fields: Object.fromEntries(text.map((f) => [f.name, f.maxLength ?? fieldBytesOf(f.option) ?? 16])),
     files: Object.fromEntries(files.map((f) => [f.name, 1])),
     maxFileBytes: MAX_FILE_BYTES,
     maxTotalBytes: Math.max(1, files.length) * MAX_FILE_BYTES,
