@@ -447,6 +447,7 @@ Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
   out.Set("peak", static_cast<double>(stats.peak));
   out.Set("mapped", static_cast<double>(stats.mapped));
   out.Set("lasting", static_cast<double>(stats.lasting));
+  out.Set("inferenceStages", static_cast<double>(inference_stages()));
   return out;
 }
 

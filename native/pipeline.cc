@@ -1,6 +1,7 @@
 #include "pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -403,6 +404,9 @@ Model::RunCost mix_second_side(Model& model, const DecodedImage& full, const Reg
   return cost;
 }
 
+// Jobs that reached the inference stage since the process started (inference_stages()).
+std::atomic<uint64_t> g_inference_stages{0};
+
 // The model's mask at its input's size: its answer for the image, combined with those for the mirror
 // and a second side when the job asks (effort=best); the tensor is released as soon as the model is
 // done with it. All runs count as inference.
@@ -410,6 +414,7 @@ Plane inference_stage(const JobOptions& o, Model& model, Buffer<float>& tensor, 
                       const Region* roi, Timings& t) {
   Plane mask(in_w, in_h, Unfilled{});
   const auto step = Clock::now();
+  g_inference_stages.fetch_add(1, std::memory_order_relaxed);
   Model::RunCost cost = model.run(tensor, in_w, in_h, mask.v);
   auto add = [&cost](const Model::RunCost& more) {
     cost.waited += more.waited;
@@ -614,6 +619,8 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
 
 }  // namespace
 
+uint64_t inference_stages() { return g_inference_stages.load(std::memory_order_relaxed); }
+
 JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model, const uint8_t* background,
                   size_t background_length) {
   const auto start = Clock::now();
@@ -625,13 +632,19 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const InputFormat format = sniff_format(data, length);
   const HeaderInfo header = read_header(data, length, format, o.max_side);
   t.decode += ms_since(header_start);
-  // The background's header now, so that bytes that are no image fail before any work.
+  // The background now, so that bytes that are no image, or whose data do not decode, fail before
+  // any work: its header, then its data decoded whole at the smallest scale the loader offers (a
+  // JPEG at 1/8, a WebP scaled as it decodes) and dropped. The decode that composes comes later, at
+  // the canvas' size, which the subject decides.
   if (has_bg_image) {
+    const auto step = Clock::now();
     try {
       read_header(background, background_length, sniff_format(background, background_length), o.max_side);
+      (void)decode_background(background, background_length, o.max_side, 1, 1);
     } catch (const PipelineError& e) {
       throw PipelineError(e.code(), e.what(), true);
     }
+    t.decode += ms_since(step);
   }
   Region region{0, 0, header.width, header.height};
   if (o.has_roi) {

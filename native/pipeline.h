@@ -47,4 +47,7 @@ struct JobResult {
 JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model& model, const uint8_t* background = nullptr,
                   size_t background_length = 0);
 
+// Jobs that reached the inference stage since the process started (every check before it passed).
+uint64_t inference_stages();
+
 }  // namespace bgone

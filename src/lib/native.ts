@@ -154,7 +154,8 @@ interface Addon {
  * at once since they were last given back (the cached and in-use blocks together stay within 1.75
  * times it), and how many blocks were mapped so far (a job on warm memory maps next to none).
  * Besides them, `lasting`: bytes mapped for the loaded models' weights (each session's own huge
- * pages, given back when the model is dropped).
+ * pages, given back when the model is dropped). And `inferenceStages`: the jobs that reached the
+ * inference stage so far (every check before it passed), for tests of what is refused before it.
  */
 export interface NativeMemoryStats {
   inUse: number;
@@ -162,6 +163,7 @@ export interface NativeMemoryStats {
   peak: number;
   mapped: number;
   lasting: number;
+  inferenceStages: number;
 }
 
 const ORT_LIBRARY_FILE = process.platform === 'darwin' ? 'libonnxruntime.1.dylib' : process.platform === 'win32' ? 'onnxruntime.dll' : 'libonnxruntime.so.1';

@@ -3,8 +3,9 @@
  * removeBackground, POST /api/v1/remove (and its dialects, and the try-it page), a batch and
  * `bgone remove`. In order: the options normalised; the model they name checked (the caller's hook:
  * the service's models allowed); one source of the image; the URLs downloaded, both at once
- * (sources.ts), under the caller's signal; the job's checks (prepare-job.ts); then the background
- * image's data (image-data.ts), before the model runs. prepareRequest does it for one image;
+ * (sources.ts), under the caller's signal; the job's checks (prepare-job.ts). A background's data
+ * are decoded by the native core before its model runs (native/pipeline.cc). prepareRequest does it
+ * for one image;
  * prepareShared settles the options once for many images (a batch's, the command line's files),
  * each then prepared by its `job`.
  *
@@ -12,8 +13,6 @@
  * request holds while it downloads (admission.ts Ticket.downloading), the memory estimator, the
  * signal that ends the downloads (a client gone), and whether the bytes are the caller's own.
  */
-import { BgoneError } from './errors.js';
-import { checkImageData } from './image-data.js';
 import { type NormalisedOptions, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
 import { checkBackground, imageSource, type MemoryEstimator, type PreparedJob, prepareJob, prepareOwnedJob } from './prepare-job.js';
 import { librarySettings } from './settings.js';
@@ -25,7 +24,7 @@ export interface PreparationHooks {
   checkModel?: ((model: string | undefined) => void) | undefined;
   /** Called as the downloads start; the function it returns is called once they end, however they end. */
   downloading?: (() => () => void) | undefined;
-  /** Ends the downloads (failed_image_download, reason aborted) and the background's check (the signal's reason). */
+  /** Ends the downloads (failed_image_download, reason aborted). */
   signal?: AbortSignal | undefined;
   /** Each job's memory estimate (PreparedJob.memoryBytes). */
   estimateMemory?: MemoryEstimator | undefined;
@@ -54,21 +53,17 @@ export async function prepareRequest(
   hooks: PreparationHooks = {},
 ): Promise<PreparedJob> {
   const normalised = await settle(input, options, hooks, true);
-  const job = (hooks.owned ? prepareOwnedJob : prepareJob)(input, normalised, hooks.estimateMemory);
-  if (job.background && job.options.channels !== 'alpha') await checkBackgroundData(job.background, hooks.signal);
-  return job;
+  return (hooks.owned ? prepareOwnedJob : prepareJob)(input, normalised, hooks.estimateMemory);
 }
 
 /**
  * Settles options shared by many images, which come apart (a batch's parts, the command line's
- * files): normalised, the model checked, a background URL downloaded, the background checked (its
- * header and its data) once for all of them. The options carry no image of their own.
+ * files): normalised, the model checked, a background URL downloaded, the background's header
+ * checked once for all of them. The options carry no image of their own.
  */
 export async function prepareShared(options: RemoveBackgroundOptions | undefined, hooks: PreparationHooks = {}): Promise<SharedPreparation> {
   const normalised = await settle(undefined, options, hooks, false);
   checkBackground(normalised);
-  const background = normalised.sources.bgImageFile;
-  if (background !== undefined && normalised.native.channels !== 'alpha') await checkBackgroundData(background, hooks.signal);
   const prepare = hooks.owned ? prepareOwnedJob : prepareJob;
   return { options: normalised, job: (input) => prepare(input, normalised, hooks.estimateMemory) };
 }
@@ -89,15 +84,5 @@ async function settle(
     return await downloadSources(normalised, { ...downloadRules(librarySettings()), signal: hooks.signal });
   } finally {
     done?.();
-  }
-}
-
-/** The background's data past its header, its refusal naming bg_image_file as the native core's would. */
-async function checkBackgroundData(background: Uint8Array, signal: AbortSignal | undefined): Promise<void> {
-  try {
-    await checkImageData(background, signal);
-  } catch (err) {
-    if (!(err instanceof BgoneError)) throw err;
-    throw new BgoneError(err.code, `The background image: ${err.message}`, { ...err.details, field: 'bg_image_file' }, err.detail);
   }
 }

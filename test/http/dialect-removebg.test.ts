@@ -325,7 +325,11 @@ describe('POST /v1.0/removebg', () => {
     // A URL one character over the longest: the URL's own error, not a field too long.
     const longUrl = `https://example.com/${'a'.repeat(2049 - 'https://example.com/'.length)}`;
     expectError(await post({ image_url: longUrl }), 400, 'invalid_image_url');
-    expectError(await postText('application/json', JSON.stringify({ bg_image_url: longUrl, image_url: `${photosUrl}/teddy.jpg` })), 400, 'invalid_bg_image_url');
+    expectError(
+      await postText('application/json', JSON.stringify({ bg_image_url: longUrl, image_url: `${photosUrl}/teddy.jpg` })),
+      400,
+      'invalid_bg_image_url',
+    );
     expect(await credits(ts)).toEqual(before);
   });
 });
