@@ -11,6 +11,7 @@ import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
 import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
+import { stopRuns } from '../lib/native.js';
 import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
@@ -186,12 +187,25 @@ export async function serveCommand(): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal, inFlight: server.inFlight() }, 'draining');
+      // Whatever a run does (a model that loops), the process ends within the drain time: then every
+      // run is told to stop, and the process exits without waiting for the native core's threads.
+      const deadline = setTimeout(
+        () => {
+          logger.error({ runs: stopRuns() }, 'the drain time passed with work still running: exiting');
+          process.exit(1); // does not wait for the native core's threads
+        },
+        config.drainTimeout * 1000 + EXIT_GRACE_MS,
+      );
+      deadline.unref();
       void server
         .close()
         .then(() => store.close())
         .then(() => {
-          logger.info('stopped');
+          // Runs still going after the drain answer nobody: stopped, so that their jobs end.
+          const runs = stopRuns();
+          logger.info(runs > 0 ? { runs } : {}, 'stopped');
           resolve();
+          if (runs > 0) setTimeout(() => process.exit(0), EXIT_GRACE_MS).unref();
         });
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
@@ -199,6 +213,9 @@ export async function serveCommand(): Promise<number> {
   });
   return 0;
 }
+
+/** What the drain gets past its own time for the connections' close and the store's, before the exit is forced. */
+const EXIT_GRACE_MS = 2000;
 
 /**
  * The startup log of where inference runs: each provider of a fall-back list that could not start

@@ -210,6 +210,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
     warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
+    runTimeoutMs: settings.inferenceTimeout * 1000,
   };
   if (spec.tensorrtCacheDir !== '') {
     try {
