@@ -110,6 +110,16 @@ export function modelNotInstalledError(model: string, path: string): BgoneError 
  * contract; on a GPU provider, the GPU setup may be at fault too (a device that does not exist,
  * CUDA or cuDNN failing when the session starts).
  */
+/** An added model whose graph the checks before loading refuse (model-graph.ts), or cannot read. */
+export function modelRefusedError(model: string, path: string, why: string): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `Model ${model} is refused before it loads from ${path}: ${why} (docs/models.md, "What is checked").`,
+    { component: 'models', model, path },
+    why,
+  );
+}
+
 export function modelLoadError(model: string, path: string, cause: unknown, provider = 'cpu'): BgoneError {
   const why =
     provider === 'cpu'
