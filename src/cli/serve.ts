@@ -4,13 +4,14 @@
  * soon as the server listens, so a newcomer can call the API right away. SIGTERM and SIGINT drain
  * in-flight requests, then exit.
  */
-import { basename } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { publishedDigests } from '../cluster/secret.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
-import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
+import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, librarySettings, preloadModel, readManifest } from '../lib/index.js';
 import { stopRuns } from '../lib/native.js';
 import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
@@ -105,6 +106,7 @@ export async function serveCommand(): Promise<number> {
     const addon = basename(addonFileInUse() ?? '');
     logger.info({ model, ms: Math.round(performance.now() - modelStart), addon }, 'model loaded');
     logInferenceProvider(logger, config.model, model);
+    warnModelsAllowed(logger, config.modelsAllowed);
   } catch (err) {
     // Closed, so that its connections do not keep a process that cannot serve alive.
     console.error(`bgone: cannot start: ${(err as Error).message}`);
@@ -212,6 +214,28 @@ export async function serveCommand(): Promise<number> {
     process.on('SIGINT', () => stop('SIGINT'));
   });
   return 0;
+}
+
+/**
+ * BGONE_MODELS_ALLOWED naming a model the manifests do not list (a typo, a model not added yet), or
+ * one whose file is not installed: a warning at start naming each, since a request naming it would
+ * get 400 model_unavailable. The start goes on: the other names serve.
+ */
+function warnModelsAllowed(logger: ReturnType<typeof createLogger>, allowed: readonly string[] | 'all'): void {
+  if (allowed === 'all') return;
+  const models = readManifest().models;
+  const unknown = allowed.filter((name) => !Object.hasOwn(models, name));
+  if (unknown.length > 0) {
+    logger.warn(
+      { unknown, listed: Object.keys(models) },
+      `BGONE_MODELS_ALLOWED names models that no manifest lists: ${unknown.join(', ')} (see "bgone models list"); requests naming them get 400 model_unavailable`,
+    );
+  }
+  const dir = librarySettings().modelsDir;
+  const missing = allowed.filter((name) => Object.hasOwn(models, name) && !existsSync(join(dir, models[name]!.file)));
+  if (missing.length > 0) {
+    logger.warn({ missing }, `BGONE_MODELS_ALLOWED names models that are not installed: ${missing.join(', ')} (install them with "npx bgone models add")`);
+  }
 }
 
 /** What the drain gets past its own time for the connections' close and the store's, before the exit is forced. */

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { addonLoadError } from './errors.js';
+import { addonLoadError, onnxRuntimeLoadError } from './errors.js';
 import type { EncodedFormat, NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { type AddonBuild, librarySettings, type ProviderName } from './settings.js';
@@ -246,6 +246,9 @@ export function defaultOnnxRuntimeLibrary(): string {
   }
 }
 
+/** What native/ort.cc's load_onnxruntime says when the library is the problem. */
+const ORT_FAILURE = /ONNX Runtime|OrtGetApiBase|CreateEnv/;
+
 let addon: Addon | undefined;
 let versions: { vips: string } | undefined;
 let startedWith: string | undefined;
@@ -254,17 +257,25 @@ let loadedFile: string | undefined;
 /** The started addon; throws BgoneError('internal_error') if it cannot be loaded or started. */
 export function native(): Addon {
   if (!addon) {
+    let file: string;
+    let loaded: Addon;
     try {
-      const file = addonFile();
-      const loaded = loadAddon(file);
-      const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
-      versions = loaded.init({ onnxruntime: library });
-      addon = loaded;
-      startedWith = library;
-      loadedFile = file;
+      file = addonFile();
+      loaded = loadAddon(file);
     } catch (err) {
       throw addonLoadError(err);
     }
+    const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
+    try {
+      versions = loaded.init({ onnxruntime: library });
+    } catch (err) {
+      // The addon is there; what init opens first is the ONNX Runtime library (native/ort.cc).
+      if (ORT_FAILURE.test((err as Error)?.message ?? '')) throw onnxRuntimeLoadError(library, err);
+      throw addonLoadError(err);
+    }
+    addon = loaded;
+    startedWith = library;
+    loadedFile = file;
   }
   return addon;
 }

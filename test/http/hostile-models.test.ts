@@ -5,7 +5,7 @@
  * and a target that is a symbolic link, and leaves nothing in the models folder. Served anyway
  * (placed in manifest.local.json by hand), each fails its own request with 500 internal_server_error,
  * uncharged, while another account's requests with the default model are answered; SIGTERM ends the
- * process whatever a run does.
+ * process whatever a run does. BGONE_MODELS_ALLOWED naming a model no manifest lists is warned of.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -175,8 +175,10 @@ describe('served anyway', () => {
   it('SIGTERM while an endless Loop runs with no limit: the process exits after the drain time', async () => {
     const db = join(folder, 'sigterm.sqlite');
     const keys = await accounts(db);
-    const node = serve('sigterm', db, { BGONE_INFERENCE_TIMEOUT: '0', BGONE_DRAIN_TIMEOUT: '1' });
+    const node = serve('sigterm', db, { BGONE_INFERENCE_TIMEOUT: '0', BGONE_DRAIN_TIMEOUT: '1', BGONE_MODELS_ALLOWED: 'endless-loop,nope' });
     const url = `http://127.0.0.1:${await node.port()}`;
+    // A name no manifest lists is warned of at start.
+    expect(node.logs().find((l) => l.level === 40 && /BGONE_MODELS_ALLOWED names models that no manifest lists: nope/.test(l.msg))?.unknown).toEqual(['nope']);
     const looping = postImage(url, keys.hostile, { model: 'endless-loop', size: 'preview' }, teddy).catch((err: unknown) => err);
     await waitFor(async () => (await get(url, '/readyz')).json?.in_flight === 1, 'the loop to be in flight');
     expect((await postImage(url, keys.other, { size: 'preview' }, teddy)).status).toBe(200);
