@@ -5,6 +5,7 @@
 // PipelineError back into JavaScript values.
 #include <fcntl.h>
 #include <napi.h>
+#include <sys/resource.h>
 #include <vips/vips.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "pipeline.h"
 #include "png_writer.h"
 #include "providers.h"
+#include "run_deadline.h"
 
 namespace bgone {
 namespace {
@@ -142,6 +144,7 @@ ModelSpec read_model_spec(const Napi::Value& value) {
   spec.webgpu_cpu_adapter = o.boolean("webgpuCpuAdapter");
   spec.warm_up_runs = static_cast<int>(o.integer("warmUpRuns", 0, 8));
   spec.warm_up_side = static_cast<int>(o.integer("warmUpSide", 1, 16384));
+  spec.run_timeout_ms = o.integer("runTimeoutMs", 0, 86'400'000);
   o.finish();
   return spec;
 }
@@ -451,6 +454,55 @@ Napi::Value MemoryStats(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// modelMatte(handle, rgb, width, height) -> Float32Array: the model's matte (its output through the
+// spec's transform, before any clamp) for width x height RGB pixels taken as the model's input as
+// they are (normalised as a job's are), so that `bgone models add` can judge what a graph answers.
+// Synchronous: for the proving run's process, which does nothing else. Fails as a job's run fails
+// (a matte that is not finite everywhere, a run past its limit).
+Napi::Value ModelMatte(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsExternal() || !info[1].IsBuffer() || !info[2].IsNumber() || !info[3].IsNumber())
+    throw ContractError("modelMatte(handle, rgb, width, height)");
+  ModelRef model = *info[0].As<Napi::External<ModelRef>>().Data();
+  if (!model) throw ContractError("modelMatte: the model was released");
+  Napi::Buffer<uint8_t> rgb = info[1].As<Napi::Buffer<uint8_t>>();
+  const int width = info[2].As<Napi::Number>().Int32Value(), height = info[3].As<Napi::Number>().Int32Value();
+  if (width < 1 || height < 1 || width > 16384 || height > 16384 || static_cast<size_t>(width) * height * 3 != rgb.Length())
+    throw ContractError("modelMatte: rgb must hold width x height x 3 bytes, sides 1 to 16384");
+  const ModelSpec& spec = model->spec();
+  const size_t plane = static_cast<size_t>(width) * height;
+  Buffer<float> tensor(plane * 3, 0.f), matte;
+  for (int c = 0; c < 3; ++c)
+    for (size_t i = 0; i < plane; ++i) tensor[c * plane + i] = (static_cast<float>(rgb.Data()[i * 3 + c]) - spec.mean[c]) / spec.std[c];
+  model->run(tensor, width, height, matte);
+  Napi::Float32Array out = Napi::Float32Array::New(env, plane);
+  std::copy(matte.begin(), matte.end(), out.Data());
+  return out;
+}
+
+// limitMemory(bytes): the most private writable memory (RLIMIT_DATA) the process may map from now
+// on; past it an allocation fails instead of the machine running out. For the proving process of
+// `bgone models add`, which runs a graph nobody has vouched for.
+Napi::Value LimitMemory(const Napi::CallbackInfo& info) {
+  if (!info[0].IsNumber()) throw ContractError("limitMemory(bytes)");
+  const double bytes = info[0].As<Napi::Number>().DoubleValue();
+  if (!(bytes >= 1) || bytes > 9.0e18) throw ContractError("limitMemory: bytes must be a positive number");
+  rlimit limit{};
+  limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(bytes);
+  if (setrlimit(RLIMIT_DATA, &limit) != 0) throw PipelineError(ErrorCode::Internal, std::string("setrlimit: ") + std::strerror(errno));
+  return info.Env().Undefined();
+}
+
+// stopRuns() -> number: tells every model run in progress to stop, and every later one as it starts
+// (each fails its job); returns how many were in progress. For a process that is ending.
+Napi::Value StopRuns(const Napi::CallbackInfo& info) {
+  stop_all_runs();
+  return Napi::Number::New(info.Env(), runs_in_progress());
+}
+
+// runsInProgress() -> number: model runs in progress now.
+Napi::Value RunsInProgress(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), runs_in_progress()); }
+
 // encodePng(pixels, width, height, bands, level) -> Buffer: the PNG writer alone, on given pixels
 // (width x height x bands bytes, rows in order), so that tests reach its encoders' edge cases
 // (stored blocks, long runs, every band count) directly. Not part of the library's API.
@@ -583,6 +635,10 @@ Napi::Object Register(Napi::Env env, Napi::Object exports) {
   exports.Set("webgpuDevice", Napi::Function::New(env, guarded<WebgpuDevice>));
   exports.Set("probe", Napi::Function::New(env, guarded<Probe>));
   exports.Set("memoryStats", Napi::Function::New(env, guarded<MemoryStats>));
+  exports.Set("modelMatte", Napi::Function::New(env, guarded<ModelMatte>));
+  exports.Set("limitMemory", Napi::Function::New(env, guarded<LimitMemory>));
+  exports.Set("stopRuns", Napi::Function::New(env, guarded<StopRuns>));
+  exports.Set("runsInProgress", Napi::Function::New(env, guarded<RunsInProgress>));
   exports.Set("encodePng", Napi::Function::New(env, guarded<EncodePng>));
   exports.Set("resampleForModel", Napi::Function::New(env, guarded<ResampleForModel>));
   exports.Set("lockBytes", Napi::Function::New(env, guarded<LockBytes>));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 
 #include "buffers.h"
 #include "errors.h"
@@ -15,6 +16,7 @@
 #include "ort.h"
 #include "parallel.h"
 #include "providers.h"
+#include "run_deadline.h"
 
 namespace bgone {
 namespace {
@@ -223,6 +225,17 @@ void to_matte(MatteTransform transform, float* v, size_t n) {
   }
 }
 
+// Values that are NaN or infinite, from their bits (exponent all ones), whatever the compiler assumes of floats.
+size_t count_not_finite(const float* v, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], sizeof bits);
+    count += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return count;
+}
+
 // User plus system CPU time of the whole process (every thread), ms.
 double process_cpu_ms() {
   rusage usage{};
@@ -243,6 +256,12 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   const char* input_names[] = {input_name_.c_str()};
   const char* output_names[] = {output_name_.c_str()};
   OrtValue* output_value = nullptr;
+  OrtRunOptions* run_options = nullptr;
+  if (OrtStatus* created = ort_api()->CreateRunOptions(&run_options); created != nullptr) {
+    ort_api()->ReleaseValue(input_value);
+    check(created, "CreateRunOptions");
+  }
+  RunDeadline::Outcome outcome = RunDeadline::Outcome::Running;
   auto wait_start = std::chrono::steady_clock::now();
   RunCost cost;
   OrtStatus* status;
@@ -255,10 +274,22 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     // On the CPU the run takes its intra-op threads' cores; with a GPU, the calling thread's only.
     const CoresInUse cores(spec_.provider == "cpu" ? spec_.threads : 1);
     const double cpu_start = process_cpu_ms();
-    status = ort_api()->Run(session_, nullptr, input_names, &input_value, 1, output_names, 1, &output_value);
+    {
+      const RunDeadline deadline(run_options, spec_.run_timeout_ms);
+      status = ort_api()->Run(session_, run_options, input_names, &input_value, 1, output_names, 1, &output_value);
+      outcome = deadline.outcome();
+    }
     cost.cpu = process_cpu_ms() - cpu_start;
   }
   ort_api()->ReleaseValue(input_value);
+  ort_api()->ReleaseRunOptions(run_options);
+  if (status != nullptr && outcome != RunDeadline::Outcome::Running) {
+    ort_api()->ReleaseStatus(status);
+    if (outcome == RunDeadline::Outcome::Stopped)
+      throw PipelineError(ErrorCode::Internal, "the model's run was stopped: the process is ending");
+    throw PipelineError(ErrorCode::Internal, "the model's run passed its limit of " + std::to_string(spec_.run_timeout_ms) +
+                                                 " ms (inferenceTimeout) and was stopped");
+  }
   check(status, "Run");
   try {
     OrtTensorTypeAndShapeInfo* info = nullptr;
@@ -273,6 +304,12 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     check(ort_api()->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
     out.assign(data, data + plane);
     to_matte(spec_.matte, out.data(), plane);
+    // The graph's answer is bytes from outside: a matte that is not a number everywhere fails the job
+    // here, before anything counts on it.
+    const size_t not_finite = count_not_finite(out.data(), plane);
+    if (not_finite > 0)
+      throw PipelineError(ErrorCode::Internal, "the model's matte has " + std::to_string(not_finite) + " of " + std::to_string(plane) +
+                                                   " values that are not finite numbers (NaN or infinity)");
   } catch (...) {
     ort_api()->ReleaseValue(output_value);
     throw;

@@ -35,6 +35,9 @@ struct ModelSpec {
   // Runs of the model on a blank warm_up_side² input right after loading (0: none): see warm_up.
   int warm_up_runs = 0;
   int warm_up_side = 0;
+  // The longest a run may take, in ms (0: no limit): a run past it is stopped (run_deadline.h) and
+  // fails its job.
+  long long run_timeout_ms = 0;
 };
 
 }  // namespace bgone

@@ -57,7 +57,14 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   'webhooks retry': { options: STORE_OPTIONS, positionals: { max: 1, name: 'delivery id' } },
   'models list': { options: { ...HELP_OPTIONS, json: { type: 'boolean' } }, positionals: NONE },
   'models add': {
-    options: { ...HELP_OPTIONS, family: { type: 'string' }, name: { type: 'string' }, license: { type: 'string' }, source: { type: 'string' } },
+    options: {
+      ...HELP_OPTIONS,
+      family: { type: 'string' },
+      name: { type: 'string' },
+      license: { type: 'string' },
+      source: { type: 'string' },
+      trust: { type: 'boolean' },
+    },
     positionals: { max: Infinity, name: 'model names, or an ONNX file with --family' },
   },
   'models remove': { options: HELP_OPTIONS, positionals: { max: 1, name: 'model name' } },

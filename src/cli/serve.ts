@@ -4,13 +4,15 @@
  * soon as the server listens, so a newcomer can call the API right away. SIGTERM and SIGINT drain
  * in-flight requests, then exit.
  */
-import { basename } from 'node:path';
+import { existsSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { publishedDigests } from '../cluster/secret.js';
 import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
-import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, preloadModel, readManifest } from '../lib/index.js';
+import { addonFileInUse, BgoneError, concurrencyInUse, configure, inferenceProviders, librarySettings, preloadModel, readManifest } from '../lib/index.js';
+import { stopRuns } from '../lib/native.js';
 import { type RunningServer, startServer } from '../server.js';
 import { type Account, ClusterSecretMismatch, ORPHAN_ERROR, openStore, type Store, StoreError } from '../store/index.js';
 
@@ -104,6 +106,7 @@ export async function serveCommand(): Promise<number> {
     const addon = basename(addonFileInUse() ?? '');
     logger.info({ model, ms: Math.round(performance.now() - modelStart), addon }, 'model loaded');
     logInferenceProvider(logger, config.model, model);
+    warnModelsAllowed(logger, config.modelsAllowed);
   } catch (err) {
     // Closed, so that its connections do not keep a process that cannot serve alive.
     console.error(`bgone: cannot start: ${(err as Error).message}`);
@@ -186,12 +189,25 @@ export async function serveCommand(): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal, inFlight: server.inFlight() }, 'draining');
+      // Whatever a run does (a model that loops), the process ends within the drain time: then every
+      // run is told to stop, and the process exits without waiting for the native core's threads.
+      const deadline = setTimeout(
+        () => {
+          logger.error({ runs: stopRuns() }, 'the drain time passed with work still running: exiting');
+          process.exit(1); // does not wait for the native core's threads
+        },
+        config.drainTimeout * 1000 + EXIT_GRACE_MS,
+      );
+      deadline.unref();
       void server
         .close()
         .then(() => store.close())
         .then(() => {
-          logger.info('stopped');
+          // Runs still going after the drain answer nobody: stopped, so that their jobs end.
+          const runs = stopRuns();
+          logger.info(runs > 0 ? { runs } : {}, 'stopped');
           resolve();
+          if (runs > 0) setTimeout(() => process.exit(0), EXIT_GRACE_MS).unref();
         });
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
@@ -199,6 +215,31 @@ export async function serveCommand(): Promise<number> {
   });
   return 0;
 }
+
+/**
+ * BGONE_MODELS_ALLOWED naming a model the manifests do not list (a typo, a model not added yet), or
+ * one whose file is not installed: a warning at start naming each, since a request naming it would
+ * get 400 model_unavailable. The start goes on: the other names serve.
+ */
+function warnModelsAllowed(logger: ReturnType<typeof createLogger>, allowed: readonly string[] | 'all'): void {
+  if (allowed === 'all') return;
+  const models = readManifest().models;
+  const unknown = allowed.filter((name) => !Object.hasOwn(models, name));
+  if (unknown.length > 0) {
+    logger.warn(
+      { unknown, listed: Object.keys(models) },
+      `BGONE_MODELS_ALLOWED names models that no manifest lists: ${unknown.join(', ')} (see "bgone models list"); requests naming them get 400 model_unavailable`,
+    );
+  }
+  const dir = librarySettings().modelsDir;
+  const missing = allowed.filter((name) => Object.hasOwn(models, name) && !existsSync(join(dir, models[name]!.file)));
+  if (missing.length > 0) {
+    logger.warn({ missing }, `BGONE_MODELS_ALLOWED names models that are not installed: ${missing.join(', ')} (install them with "npx bgone models add")`);
+  }
+}
+
+/** What the drain gets past its own time for the connections' close and the store's, before the exit is forced. */
+const EXIT_GRACE_MS = 2000;
 
 /**
  * The startup log of where inference runs: each provider of a fall-back list that could not start

@@ -6,7 +6,14 @@
  */
 import { statSync } from 'node:fs';
 import { FETCH_ALLOW_GRAMMAR, parseFetchAllow } from '../lib/address-guard.js';
-import { ADDON_BUILDS, type AddonBuild, EXECUTION_PROVIDER_GRAMMAR, type ExecutionProvider, parseExecutionProvider } from '../lib/settings.js';
+import {
+  ADDON_BUILDS,
+  type AddonBuild,
+  DEFAULT_SETTINGS,
+  EXECUTION_PROVIDER_GRAMMAR,
+  type ExecutionProvider,
+  parseExecutionProvider,
+} from '../lib/settings.js';
 import { BATCH_DEFAULTS, type BackendChoice, type CorsOrigins, MIN_CLUSTER_SECRET_LENGTH, SERVICE_DEFAULTS } from './defaults.js';
 
 /** The library's settings (applied with the library's configure()). */
@@ -53,6 +60,8 @@ export interface LibraryConfig {
   modelIdleSeconds: number;
   /** BGONE_MODELS_MEMORY_MB: MiB the loaded models may hold together (0: no limit). */
   modelsMemoryMb: number;
+  /** BGONE_INFERENCE_TIMEOUT: seconds one model run may take before it is stopped and its job fails (0: no limit). */
+  inferenceTimeout: number;
 }
 
 /** BGONE_DATABASE_URL and its settings: the shared PostgreSQL ledger of several nodes. */
@@ -369,6 +378,7 @@ export function loadLibraryConfig(env: NodeJS.ProcessEnv = process.env): Library
     ...fetchRules(env),
     modelIdleSeconds: int(env, 'BGONE_MODEL_IDLE_SECONDS', 600, 0, 365 * 24 * 3600),
     modelsMemoryMb: int(env, 'BGONE_MODELS_MEMORY_MB', 0, 0, 1_048_576),
+    inferenceTimeout: int(env, 'BGONE_INFERENCE_TIMEOUT', DEFAULT_SETTINGS.inferenceTimeout, 0, 86_400),
   };
 }
 

@@ -86,6 +86,20 @@ export function addonLoadError(cause: unknown): BgoneError {
   );
 }
 
+/**
+ * The addon loaded, but the ONNX Runtime library it was pointed at (the onnxRuntimeLibrary setting,
+ * BGONE_ORT_LIBRARY) could not be opened or is no ONNX Runtime the addon can use.
+ */
+export function onnxRuntimeLoadError(library: string, cause: unknown): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `The ONNX Runtime library ${library} could not be used (BGONE_ORT_LIBRARY, the onnxRuntimeLibrary setting): ` +
+      'point it at an ONNX Runtime shared library (libonnxruntime.so.1), or leave it unset for the one bgone ships.',
+    { component: 'onnxruntime', path: library },
+    describe(cause),
+  );
+}
+
 /** models/manifest.json is missing, unreadable or malformed. */
 export function manifestError(path: string, problem: string, cause?: unknown): BgoneError {
   return new BgoneError(
@@ -110,6 +124,16 @@ export function modelNotInstalledError(model: string, path: string): BgoneError 
  * contract; on a GPU provider, the GPU setup may be at fault too (a device that does not exist,
  * CUDA or cuDNN failing when the session starts).
  */
+/** An added model whose graph the checks before loading refuse (model-graph.ts), or cannot read. */
+export function modelRefusedError(model: string, path: string, why: string): BgoneError {
+  return new BgoneError(
+    'internal_error',
+    `Model ${model} is refused before it loads from ${path}: ${why} (docs/models.md, "What is checked").`,
+    { component: 'models', model, path },
+    why,
+  );
+}
+
 export function modelLoadError(model: string, path: string, cause: unknown, provider = 'cpu'): BgoneError {
   const why =
     provider === 'cpu'

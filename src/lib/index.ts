@@ -131,7 +131,8 @@ export function configure(settings: Partial<LibrarySettings>): Readonly<LibraryS
     next.executionProvider !== previous.executionProvider ||
     next.cudaMemLimitMb !== previous.cudaMemLimitMb ||
     next.tensorrtCacheDir !== previous.tensorrtCacheDir ||
-    next.webgpuCpuAdapter !== previous.webgpuCpuAdapter
+    next.webgpuCpuAdapter !== previous.webgpuCpuAdapter ||
+    next.inferenceTimeout !== previous.inferenceTimeout
   )
     forgetModels();
   syncConcurrency();

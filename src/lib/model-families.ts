@@ -67,7 +67,117 @@ export interface ModelFamily {
   readonly matting: { readonly levelsLow: number; readonly levelsHigh: number };
   /** How it runs in each precision with ONNX Runtime on the CPU, in words. */
   readonly precisions: { readonly int8: string; readonly fp16: string; readonly fp32: string };
+  /**
+   * The ONNX operators its exports are made of (default domain; `domain:op` otherwise): `bgone models
+   * add` refuses a graph with any other (control flow, random numbers, sequences, custom domains)
+   * unless --trust (model-graph.ts unknownOperators).
+   */
+  readonly operators: readonly string[];
 }
+
+/** What convolutional encoders and decoders are exported with (every family's). */
+const CNN_OPERATORS = [
+  'Abs',
+  'Add',
+  'AveragePool',
+  'BatchNormalization',
+  'Cast',
+  'Ceil',
+  'Clip',
+  'Concat',
+  'Constant',
+  'ConstantOfShape',
+  'Conv',
+  'ConvTranspose',
+  'DepthToSpace',
+  'Div',
+  'Equal',
+  'Erf',
+  'Exp',
+  'Expand',
+  'Flatten',
+  'Floor',
+  'Gather',
+  'Gemm',
+  'GlobalAveragePool',
+  'GlobalMaxPool',
+  'Greater',
+  'HardSigmoid',
+  'HardSwish',
+  'Identity',
+  'InstanceNormalization',
+  'LeakyRelu',
+  'Less',
+  'MatMul',
+  'Max',
+  'MaxPool',
+  'Min',
+  'Mul',
+  'Neg',
+  'Pad',
+  'Pow',
+  'PRelu',
+  'Range',
+  'Reciprocal',
+  'ReduceMax',
+  'ReduceMean',
+  'ReduceMin',
+  'ReduceSum',
+  'Relu',
+  'Reshape',
+  'Resize',
+  'Shape',
+  'Sigmoid',
+  'Slice',
+  'Softmax',
+  'SpaceToDepth',
+  'Split',
+  'Sqrt',
+  'Squeeze',
+  'Sub',
+  'Tanh',
+  'Transpose',
+  'Unsqueeze',
+  'Upsample',
+  'Where',
+] as const;
+/** Quantized exports (static QDQ and dynamic uint8). */
+const QUANTIZED_OPERATORS = [
+  'ConvInteger',
+  'DequantizeLinear',
+  'DynamicQuantizeLinear',
+  'MatMulInteger',
+  'QLinearConv',
+  'QLinearMatMul',
+  'QuantizeLinear',
+] as const;
+/** Transformer backbones (Swin in BiRefNet and BEN2) and deformable convolutions. */
+const TRANSFORMER_OPERATORS = [
+  'And',
+  'ArgMax',
+  'CumSum',
+  'DeformConv',
+  'Einsum',
+  'GatherElements',
+  'GatherND',
+  'Gelu',
+  'GreaterOrEqual',
+  'LayerNormalization',
+  'LessOrEqual',
+  'Mod',
+  'Not',
+  'Or',
+  'ReduceProd',
+  'Round',
+  'ScatterElements',
+  'ScatterND',
+  'Softplus',
+  'Tile',
+  'TopK',
+  'Trunc',
+] as const;
+const CNN = [...CNN_OPERATORS, ...QUANTIZED_OPERATORS];
+const TRANSFORMER = [...CNN, ...TRANSFORMER_OPERATORS];
 
 const IMAGENET_MEAN = [0.485, 0.456, 0.406] as const;
 const IMAGENET_STD = [0.229, 0.224, 0.225] as const;
@@ -106,6 +216,7 @@ export const MODEL_FAMILIES = {
       fp16: 'as published: float16 weights cast to float32 around every op (slower than fp32 on the CPU)',
       fp32: 'well: the reference answers',
     },
+    operators: CNN,
   },
   // danielgatis/rembg rembg/sessions/u2net.py (u2netp.py, silueta.py the same): 320x320, ImageNet
   // mean and std on v / 255, output 0 (d0 of 7, already through a sigmoid in xuebinqin/U-2-Net
@@ -117,9 +228,12 @@ export const MODEL_FAMILIES = {
     weights: 'github.com/danielgatis/rembg releases (u2net.onnx, u2netp.onnx, silueta.onnx); github.com/xuebinqin/U-2-Net (PyTorch)',
     licence: 'code and weights: Apache-2.0 (xuebinqin/U-2-Net); training data DUTS-TR: its own terms',
     input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, smallerSides: false, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
-    output: { index: 0, minCount: 1, matte: 'min-max' },
+    // Its exports keep the 6 side outputs d1..d6 after d0 (rembg's u2net.onnx has 7): what tells an
+    // ISNet file, whose matte is alone, from one of this family.
+    output: { index: 0, minCount: 7, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'not measured', fp32: 'as published' },
+    operators: CNN,
   },
   // ZhengPeng7/BiRefNet inference.py (`model(inputs)[-1].sigmoid()`) and cpp/py/pth2onnx.py (input
   // `input_image` [1,3,1024,1024], output `output_image`); RMBG-2.0's model card (briaai/RMBG-2.0)
@@ -145,6 +259,7 @@ export const MODEL_FAMILIES = {
     output: { index: 0, minCount: 1, matte: 'sigmoid' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'published for GPUs; float16 inputs are not taken (bgone feeds float32)', fp32: 'as published' },
+    operators: TRANSFORMER,
   },
   // huggingface.co/briaai/RMBG-1.4 utilities.py: 1024², (v / 255 - 0.5) / 1.0, the output (already
   // through a sigmoid in briarmbg.py) stretched min-max.
@@ -168,6 +283,7 @@ export const MODEL_FAMILIES = {
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'published (model_quantized.onnx), not measured', fp16: 'published for GPUs', fp32: 'as published' },
+    operators: CNN,
   },
   // PramaLLC/BEN2 BEN2.py (img_transform32: ImageNet mean and std on v / 255 at 1024²; forward ends
   // in a sigmoid; postprocess_image stretches min-max) and export.py ([1,3,1024,1024], opset 15).
@@ -191,6 +307,7 @@ export const MODEL_FAMILIES = {
     output: { index: 0, minCount: 1, matte: 'min-max' },
     matting: SEGMENTATION_LEVELS,
     precisions: { int8: 'not measured', fp16: 'the reference runs float16 on CUDA only', fp32: 'as published' },
+    operators: TRANSFORMER,
   },
   // ZHKKKe/MODNet onnx/export_onnx.py (input `input` [batch_size,3,height,width], output `output`
   // [batch_size,1,height,width], symbolic batch and sides) and onnx/inference_onnx.py ((v - 127.5) /
@@ -215,6 +332,7 @@ export const MODEL_FAMILIES = {
     output: { index: 0, minCount: 1, matte: 'as-is' },
     matting: MATTING_LEVELS,
     precisions: { int8: 'not measured', fp16: 'not measured', fp32: 'as exported' },
+    operators: CNN,
   },
 } as const satisfies Record<string, ModelFamily>;
 

@@ -18,10 +18,21 @@
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BgoneError, fromNativeError, manifestError, modelLoadError, modelNotInstalledError, providerLoadError, tensorrtCacheError } from './errors.js';
+import {
+  BgoneError,
+  fromNativeError,
+  manifestError,
+  modelLoadError,
+  modelNotInstalledError,
+  modelRefusedError,
+  providerLoadError,
+  tensorrtCacheError,
+} from './errors.js';
 import { INFERENCE_SIDES } from './inference-size.js';
 import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
+import { graphProblems } from './model-graph.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
+import { readOnnxGraph } from './onnx-signature.js';
 import { inferenceThreadCount, librarySettings, type ProviderChoice, providerChoices } from './settings.js';
 
 export interface ModelEntry {
@@ -197,6 +208,17 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
   const path = join(settings.modelsDir, entry.file);
   if (!existsSync(path)) return Promise.reject(modelNotInstalledError(name, path));
   const { provider, deviceId } = choice;
+  // An added model's graph is checked before ONNX Runtime opens it (model-graph.ts): one placed in
+  // the folder by hand, or added with --trust, must not take the process down with a shape.
+  if (isLocalModel(name)) {
+    let problems: string[];
+    try {
+      problems = graphProblems(readOnnxGraph(path));
+    } catch (err) {
+      return Promise.reject(modelRefusedError(name, path, (err as Error).message));
+    }
+    if (problems.length > 0) return Promise.reject(modelRefusedError(name, path, problems.join('; ')));
+  }
   const contract = modelContract(entry);
   const spec: NativeModelSpec = {
     path,
@@ -210,6 +232,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
     warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
+    runTimeoutMs: settings.inferenceTimeout * 1000,
   };
   if (spec.tensorrtCacheDir !== '') {
     try {

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { addonLoadError } from './errors.js';
+import { addonLoadError, onnxRuntimeLoadError } from './errors.js';
 import type { EncodedFormat, NativeOptions } from './options.js';
 import { PACKAGE_ROOT } from './package-root.js';
 import { type AddonBuild, librarySettings, type ProviderName } from './settings.js';
@@ -90,6 +90,8 @@ export interface NativeModelSpec {
   warmUpRuns: number;
   /** The side of those runs when the graph takes any size (else its own width × height). */
   warmUpSide: number;
+  /** The longest one run may take, in ms (0: no limit): a run past it is stopped and fails its job (native/run_deadline.h). */
+  runTimeoutMs: number;
 }
 
 /** Opaque handle on a loaded model session. */
@@ -129,6 +131,22 @@ interface Addon {
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
   /** The large blocks of native/buffers.h, in bytes. */
   memoryStats(): NativeMemoryStats;
+  /**
+   * The model's matte (its output through the family's transform, unclamped) for width × height RGB
+   * pixels given to the model as they are, normalised as a job's are; throws a coded error where a
+   * job's run fails (a matte not finite everywhere, a run past its limit). Synchronous: for the
+   * proving process of `bgone models add`.
+   */
+  modelMatte(model: ModelHandle, rgb: Buffer, width: number, height: number): Float32Array;
+  /** The most private writable memory (RLIMIT_DATA) the process may map from now on: for the proving process of `bgone models add`. */
+  limitMemory(bytes: number): void;
+  /**
+   * Tells every model run in progress to stop, and every later one as it starts (each fails its job
+   * with internal_error); returns how many were in progress. For a process that is ending.
+   */
+  stopRuns(): number;
+  /** Model runs in progress now. */
+  runsInProgress(): number;
   /** The PNG writer alone on raw pixels (rows of width x bands bytes), for tests of its encoders. */
   encodePng(pixels: Buffer, width: number, height: number, bands: number, level: number): Buffer;
   /** The model input's resampler alone (native/model_resample.h): 3 or 4 bands in, RGB out, for its tests. */
@@ -230,6 +248,9 @@ export function defaultOnnxRuntimeLibrary(): string {
   }
 }
 
+/** What native/ort.cc's load_onnxruntime says when the library is the problem. */
+const ORT_FAILURE = /ONNX Runtime|OrtGetApiBase|CreateEnv/;
+
 let addon: Addon | undefined;
 let versions: { vips: string } | undefined;
 let startedWith: string | undefined;
@@ -238,17 +259,25 @@ let loadedFile: string | undefined;
 /** The started addon; throws BgoneError('internal_error') if it cannot be loaded or started. */
 export function native(): Addon {
   if (!addon) {
+    let file: string;
+    let loaded: Addon;
     try {
-      const file = addonFile();
-      const loaded = loadAddon(file);
-      const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
-      versions = loaded.init({ onnxruntime: library });
-      addon = loaded;
-      startedWith = library;
-      loadedFile = file;
+      file = addonFile();
+      loaded = loadAddon(file);
     } catch (err) {
       throw addonLoadError(err);
     }
+    const library = librarySettings().onnxRuntimeLibrary ?? defaultOnnxRuntimeLibrary();
+    try {
+      versions = loaded.init({ onnxruntime: library });
+    } catch (err) {
+      // The addon is there; what init opens first is the ONNX Runtime library (native/ort.cc).
+      if (ORT_FAILURE.test((err as Error)?.message ?? '')) throw onnxRuntimeLoadError(library, err);
+      throw addonLoadError(err);
+    }
+    addon = loaded;
+    startedWith = library;
+    loadedFile = file;
   }
   return addon;
 }
@@ -261,6 +290,14 @@ export function onnxRuntimeLibraryInUse(): string | undefined {
 /** The addon file the started native core came from; undefined before it started. */
 export function addonFileInUse(): string | undefined {
   return loadedFile;
+}
+
+/**
+ * Tells every model run in progress, and every later one, to stop (each fails its job); returns how
+ * many were in progress. Nothing when the native core never started.
+ */
+export function stopRuns(): number {
+  return addon ? addon.stopRuns() : 0;
 }
 
 /** The native core's large blocks now (starts the native core). */

@@ -80,6 +80,12 @@ export interface LibrarySettings {
   modelIdleSeconds: number;
   /** MiB the loaded models' sessions may hold together (0, default: no limit); idle ones are released to make room. */
   modelsMemoryMb: number;
+  /**
+   * Seconds one model run may take (0: no limit). A run past it is stopped (ONNX Runtime's run-level
+   * terminate, native/run_deadline.h) and its job fails with internal_error: a model that loops or
+   * stalls cannot hold the native core's places. Default 60.
+   */
+  inferenceTimeout: number;
 }
 
 /** 'auto' or 'baseline': see LibrarySettings.addonBuild. */
@@ -125,6 +131,7 @@ export const DEFAULT_SETTINGS: Readonly<LibrarySettings> = Object.freeze({
   fetchAllow: Object.freeze([]) as readonly string[],
   modelIdleSeconds: 600,
   modelsMemoryMb: 0,
+  inferenceTimeout: 60,
 });
 
 /** Above this, a value is a typo rather than a machine (the native core refuses more than 4096). */
@@ -300,6 +307,7 @@ const KNOWN: ReadonlyArray<keyof LibrarySettings> = [
   'fetchAllow',
   'modelIdleSeconds',
   'modelsMemoryMb',
+  'inferenceTimeout',
 ];
 
 /**
@@ -348,6 +356,9 @@ export function mergeSettings(input: unknown): LibrarySettings {
   }
   if (given.modelsMemoryMb !== undefined) {
     next.modelsMemoryMb = integerSetting('modelsMemoryMb', given.modelsMemoryMb, 0, 1 << 20, 'MiB, 0: no limit');
+  }
+  if (given.inferenceTimeout !== undefined) {
+    next.inferenceTimeout = integerSetting('inferenceTimeout', given.inferenceTimeout, 0, 86_400, 'seconds one model run may take, 0: no limit');
   }
   return next;
 }

@@ -58,6 +58,16 @@ describe('bgone serve', () => {
     expect(run.stdout).not.toMatch(/listening/);
   });
 
+  it('BGONE_ORT_LIBRARY naming a file that is no ONNX Runtime: exits 1, saying the ONNX Runtime library is the problem, not the addon', async () => {
+    const notALibrary = join(dir, 'not-onnxruntime.so');
+    writeFileSync(notALibrary, 'not a shared library');
+    const run = await runCli(dir, ['serve'], { BGONE_DB: join(dir, 'bad-ort', 'db.sqlite'), BGONE_PORT: '0', BGONE_ORT_LIBRARY: notALibrary });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain(`The ONNX Runtime library ${notALibrary} could not be used (BGONE_ORT_LIBRARY`);
+    expect(run.stderr).not.toContain('native core could not be loaded');
+    expect(run.stdout).not.toMatch(/listening/);
+  });
+
   it('BGONE_EXECUTION_PROVIDER=webgpu without a GPU adapter: exits 1 at start, naming the Vulkan loader or the missing adapter', async () => {
     const run = await runCli(dir, ['serve'], { BGONE_DB: join(dir, 'webgpu', 'db.sqlite'), BGONE_PORT: '0', BGONE_EXECUTION_PROVIDER: 'webgpu' });
     expect(run.code, run.stderr).toBe(1);

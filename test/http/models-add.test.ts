@@ -66,7 +66,7 @@ describe('bgone models add FILE --family', () => {
     expect(missing.stderr).toMatch(/none\.onnx is not a file/);
   });
 
-  it('the medium-fp32 file as isnet, named my-isnet: copied, listed with its sha256 and family, run once', async () => {
+  it('the medium-fp32 file as isnet, named my-isnet: proved on the test images in a child process, then copied and listed with its sha256 and family', async () => {
     const run = await runCli(folder, ['models', 'add', fp32File, '--family', 'isnet', '--name', 'my-isnet'], env);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);

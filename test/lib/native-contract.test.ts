@@ -166,6 +166,7 @@ describe('loadModel spec', () => {
     webgpuCpuAdapter: false,
     warmUpRuns: 0,
     warmUpSide: 1024,
+    runTimeoutMs: 0,
   };
 
   it('a complete spec is accepted; a bad path then fails later, as a rejected promise with a code (control)', async () => {
@@ -193,6 +194,7 @@ describe('loadModel spec', () => {
     ['webgpuCpuAdapter', 1, /model spec\.webgpuCpuAdapter must be a boolean/],
     ['warmUpRuns', 9, /model spec\.warmUpRuns must be an integer in \[0, 8\]/],
     ['warmUpSide', 0, /model spec\.warmUpSide must be an integer in \[1, 16384\]/],
+    ['runTimeoutMs', -1, /model spec\.runTimeoutMs must be an integer in \[0, 86400000\]/],
     ['matteTransform', 3, /model spec\.matteTransform must be an integer in \[0, 2\]/],
     ['outputIndex', -1, /model spec\.outputIndex must be an integer in \[0, 4096\]/],
   ])('%s = %j: TypeError', (field, value, message) => {

@@ -32,6 +32,10 @@ const CALLS: Record<string, (addon: ReturnType<typeof native>) => unknown> = {
   lockedByte: (a) => a.lockedByte(0, 0, 1),
   releaseModel: (a) => a.releaseModel(undefined as never),
   modelMemory: (a) => a.modelMemory(undefined as never),
+  modelMatte: (a) => a.modelMatte(undefined as never, Buffer.alloc(3), 1, 1),
+  limitMemory: (a) => a.limitMemory(2 ** 40),
+  stopRuns: (a) => a.stopRuns(),
+  runsInProgress: (a) => a.runsInProgress(),
 };
 
 describe('the guard around every export', () => {

@@ -227,6 +227,7 @@ describe('loadConfig', () => {
       fetchAllow: [],
       modelIdleSeconds: 600,
       modelsMemoryMb: 0,
+      inferenceTimeout: 60,
     });
   });
 

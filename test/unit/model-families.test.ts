@@ -46,9 +46,10 @@ describe('the families', () => {
 describe('checkGraph', () => {
   it.each(FAMILY_NAMES)("%s accepts a graph of its reference export's contract", (name) => {
     const f = MODEL_FAMILIES[name];
-    const fixed = checkGraph(signature({ side: f.input.sides[0]!, batch: f.input.batch }), f);
+    const decoys = f.output.minCount - 1;
+    const fixed = checkGraph(signature({ side: f.input.sides[0]!, batch: f.input.batch, decoys }), f);
     expect(fixed).toEqual({ problems: [], dynamic: false });
-    const symbolic = checkGraph(signature({ side: 'symbolic', batch: f.input.batch }), f);
+    const symbolic = checkGraph(signature({ side: 'symbolic', batch: f.input.batch, decoys }), f);
     expect(symbolic).toEqual({ problems: [], dynamic: true });
   });
 
@@ -57,8 +58,13 @@ describe('checkGraph', () => {
   });
 
   it('a fixed side the family is not exported at, named with the sides it is', () => {
-    const { problems } = checkGraph(signature({ side: 1024, batch: 1 }), MODEL_FAMILIES.u2net);
+    const { problems } = checkGraph(signature({ side: 1024, batch: 1, decoys: 6 }), MODEL_FAMILIES.u2net);
     expect(problems).toEqual(['input input is 1024x1024; family u2net is exported at 320x320, or symbolic']);
+  });
+
+  it("an ISNet-shaped graph (its matte alone) as u2net: the count of outputs is named (u2net's exports have 7)", () => {
+    const { problems } = checkGraph(signature({ side: 'symbolic', batch: 1 }), MODEL_FAMILIES.u2net);
+    expect(problems).toEqual(["the file has 1 outputs; family u2net's matte is output 0 of at least 7"]);
   });
 
   it('an ISNet-shaped graph (batch fixed at 1) as modnet: the batch dimension is named', () => {

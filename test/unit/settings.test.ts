@@ -31,6 +31,7 @@ describe('defaults', () => {
       fetchAllow: [],
       modelIdleSeconds: 600,
       modelsMemoryMb: 0,
+      inferenceTimeout: 60,
     });
     expect(DEFAULT_SETTINGS).toEqual(librarySettings());
   });

@@ -1,0 +1,151 @@
+/**
+ * The proving run of `bgone models add` (src/cli/models.ts), in a process of its own, which is all it
+ * may take down: `node prove-model.js REQUEST_JSON`, the request a ProveRequest. Its memory is
+ * limited (RLIMIT_DATA) before the model loads, and its parent kills it past its time. It loads the
+ * file as the family says and, on each test image, takes the model's matte (modelMatte: finite
+ * everywhere, and not one value on an image with something in it), then runs one whole job on the
+ * image's PNG. It writes one line of JSON: { ok: true, ms } or { ok: false, problem }.
+ */
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { configure, removeBackground } from '../lib/index.js';
+import type { FamilyName } from '../lib/model-families.js';
+import { acquireModel, inferenceSideOf, modelContract } from '../lib/models.js';
+import { native } from '../lib/native.js';
+
+export interface ProveRequest {
+  /** The ONNX file (the copy that will be installed). */
+  path: string;
+  family: FamilyName;
+  dynamic: boolean;
+  /** RLIMIT_DATA for the process, in bytes. */
+  memoryBytes: number;
+  /** Seconds one run may take (the inferenceTimeout setting). */
+  inferenceTimeout: number;
+}
+
+/** One test image: RGB pixels, side², and whether it has anything in it (a matte of one value there is refused). */
+interface TestImage {
+  name: string;
+  rgb: Buffer;
+  varied: boolean;
+}
+
+/** A small deterministic generator (xorshift32), so every proving run sees the same noise. */
+function noise(seed: number): () => number {
+  let x = seed;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+/**
+ * The test images at `side`²: a photo-like scene (a shaded disc on a graded, grainy ground), the
+ * same scene pale on white (a bright image with a subject), plain white, plain black, and noise.
+ */
+export function testImages(side: number): TestImage[] {
+  const n = side * side;
+  const scene = (bright: boolean) => {
+    const rgb = Buffer.alloc(n * 3);
+    const grain = noise(7);
+    for (let y = 0; y < side; y++) {
+      for (let x = 0; x < side; x++) {
+        const dx = x / side - 0.5;
+        const dy = y / side - 0.55;
+        const inside = dx * dx + dy * dy < 0.3 * 0.3;
+        const g = (grain() - 0.5) * 12;
+        const i = (y * side + x) * 3;
+        if (bright) {
+          const v = inside ? 232 - 20 * (dx + 0.3) : 255;
+          rgb[i] = rgb[i + 1] = rgb[i + 2] = Math.max(0, Math.min(255, Math.round(v + (inside ? g : 0))));
+        } else {
+          const ground = 150 + 80 * (y / side);
+          rgb[i] = Math.max(0, Math.min(255, Math.round(inside ? 170 - 90 * (dx + 0.3) + g : ground + g)));
+          rgb[i + 1] = Math.max(0, Math.min(255, Math.round(inside ? 60 + g : ground - 10 + g)));
+          rgb[i + 2] = Math.max(0, Math.min(255, Math.round(inside ? 50 + g : ground - 30 + g)));
+        }
+      }
+    }
+    return rgb;
+  };
+  const random = noise(11);
+  return [
+    { name: 'a photo', rgb: scene(false), varied: true },
+    { name: 'a bright photo', rgb: scene(true), varied: true },
+    { name: 'white', rgb: Buffer.alloc(n * 3, 255), varied: false },
+    { name: 'black', rgb: Buffer.alloc(n * 3, 0), varied: false },
+    { name: 'noise', rgb: Buffer.from(Array.from({ length: n * 3 }, () => Math.floor(random() * 256))), varied: true },
+  ];
+}
+
+/** What is wrong with one test image's matte, if anything. */
+function matteProblem(matte: Float32Array, image: TestImage): string | undefined {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const v of matte) {
+    if (!Number.isFinite(v)) return `its matte on ${image.name} has values that are not finite numbers`;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (image.varied && !(hi - lo > 1e-3)) return `its matte on ${image.name} is ${lo} everywhere: it does not depend on the image`;
+  return undefined;
+}
+
+async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | { ok: false; problem: string }> {
+  native().limitMemory(request.memoryBytes);
+  // A models folder of its own, listing the file alone: the job below runs it as a served model is run.
+  const dir = mkdtempSync(join(tmpdir(), 'bgone-prove-'));
+  try {
+    symlinkSync(request.path, join(dir, 'proving.onnx'));
+    const entry = { file: 'proving.onnx', sha256: '', bytes: 0, license: '', family: request.family, ...(request.dynamic ? { dynamic: true } : {}) };
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ default: 'proving', models: { proving: entry } }));
+    configure({ modelsDir: dir, inferenceTimeout: request.inferenceTimeout });
+    const contract = modelContract(entry);
+    const side = contract.dynamic ? inferenceSideOf(contract, Number.POSITIVE_INFINITY) : contract.width;
+    const lease = await acquireModel('proving');
+    let ms = 0;
+    try {
+      for (const image of testImages(side)) {
+        let matte: Float32Array;
+        try {
+          matte = native().modelMatte(lease.handle, image.rgb, side, side);
+        } catch (err) {
+          return { ok: false, problem: `it failed on ${image.name}: ${(err as Error).message}` };
+        }
+        const problem = matteProblem(matte, image);
+        if (problem) return { ok: false, problem };
+        try {
+          const result = await removeBackground(native().encodePng(image.rgb, side, side, 3, 1), { model: 'proving', channels: 'alpha' });
+          ms = Math.max(ms, result.timings.inference);
+        } catch (err) {
+          const e = err as { code?: string; message: string; detail?: string };
+          if (e.code !== 'foreground_not_found')
+            return { ok: false, problem: `a job on ${image.name} failed: ${e.message}${e.detail ? ` (${e.detail})` : ''}` };
+        }
+      }
+    } finally {
+      lease.release();
+    }
+    return { ok: true, ms };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const arg = process.argv[2];
+if (arg !== undefined) {
+  prove(JSON.parse(arg) as ProveRequest).then(
+    (answer) => {
+      process.stdout.write(`${JSON.stringify(answer)}\n`);
+      process.exit(0);
+    },
+    (err: unknown) => {
+      process.stdout.write(`${JSON.stringify({ ok: false, problem: (err as Error).message ?? String(err) })}\n`);
+      process.exit(0);
+    },
+  );
+}
