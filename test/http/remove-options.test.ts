@@ -9,9 +9,9 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configure } from '../../src/lib/index.js';
-import * as models from '../../src/lib/models.js';
+import { nativeMemoryStats } from '../../src/lib/native.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectConforms, openApi, trackUncaught } from '../helpers/http-assert.js';
 import { jpegCutInScan, pngClaiming } from '../helpers/http-images.js';
@@ -342,9 +342,8 @@ describe('batches take the options per batch', () => {
 });
 
 describe('a background whose header reads but whose pixels do not: 422 before the model runs, nothing charged', () => {
-  afterEach(() => {
-    vi.restoreAllMocks();
-  });
+  /** Jobs that reached the native core's inference stage so far. */
+  const inferenceStages = () => nativeMemoryStats().inferenceStages;
 
   const cases: Array<[string, () => Promise<HttpResult>]> = [
     ['a JPEG file cut inside its scan data', () => post({}, { image_file: teddy, bg_image_file: cutTeddy })],
@@ -353,25 +352,33 @@ describe('a background whose header reads but whose pixels do not: 422 before th
   ];
 
   it.each(cases)('%s', async (_, send) => {
-    const leases = vi.spyOn(models, 'acquireModel');
+    const stages = inferenceStages();
     const before = await credits(ts);
     const res = await send();
     expect(res.status, JSON.stringify(res.json)).toBe(422);
     expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
-    expect(leases).not.toHaveBeenCalled();
+    expect(inferenceStages()).toBe(stages);
     expect(await credits(ts)).toEqual(before);
   });
 
-  it('a batch with such a background is refused whole, nothing reserved, no model run', async () => {
-    const leases = vi.spyOn(models, 'acquireModel');
+  it("a batch with such a background: each image fails with the background's error, uncharged, no model run", async () => {
+    const stages = inferenceStages();
     const before = await credits(ts);
     const form = new FormData();
     form.append('bg_image_url', `${photosUrl}/cut.jpg`);
-    form.append('image_file', blob(teddy, 'image/jpeg'), 'a.jpg');
-    const res = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
-    expect(res.status, JSON.stringify(res.json)).toBe(422);
-    expect(res.json).toMatchObject({ code: 'invalid_image', details: { field: 'bg_image_file' } });
-    expect(leases).not.toHaveBeenCalled();
+    for (const name of ['a.jpg', 'b.jpg']) form.append('image_file', blob(teddy, 'image/jpeg'), name);
+    const submitted = await toResult(await fetch(`${ts.url}/api/v1/batches`, { method: 'POST', headers: { authorization: `Bearer ${ts.key}` }, body: form }));
+    expect(submitted.status, JSON.stringify(submitted.json)).toBe(202);
+    let batch: { status: string; images: Array<{ status: string; error?: { code: string } }> } = submitted.json;
+    await waitFor(async () => {
+      batch = (await get(ts.url, `/api/v1/batches/${submitted.json.id}`, { headers: { authorization: `Bearer ${ts.key}` } })).json;
+      return batch.status === 'completed';
+    }, 'the batch completed');
+    expect(batch.images.map((image) => [image.status, image.error?.code])).toEqual([
+      ['failed', 'invalid_image'],
+      ['failed', 'invalid_image'],
+    ]);
+    expect(inferenceStages()).toBe(stages);
     expect(await credits(ts)).toEqual(before);
   });
 });
