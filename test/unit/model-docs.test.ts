@@ -1,0 +1,68 @@
+/**
+ * docs/models.md's family tables are generated from the family table (src/lib/model-families.ts),
+ * as docs/api.md's option table is from the option table: what each family takes and gives, and
+ * which of its exports run and how each is added (rewritten with BGONE_WRITE_DOCS=1).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { MODEL_FAMILIES, type ModelFamily } from '../../src/lib/model-families.js';
+import { REPO_ROOT } from '../helpers/paths.js';
+
+const IMAGENET_MEAN = [0.485, 0.456, 0.406];
+const IMAGENET_STD = [0.229, 0.224, 0.225];
+const same = (a: readonly number[], b: readonly number[]) => a.every((v, i) => v === b[i]);
+const cell = (text: string) => text.replaceAll('|', '\\|');
+
+/** The tensor a family's exports take, in words: sides, normalisation, batch. */
+function inputWords(family: ModelFamily): string {
+  const { sides, dynamicSide, scale, mean, std, batch } = family.input;
+  const fixed = sides.map((s) => `${s}²`).join(' or ');
+  const symbolic = `symbolic: runs at ${dynamicSide}²${family.input.smallerSides ? ' (smaller for small outputs)' : ''}`;
+  const v = scale === 1 ? 'v' : `v / ${scale}`;
+  const norm =
+    same(mean, IMAGENET_MEAN) && same(std, IMAGENET_STD)
+      ? `ImageNet mean/std on \`${v}\``
+      : mean.every((m) => m === mean[0]) && std.every((s) => s === std[0])
+        ? `\`(${v} - ${mean[0]}) / ${std[0]}\``
+        : `\`(${v} - [${mean.join(', ')}]) / [${std.join(', ')}]\``;
+  return `${fixed}, or ${symbolic}; ${norm}${batch === 'symbolic' ? ', batch symbolic' : ''}`;
+}
+
+function outputWords(family: ModelFamily): string {
+  const { index, minCount, matte } = family.output;
+  return `output ${index}${minCount > 1 ? ` of ${minCount}` : ''}, ${matte === 'as-is' ? 'as is' : matte}`;
+}
+
+function familiesMarkdown(): string {
+  const rows = Object.values(MODEL_FAMILIES).map(
+    (f) => `| \`${f.name}\` | ${cell(f.models)} | ${cell(inputWords(f))} | ${outputWords(f)} | ${cell(f.reference)} | ${cell(f.weights)} |`,
+  );
+  return ['| family | models | input | matte | reference code | weights published at |', '|---|---|---|---|---|---|', ...rows, ''].join('\n');
+}
+
+function exportsMarkdown(): string {
+  const rows = Object.values(MODEL_FAMILIES).map((f) => {
+    const { int8, fp16, fp32 } = f.precisions;
+    return `| \`${f.name}\` | ${f.input.sides.map((s) => `${s}²`).join(', ')}, symbolic | ${cell(fp32)} | ${cell(fp16)} | ${cell(int8)} | \`npx bgone models add FILE --family ${f.name}\` |`;
+  });
+  return ['| family | sides | float32 | float16 | int8 | add it with |', '|---|---|---|---|---|---|', ...rows, ''].join('\n');
+}
+
+describe('docs/models.md', () => {
+  it.each([
+    ['families', familiesMarkdown()],
+    ['exports', exportsMarkdown()],
+  ])('the %s table is generated from the family table', (name, table) => {
+    const file = join(REPO_ROOT, 'docs', 'models.md');
+    const doc = readFileSync(file, 'utf8');
+    const start = `<!-- ${name}: generated from src/lib/model-families.ts -->\n`;
+    const end = `<!-- ${name} end -->`;
+    const from = doc.indexOf(start);
+    const to = doc.indexOf(end);
+    expect(from, `docs/models.md has the ${name} markers`).toBeGreaterThan(-1);
+    const current = doc.slice(from + start.length, to);
+    if (current !== table && process.env.BGONE_WRITE_DOCS === '1') writeFileSync(file, doc.slice(0, from + start.length) + table + doc.slice(to));
+    else expect(current, 'rewrite it: BGONE_WRITE_DOCS=1 npx vitest run --project unit test/unit/model-docs.test.ts').toBe(table);
+  });
+});
