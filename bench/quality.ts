@@ -36,7 +36,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { configure, prepareJob } from '../src/lib/index.js';
-import { atInferenceSide } from '../src/lib/inference-size.js';
+import { atInferenceSide } from '../src/lib/job-plan.js';
 import { getModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
 import type { NativeOptions, RemoveBackgroundOptions } from '../src/lib/options.js';

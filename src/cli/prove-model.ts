@@ -10,8 +10,9 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configure, removeBackground } from '../lib/index.js';
+import { fullSide } from '../lib/job-plan.js';
 import type { FamilyName } from '../lib/model-families.js';
-import { acquireModel, inferenceSideOf, modelContract } from '../lib/models.js';
+import { acquireModel, modelContract } from '../lib/models.js';
 import { native } from '../lib/native.js';
 
 export interface ProveRequest {
@@ -105,7 +106,7 @@ async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | 
     writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ default: 'proving', models: { proving: entry } }));
     configure({ modelsDir: dir, inferenceTimeout: request.inferenceTimeout });
     const contract = modelContract(entry);
-    const side = contract.dynamic ? inferenceSideOf(contract, Number.POSITIVE_INFINITY) : contract.width;
+    const side = fullSide(contract);
     const lease = await acquireModel('proving');
     let ms = 0;
     try {

@@ -11,6 +11,21 @@ export type MatteTransform = 'as-is' | 'sigmoid' | 'min-max';
 /** The numbers native/model_spec.h's MatteTransform gives them. */
 export const MATTE_TRANSFORMS: Readonly<Record<MatteTransform, number>> = { 'as-is': 0, sigmoid: 1, 'min-max': 2 };
 
+/** A row of a family's smaller sides: outputs of at most `maxOutputPixels` run at `side`. */
+export interface SmallerSide {
+  readonly maxOutputPixels: number;
+  readonly side: number;
+}
+
+/**
+ * ISNet's smaller sides: for each output size the smallest side whose dev-set quality, scored at the
+ * output's resolution, stays within 0.005 IoU of 1024² (bench/quality.ts --size and
+ * --inference-size; the sweep is in docs/quality.md). Measured on outputs up to 0.57 MP (the dev
+ * photos): 896 lost 0.0036 IoU (and 0.02 boundary F), 768 lost 0.033. Larger outputs were not
+ * measured and keep 1024.
+ */
+const ISNET_SMALLER_SIDES: readonly SmallerSide[] = [{ maxOutputPixels: 600_000, side: 896 }];
+
 /** What a dimension of a graph's input or output may be. */
 type Dim = number | 'symbolic';
 
@@ -37,10 +52,11 @@ export interface ModelFamily {
     /** Sizes of a symbolic graph must be multiples of this. */
     readonly multiple: number;
     /**
-     * A symbolic graph also runs at the smaller sides measured for small outputs
-     * (inference-size.ts INFERENCE_SIDES); false: always at `dynamicSide`.
+     * The smaller sides a symbolic graph runs at on the CPU for small outputs (job-plan.ts
+     * sideForOutput), ascending by output pixels: the first row whose bound holds the output gives
+     * the side, `dynamicSide` past the last. Empty: always `dynamicSide`.
      */
-    readonly smallerSides: boolean;
+    readonly smallerSides: readonly SmallerSide[];
     /** The batch dimension of the reference export: 1, or symbolic. */
     readonly batch: Dim;
     /**
@@ -203,7 +219,7 @@ export const MODEL_FAMILIES = {
       sides: [1024],
       dynamicSide: 1024,
       multiple: 64,
-      smallerSides: true,
+      smallerSides: ISNET_SMALLER_SIDES,
       batch: 1,
       scale: 1,
       mean: [128, 128, 128],
@@ -227,7 +243,7 @@ export const MODEL_FAMILIES = {
     reference: 'danielgatis/rembg rembg/sessions/u2net.py; xuebinqin/U-2-Net model/u2net.py',
     weights: 'github.com/danielgatis/rembg releases (u2net.onnx, u2netp.onnx, silueta.onnx); github.com/xuebinqin/U-2-Net (PyTorch)',
     licence: 'code and weights: Apache-2.0 (xuebinqin/U-2-Net); training data DUTS-TR: its own terms',
-    input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, smallerSides: false, batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
+    input: { channels: 'RGB', sides: [320], dynamicSide: 320, multiple: 32, smallerSides: [], batch: 1, scale: 255, mean: IMAGENET_MEAN, std: IMAGENET_STD },
     // Its exports keep the 6 side outputs d1..d6 after d0 (rembg's u2net.onnx has 7): what tells an
     // ISNet file, whose matte is alone, from one of this family.
     output: { index: 0, minCount: 7, matte: 'min-max' },
@@ -250,7 +266,7 @@ export const MODEL_FAMILIES = {
       sides: [1024, 2048],
       dynamicSide: 1024,
       multiple: 32,
-      smallerSides: false,
+      smallerSides: [],
       batch: 1,
       scale: 255,
       mean: IMAGENET_MEAN,
@@ -274,7 +290,7 @@ export const MODEL_FAMILIES = {
       sides: [1024],
       dynamicSide: 1024,
       multiple: 32,
-      smallerSides: false,
+      smallerSides: [],
       batch: 1,
       scale: 255,
       mean: [0.5, 0.5, 0.5],
@@ -298,7 +314,7 @@ export const MODEL_FAMILIES = {
       sides: [1024],
       dynamicSide: 1024,
       multiple: 32,
-      smallerSides: false,
+      smallerSides: [],
       batch: 1,
       scale: 255,
       mean: IMAGENET_MEAN,
@@ -323,7 +339,7 @@ export const MODEL_FAMILIES = {
       sides: [512],
       dynamicSide: 512,
       multiple: 32,
-      smallerSides: false,
+      smallerSides: [],
       batch: 'symbolic',
       scale: 1,
       mean: [127.5, 127.5, 127.5],

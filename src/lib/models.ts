@@ -28,7 +28,7 @@ import {
   providerLoadError,
   tensorrtCacheError,
 } from './errors.js';
-import { INFERENCE_SIDES } from './inference-size.js';
+import { fullSide } from './job-plan.js';
 import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
 import { graphProblems } from './model-graph.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
@@ -231,7 +231,7 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
     webgpuCpuAdapter: provider === 'webgpu' && settings.webgpuCpuAdapter,
     warmUpRuns: warmUp ? WARM_UP_RUNS : 0,
     // The side every hd and full job uses.
-    warmUpSide: inferenceSideOf(contract, Number.POSITIVE_INFINITY),
+    warmUpSide: fullSide(contract),
     runTimeoutMs: settings.inferenceTimeout * 1000,
   };
   if (spec.tensorrtCacheDir !== '') {
@@ -271,16 +271,6 @@ export function resolveModel(name?: string): { key: string; entry: ModelEntry } 
   const path = join(librarySettings().modelsDir, entry.file);
   if (!existsSync(path)) throw modelNotInstalledError(key, path);
   return { key, entry };
-}
-
-/**
- * The side a job of a dynamic model runs at, for a job whose TypeScript-chosen side is `jobSide`
- * (inference-size.ts): ISNet's sides were measured for small outputs (INFERENCE_SIDES); every other
- * family runs at its own dynamicSide.
- */
-export function inferenceSideOf(contract: ModelContract, jobSide: number): number {
-  if (!contract.family.input.smallerSides) return contract.family.input.dynamicSide;
-  return Math.min(jobSide, Math.max(...INFERENCE_SIDES.map((s) => s.side)));
 }
 
 /** A loaded session for the length of a job: release() when the job ends. */

@@ -80,7 +80,7 @@ const ZIP_MASK_QUALITY = 100;
  * with bench/quality (which can override them); the others are output and detection settings.
  */
 export const TUNING = {
-  /** Guided filter radius at a 1024² inference (scaled with the inference size, inference-size.ts). */
+  /** Guided filter radius at a 1024² inference (scaled with the inference side, job-plan.ts). */
   guidedRadius: 6,
   guidedEps: 1e-3,
   /**
@@ -101,7 +101,7 @@ export const TUNING = {
   mirrorUnion: 0,
   secondSide: 0,
   secondWeight: 0,
-  /** Side of the model's square input; removeBackground lowers it for small outputs (inference-size.ts). */
+  /** Side of the model's square input; the job plan sets it for the model and the output (job-plan.ts). */
   inferenceSize: 1024,
   /**
    * shadow=drop (native/shadow.h): the matte moved right and down by these shares of the subject's

@@ -11,13 +11,11 @@
 import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
 import { BgoneError } from './errors.js';
-import { atInferenceSide, withInferenceSize } from './inference-size.js';
-import { inferenceSideOf, type ModelContract, modelContract, providerInUse, resolveModel } from './models.js';
+import { planJob } from './job-plan.js';
+import { modelContract, providerInUse, resolveModel } from './models.js';
 import { native } from './native.js';
-import type { Effort } from './option-table.js';
 import {
   isNormalised,
-  levelsForEffort,
   MAX_FILE_BYTES,
   type NativeOptions,
   type NormalisedOptions,
@@ -140,26 +138,6 @@ function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe:
   }
 }
 
-/**
- * The job's inference size: on the CPU, for its output (inference-size.ts); on a GPU provider the
- * family's full side for every job, one fixed input shape, as a GPU provider plans (and CUDA's cuDNN
- * searches its algorithms) once per shape, and a smaller side saves little there.
- */
-function sized(options: NativeOptions, width: number, height: number): NativeOptions {
-  const provider = providerInUse()?.choice.provider ?? 'cpu';
-  return provider === 'cpu' ? withInferenceSize(options, width, height) : options;
-}
-
-/**
- * The options for the model's family: its matting levels for the effort, and the side it runs at (a
- * fixed graph's own, or its family's side for a symbolic one), with the guided filter's radius
- * scaled to it.
- */
-export function forModel(options: NativeOptions, contract: ModelContract, effort: Effort): NativeOptions {
-  const side = contract.dynamic ? inferenceSideOf(contract, options.inferenceSize) : contract.width;
-  return { ...atInferenceSide(options, side), ...levelsForEffort(contract.family.matting, effort) };
-}
-
 function prepare(
   input: Buffer | Uint8Array | undefined,
   options: RemoveBackgroundOptions | NormalisedOptions,
@@ -179,14 +157,15 @@ function prepare(
   const background = probeBackground(normalised);
   const applied: NativeOptions = { ...normalised.native, roi: resolveRoi(normalised.roiSpec, probe.width, probe.height) };
   checkCropBox(probe, applied);
+  const planned = planJob(applied, probe, contract, normalised.effort, providerInUse()?.choice.provider ?? 'cpu');
   const job: PreparedJob = Object.freeze({
     input: copy ? ownCopy(image) : asBuffer(image),
-    options: Object.freeze({ ...forModel(sized(applied, probe.width, probe.height), contract, normalised.effort) }),
+    options: Object.freeze(planned),
     model: normalised.model,
     probe: Object.freeze(probe),
     background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,
     backgroundProbe: background ? Object.freeze(background.probe) : null,
-    memoryBytes: estimateMemory?.(image, probe, applied, background?.probe),
+    memoryBytes: estimateMemory?.(image, probe, planned, background?.probe),
   });
   prepared.add(job);
   return job;

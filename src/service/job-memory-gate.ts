@@ -146,19 +146,33 @@ export class JobMemoryGate {
 }
 
 /**
+ * The bytes of the work at the model's resolution, per pixel of the inference side's square: the
+ * float input tensor and output, the resampled input and the matting's planes at that side (48 MiB
+ * at 1024², measured on ISNet's jobs).
+ */
+const BYTES_PER_INFERENCE_PIXEL = 48;
+/** The side a job runs at when none is given (estimateJobBytes' callers that plan none). */
+const DEFAULT_INFERENCE_SIDE = 1024;
+
+/**
  * The bytes one job holds at its peak, from its header and options: the full-resolution decode (4
  * bands, 2 bytes a sample for 16-bit inputs), the alpha matte, the composited output and its
  * encoding (up to `outputScale` × the input's pixels, e.g. a crop box that extends the canvas), and
- * a fixed part for the model's input and the matting at the model's resolution. ONNX Runtime's own
- * working memory is not counted: at most two inferences run at once, whatever the number of jobs
- * (native/model.cc), so it is bounded apart from the jobs.
+ * the work at the inference side the job plan chose (src/lib/job-plan.ts: a 2048² model's jobs
+ * count four times a 1024² one's). ONNX Runtime's own working memory is not counted: at most two
+ * inferences run at once, whatever the number of jobs (native/model.cc), so it is bounded apart
+ * from the jobs.
  */
-export function estimateJobBytes(width: number, height: number, options: { bitsPerSample?: number; outputScale?: number } = {}): number {
+export function estimateJobBytes(
+  width: number,
+  height: number,
+  options: { bitsPerSample?: number; outputScale?: number; inferenceSide?: number } = {},
+): number {
   const pixels = width * height;
   const sampleBytes = (options.bitsPerSample ?? 8) > 8 ? 2 : 1;
   const outputPixels = pixels * Math.max(1, options.outputScale ?? 1);
-  const FIXED = 48 * 1024 * 1024; // 1024² float model input and output, the guided filter fit on a coarser grid
-  return FIXED + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
+  const side = options.inferenceSide ?? DEFAULT_INFERENCE_SIDE;
+  return BYTES_PER_INFERENCE_PIXEL * side * side + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
 }
 
 /**
@@ -206,7 +220,11 @@ export function jobMemoryEstimate(
   const canvas = exact ? options.canvasWidth * options.canvasHeight : 0;
   const box = options.crop !== 'none' ? cropBounds(size, options).box : size;
   const outputPixels = exact ? Math.max(canvas, pixels) : box.width * box.height;
-  let bytesNeeded = estimateJobBytes(size.width, size.height, { bitsPerSample: bitsPerSample(bytes), outputScale: outputPixels / pixels });
+  let bytesNeeded = estimateJobBytes(size.width, size.height, {
+    bitsPerSample: bitsPerSample(bytes),
+    outputScale: outputPixels / pixels,
+    inferenceSide: options.inferenceSize,
+  });
   bytesNeeded += extraInferenceBytes(options) + effectBytes(options);
   if (background) {
     const { output } = cropBounds(size, options);

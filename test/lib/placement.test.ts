@@ -7,8 +7,8 @@
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { fromNativeError } from '../../src/lib/errors.js';
-import { withInferenceSize } from '../../src/lib/inference-size.js';
-import { getModel } from '../../src/lib/models.js';
+import { planJob } from '../../src/lib/job-plan.js';
+import { getModel, modelContract, resolveModel } from '../../src/lib/models.js';
 import { type ModelHandle, type NativeResult, native } from '../../src/lib/native.js';
 import type { NativeOptions } from '../../src/lib/options.js';
 import { normaliseOptions } from '../helpers/bgone.js';
@@ -34,7 +34,7 @@ interface Output {
 
 async function job(overrides: Partial<NativeOptions>, background: Buffer | null = null, input = teddy): Promise<Output> {
   const probe = native().probe(input, 6000);
-  const options = withInferenceSize({ ...normaliseOptions({}).native, ...overrides }, probe.width, probe.height);
+  const options = planJob({ ...normaliseOptions({}).native, ...overrides }, probe, modelContract(resolveModel().entry), 'standard', 'cpu');
   const result = await native().removeBackground(input, options, model, background);
   const image = await decode(result.data);
   const box = image.channels === 3 ? { x0: 0, y0: 0, x1: image.width - 1, y1: image.height - 1 } : bbox(alphaOf(image), image.width, image.height)!;

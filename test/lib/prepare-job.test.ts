@@ -36,7 +36,7 @@ describe('prepareJob', () => {
     });
     expect(job.probe).toEqual({ format: 'jpg', width: 284, height: 398 });
     expect(job.options.format).toBe('webp');
-    expect(job.options.inferenceSize).toBe(896); // a 0.11 MP preview: inference-size.ts
+    expect(job.options.inferenceSize).toBe(896); // a 0.11 MP preview: job-plan.ts
     expect(job.model).toBeUndefined();
     expect(job.memoryBytes).toBe(1234);
     expect(seen).toEqual([teddy.length, job.probe, 'webp']);

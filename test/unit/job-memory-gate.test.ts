@@ -87,6 +87,13 @@ describe('estimateJobBytes', () => {
     expect(estimateJobBytes(6000, 6000, { bitsPerSample: 16 }) - large).toBe(6000 * 6000 * 4);
     expect(estimateJobBytes(1000, 1000, { outputScale: 4 }) - estimateJobBytes(1000, 1000)).toBe(3 * 1000 * 1000 * 8);
   });
+
+  it("counts the work at the planned inference side: a 2048² model's four times a 1024² one's, an 896² job's less", () => {
+    const at = (side: number) => estimateJobBytes(640, 480, { inferenceSide: side }) - estimateJobBytes(640, 480, { inferenceSide: 0 });
+    expect(at(1024)).toBe(48 * 2 ** 20);
+    expect(at(2048)).toBe(4 * at(1024));
+    expect(at(896)).toBeLessThan(at(1024));
+  });
 });
 
 describe('jobMemoryEstimate', () => {

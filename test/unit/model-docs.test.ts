@@ -18,7 +18,7 @@ const cell = (text: string) => text.replaceAll('|', '\\|');
 function inputWords(family: ModelFamily): string {
   const { sides, dynamicSide, scale, mean, std, batch } = family.input;
   const fixed = sides.map((s) => `${s}²`).join(' or ');
-  const symbolic = `symbolic: runs at ${dynamicSide}²${family.input.smallerSides ? ' (smaller for small outputs)' : ''}`;
+  const symbolic = `symbolic: runs at ${dynamicSide}²${family.input.smallerSides.length > 0 ? ' (smaller for small outputs)' : ''}`;
   const v = scale === 1 ? 'v' : `v / ${scale}`;
   const norm =
     same(mean, IMAGENET_MEAN) && same(std, IMAGENET_STD)
