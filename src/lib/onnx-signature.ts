@@ -11,6 +11,8 @@ import type { GraphSignature, TensorSignature } from './model-families.js';
 
 /** The largest ONNX file read (1 GiB: BiRefNet's float32 export is about 0.9 GiB). */
 export const MAX_MODEL_BYTES = 2 ** 30;
+/** The largest external data file taken beside a model (4 GiB: past the 2 GiB an ONNX file itself may hold). */
+export const MAX_DATA_BYTES = 4 * 2 ** 30;
 
 export interface ValueInfo {
   name: string;
