@@ -63,6 +63,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
       name: { type: 'string' },
       license: { type: 'string' },
       source: { type: 'string' },
+      data: { type: 'string' },
       trust: { type: 'boolean' },
     },
     positionals: { max: Infinity, name: 'model names, or an ONNX file with --family' },

@@ -32,10 +32,11 @@ const USAGE = `usage: bgone <command>
   models list                               every model: family, size, licence, installed, default
   models add <name...>                      install more models (npm install puts only the default;
                                             BGONE_MODELS=a,b at install time asks for others)
-  models add FILE --family F [--name N] [--license TEXT] [--source TEXT] [--trust]
+  models add FILE --family F [--name N] [--license TEXT] [--source TEXT] [--data FILE] [--trust]
                                             add an ONNX model of family F (docs/models.md): its graph
                                             checked against the family and bgone's bounds, its test runs
-                                            in a child process; --trust: other operators too
+                                            in a child process; --data: its external data file, where
+                                            it is not beside FILE; --trust: other operators too
   models remove <name>                      remove a model added from a file
   gpu install [--dir DIR] [--dry-run]       install the CUDA route's ONNX Runtime 1.29 and its CUDA
                                             provider from npm (default DIR: the package's .gpu/)

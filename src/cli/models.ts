@@ -18,15 +18,15 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { closeSync, copyFileSync, existsSync, lstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadLibraryConfig } from '../config/config.js';
 import { configure, librarySettings } from '../lib/index.js';
 import { checkGraph, FAMILY_NAMES, isFamilyName, modelFamily } from '../lib/model-families.js';
 import { graphProblems, unknownOperators } from '../lib/model-graph.js';
 import { isLocalModel, LOCAL_MANIFEST, type ModelEntry, readManifest, reloadManifest } from '../lib/models.js';
-import { graphSignature, MAX_MODEL_BYTES, type OnnxGraph, readOnnxGraph } from '../lib/onnx-signature.js';
+import { externalDataFiles, graphSignature, MAX_DATA_BYTES, MAX_MODEL_BYTES, type OnnxGraph, readOnnxGraph } from '../lib/onnx-signature.js';
 import { PACKAGE_ROOT } from '../lib/package-root.js';
 import { booleanFlag, type ParsedArgs, stringFlag, UsageError } from './args.js';
 import type { ProveRequest } from './prove-model.js';
@@ -68,8 +68,23 @@ function writeLocal(dir: string, local: LocalManifest): void {
   reloadManifest();
 }
 
-function sha256File(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
+/** The file's sha256 and SHA-1 (hex), read in blocks (an external data file may be larger than a Buffer). */
+function fileDigests(path: string): { sha256: string; sha1: string } {
+  const sha256 = createHash('sha256');
+  const sha1 = createHash('sha1');
+  const block = Buffer.allocUnsafe(8 * 2 ** 20);
+  const fd = openSync(path, 'r');
+  try {
+    for (;;) {
+      const n = readSync(fd, block, 0, block.length, null);
+      if (n === 0) break;
+      sha256.update(block.subarray(0, n));
+      sha1.update(block.subarray(0, n));
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return { sha256: sha256.digest('hex'), sha1: sha1.digest('hex') };
 }
 
 /** The most memory the proving process may map (RLIMIT_DATA): BiRefNet at 1024² in float32 runs in about 4 GiB. */
@@ -150,9 +165,14 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
   // Everything below is checked on the copy that will be installed, under a name no model has; any
   // failure removes it, and the manifest is written only once the file has passed.
   const copyPath = join(dir, `.${name}.onnx.adding`);
+  const dataCopyPath = join(dir, `.${name}.data.adding`);
   refuseLink(copyPath);
+  refuseLink(dataCopyPath);
+  const dataFlag = stringFlag(args, 'data');
+  if (dataFlag !== undefined && !(existsSync(dataFlag) && statSync(dataFlag).isFile())) throw new UsageError(`--data ${dataFlag} is not a file`);
   const refuse = (lines: string[]) => {
     rmSync(copyPath, { force: true });
+    rmSync(dataCopyPath, { force: true });
     for (const line of lines) console.error(line);
     return 1;
   };
@@ -167,6 +187,52 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
     const signature = graphSignature(graph);
     const { problems, dynamic } = checkGraph(signature, family);
     if (problems.length > 0) return refuse([`bgone: ${file} does not fit family ${family.name} (${family.reference}):`, ...problems.map((p) => `  - ${p}`)]);
+    // External data: one file, beside the source or given with --data, copied beside the model under
+    // the name the graph reads it by (ONNX Runtime opens it relative to the model's folder).
+    const external = externalDataFiles(graph);
+    if (external.problems.length > 0)
+      return refuse([`bgone: ${file} is refused: its external data (docs/models.md):`, ...external.problems.map((p) => `  - ${p}`)]);
+    if (external.files.length > 1) {
+      return refuse([
+        `bgone: ${file} keeps its weights in ${external.files.length} files (${external.files.map((f) => f.location).join(', ')}); bgone takes one data file`,
+      ]);
+    }
+    const wanted = external.files[0];
+    if (wanted === undefined && dataFlag !== undefined) return refuse([`bgone: ${file} keeps no weights outside the file: --data ${dataFlag} is not for it`]);
+    let data: ModelEntry['data'];
+    if (wanted) {
+      const dataSource = resolve(dataFlag ?? join(dirname(source), wanted.location));
+      if (!existsSync(dataSource) || !statSync(dataSource).isFile()) {
+        return refuse([`bgone: ${file} keeps its weights in ${wanted.location}, which is not beside it (${dataSource}): give the file with --data FILE`]);
+      }
+      const dataBytes = statSync(dataSource).size;
+      if (dataBytes > MAX_DATA_BYTES) {
+        return refuse([`bgone: ${dataSource} is ${(dataBytes / 2 ** 30).toFixed(2)} GiB; bgone takes data files of at most ${MAX_DATA_BYTES / 2 ** 30} GiB`]);
+      }
+      if (dataBytes < wanted.extent) {
+        return refuse([
+          `bgone: ${dataSource} is ${dataBytes} bytes, and ${file} reads ${wanted.extent} bytes of ${wanted.location}: it is not this graph's data file`,
+        ]);
+      }
+      const dataTarget = join(dir, wanted.location);
+      refuseLink(dataTarget);
+      const taken = new Set(['manifest.json', LOCAL_MANIFEST, target, ...Object.values(readManifest().models).flatMap((m) => [m.file, m.data?.file ?? ''])]);
+      if (taken.has(wanted.location) || existsSync(dataTarget)) {
+        return refuse([
+          `bgone: ${dataTarget} exists already: ${file} reads its weights from a file of that name beside it, so it cannot be added to this folder as well`,
+        ]);
+      }
+      copyFileSync(dataSource, dataCopyPath);
+      const digests = fileDigests(dataCopyPath);
+      if (wanted.sha1 !== undefined && digests.sha1 !== wanted.sha1) {
+        return refuse([
+          `bgone: ${dataSource} has SHA-1 ${digests.sha1}, and ${file} gives ${wanted.location} the checksum ${wanted.sha1}: it is not this graph's data file`,
+        ]);
+      }
+      const copied = statSync(dataCopyPath).size;
+      if (copied !== dataBytes) return refuse([`bgone: the copy of ${dataSource} is ${copied} bytes, not ${dataBytes}: it changed while it was copied`]);
+      data = { file: wanted.location, sha256: digests.sha256, bytes: copied };
+    }
     const bounds = graphProblems(graph);
     if (bounds.length > 0)
       return refuse([`bgone: ${file} is refused: its graph implies more than bgone runs (docs/models.md):`, ...bounds.map((p) => `  - ${p}`)]);
@@ -180,22 +246,41 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
 
     // The test runs, in a process of their own that may crash or be killed.
     const { inferenceTimeout } = librarySettings();
-    const proved = await proveInChild({ path: copyPath, family: familyName, dynamic, memoryBytes: PROVE_MEMORY_BYTES, inferenceTimeout }, PROVE_SECONDS);
+    const side = dynamic ? undefined : (signature.inputs[0]!.dims[2] as number);
+    const proved = await proveInChild(
+      {
+        path: copyPath,
+        family: familyName,
+        dynamic,
+        ...(side !== undefined ? { side } : {}),
+        ...(data ? { data: { path: dataCopyPath, file: data.file } } : {}),
+        memoryBytes: PROVE_MEMORY_BYTES,
+        inferenceTimeout,
+      },
+      PROVE_SECONDS,
+    );
     if (proved.problem !== undefined) return refuse([`bgone: ${file} did not run as family ${family.name}: ${proved.problem}`]);
 
     // Passed: the file takes its name, then the manifest lists it.
     refuseLink(targetPath);
     if (existsSync(targetPath)) return refuse([`bgone: ${targetPath} appeared meanwhile: choose another --name`]);
+    const dataTarget = data ? join(dir, data.file) : undefined;
+    if (dataTarget) {
+      refuseLink(dataTarget);
+      if (existsSync(dataTarget)) return refuse([`bgone: ${dataTarget} appeared meanwhile`]);
+    }
     const entry: ModelEntry = {
       description: `${family.models}: added by bgone models add from ${basename(source)}`,
       file: target,
-      sha256: sha256File(copyPath),
+      sha256: fileDigests(copyPath).sha256,
       bytes: statSync(copyPath).size,
       license: stringFlag(args, 'license') ?? family.licence,
       family: familyName,
-      ...(dynamic ? { dynamic: true } : {}),
+      ...(dynamic ? { dynamic: true } : { side }),
+      ...(data ? { data } : {}),
       source: { file: stringFlag(args, 'source') ?? source },
     };
+    if (dataTarget) renameSync(dataCopyPath, dataTarget);
     renameSync(copyPath, targetPath);
     try {
       const local = readLocal(dir);
@@ -203,15 +288,18 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
       writeLocal(dir, local);
     } catch (err) {
       rmSync(targetPath, { force: true });
+      if (dataTarget) rmSync(dataTarget, { force: true });
       throw err;
     }
     console.log(
-      `added ${name} (family ${family.name}, ${dynamic ? `symbolic sides, runs at ${family.input.dynamicSide}²` : `${signature.inputs[0]!.dims[2]}²`}, sha256 ${entry.sha256}): ` +
+      `added ${name} (family ${family.name}, ${dynamic ? `symbolic sides, runs at ${family.input.dynamicSide}²` : `${side}²`}, sha256 ${entry.sha256}` +
+        `${data ? `, weights in ${data.file} (sha256 ${data.sha256})` : ''}): ` +
         `its test images ran in up to ${Math.round(proved.ms ?? 0)} ms each${unknown.length > 0 ? ` (trusted with operators ${unknown.join(', ')})` : ''}`,
     );
     return 0;
   } catch (err) {
     rmSync(copyPath, { force: true });
+    rmSync(dataCopyPath, { force: true });
     throw err;
   }
 }
@@ -225,7 +313,8 @@ function removeModel(name: string | undefined, dir: string): number {
   delete local.models[name];
   writeLocal(dir, local);
   rmSync(join(dir, entry.file), { force: true });
-  console.log(`removed ${name} (${entry.file})`);
+  if (entry.data) rmSync(join(dir, entry.data.file), { force: true });
+  console.log(`removed ${name} (${entry.file}${entry.data ? ` and ${entry.data.file}` : ''})`);
   return 0;
 }
 

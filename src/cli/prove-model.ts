@@ -20,6 +20,10 @@ export interface ProveRequest {
   path: string;
   family: FamilyName;
   dynamic: boolean;
+  /** A fixed graph's side (its input's), as its manifest entry will record it. */
+  side?: number;
+  /** Its external data file (the copy that will be installed) and the name the graph reads it by. */
+  data?: { path: string; file: string };
   /** RLIMIT_DATA for the process, in bytes. */
   memoryBytes: number;
   /** Seconds one run may take (the inferenceTimeout setting). */
@@ -102,7 +106,16 @@ async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | 
   const dir = mkdtempSync(join(tmpdir(), 'bgone-prove-'));
   try {
     symlinkSync(request.path, join(dir, 'proving.onnx'));
-    const entry = { file: 'proving.onnx', sha256: '', bytes: 0, license: '', family: request.family, ...(request.dynamic ? { dynamic: true } : {}) };
+    // ONNX Runtime reads external data beside the path it opens: the link's folder.
+    if (request.data) symlinkSync(request.data.path, join(dir, request.data.file));
+    const entry = {
+      file: 'proving.onnx',
+      sha256: '',
+      bytes: 0,
+      license: '',
+      family: request.family,
+      ...(request.dynamic ? { dynamic: true } : { side: request.side }),
+    };
     writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ default: 'proving', models: { proving: entry } }));
     configure({ modelsDir: dir, inferenceTimeout: request.inferenceTimeout });
     const contract = modelContract(entry);

@@ -16,7 +16,7 @@
  * first that loads the model is kept for every later load until the settings change. On a GPU
  * provider, the default model is its float variant where the manifest has one (floatVariant).
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   BgoneError,
@@ -32,7 +32,7 @@ import { fullSide } from './job-plan.js';
 import { type FamilyName, isFamilyName, MATTE_TRANSFORMS, type ModelFamily, modelFamily, nativeNormalisation } from './model-families.js';
 import { graphProblems } from './model-graph.js';
 import { type ModelHandle, type NativeModelSpec, native } from './native.js';
-import { readOnnxGraph } from './onnx-signature.js';
+import { externalDataFiles, graphSignature, type OnnxGraph, readOnnxGraph } from './onnx-signature.js';
 import { inferenceThreadCount, librarySettings, type ProviderChoice, providerChoices } from './settings.js';
 
 export interface ModelEntry {
@@ -45,6 +45,13 @@ export interface ModelEntry {
   family: FamilyName;
   /** The graph's height and width are symbolic: it runs at its family's dynamicSide, or at the job's inference side where the family allows smaller sides. */
   dynamic?: boolean;
+  /**
+   * A fixed graph's side, read from its input's shape (`bgone models add` writes it); without it, the
+   * family's first side (family.input.sides).
+   */
+  side?: number;
+  /** The file the graph keeps its weights in (its initializers' `location`), beside it in the models folder. */
+  data?: { file: string; sha256: string; bytes: number };
   /** Where it came from: a published package, or the file `bgone models add` copied. */
   source?: { package: string; resource: string } | { file: string };
   derive?: unknown;
@@ -66,6 +73,18 @@ function entriesProblem(models: unknown): string | undefined {
     if (typeof entry?.file !== 'string' || entry.file === '' || /[/\\]/.test(entry.file)) return `${at}.file must be a file name in the models folder`;
     if (!isFamilyName(entry.family)) return `${at}.family must be a model family (src/lib/model-families.ts)`;
     if (entry.dynamic !== undefined && typeof entry.dynamic !== 'boolean') return `${at}.dynamic must be a boolean`;
+    if (entry.side !== undefined) {
+      const sides = modelFamily(entry.family).input.sides;
+      if (entry.dynamic === true) return `${at}.side is for a fixed graph, and the entry is dynamic`;
+      if (!sides.includes(entry.side)) return `${at}.side must be one of family ${entry.family}'s sides (${sides.join(', ')})`;
+    }
+    if (entry.data !== undefined) {
+      const d = entry.data as Partial<NonNullable<ModelEntry['data']>> | null;
+      if (typeof d?.file !== 'string' || d.file === '' || /[/\\]/.test(d.file) || d.file === entry.file) {
+        return `${at}.data.file must be a file name in the models folder, not the model's`;
+      }
+      if (!Number.isSafeInteger(d.bytes) || d.bytes! < 0) return `${at}.data.bytes must be the data file's size in bytes`;
+    }
   }
   return undefined;
 }
@@ -146,7 +165,7 @@ export function contractSpec(
 export function modelContract(entry: ModelEntry): ModelContract {
   const family = modelFamily(entry.family);
   const dynamic = entry.dynamic === true;
-  const side = family.input.sides[0]!;
+  const side = entry.side ?? family.input.sides[0]!;
   return {
     family,
     width: side,
@@ -203,6 +222,35 @@ export function forgetModels(): void {
  */
 export const WARM_UP_RUNS = 2;
 
+/**
+ * What stops an added model's file from running as its entry says: a fixed side other than the
+ * contract's, or external data the entry does not list, is not there, or is not the size recorded
+ * (its sha256 is checked when `bgone models add` copies it, not at every load).
+ */
+function localFileProblem(entry: ModelEntry, contract: ModelContract, graph: OnnxGraph, dir: string): string | undefined {
+  const input = graphSignature(graph).inputs[0];
+  const [h, w] = input?.dims.slice(2) ?? [];
+  if (!contract.dynamic && (h !== contract.height || w !== contract.width)) {
+    return `its input is ${h}x${w}, and its manifest entry runs it at ${contract.width}x${contract.height} (its "side")`;
+  }
+  const { files, problems } = externalDataFiles(graph);
+  if (problems.length > 0) return problems.join('; ');
+  const listed = entry.data?.file;
+  const unlisted = files.filter((f) => f.location !== listed).map((f) => f.location);
+  if (unlisted.length > 0) return `its weights are in ${unlisted.join(', ')}, which its manifest entry does not list ("data")`;
+  if (entry.data) {
+    const dataPath = join(dir, entry.data.file);
+    let bytes: number;
+    try {
+      bytes = statSync(dataPath).size;
+    } catch {
+      return `its data file ${dataPath} is not there`;
+    }
+    if (bytes !== entry.data.bytes) return `its data file ${dataPath} is ${bytes} bytes, and its manifest entry says ${entry.data.bytes}`;
+  }
+  return undefined;
+}
+
 function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: ProviderChoice): Promise<ModelHandle> {
   const settings = librarySettings();
   const path = join(settings.modelsDir, entry.file);
@@ -210,16 +258,22 @@ function loadSession(name: string, entry: ModelEntry, warmUp: boolean, choice: P
   const { provider, deviceId } = choice;
   // An added model's graph is checked before ONNX Runtime opens it (model-graph.ts): one placed in
   // the folder by hand, or added with --trust, must not take the process down with a shape.
+  let graph: OnnxGraph | undefined;
   if (isLocalModel(name)) {
     let problems: string[];
     try {
-      problems = graphProblems(readOnnxGraph(path));
+      graph = readOnnxGraph(path);
+      problems = graphProblems(graph);
     } catch (err) {
       return Promise.reject(modelRefusedError(name, path, (err as Error).message));
     }
     if (problems.length > 0) return Promise.reject(modelRefusedError(name, path, problems.join('; ')));
   }
   const contract = modelContract(entry);
+  if (isLocalModel(name)) {
+    const problem = localFileProblem(entry, contract, graph!, settings.modelsDir);
+    if (problem) return Promise.reject(modelRefusedError(name, path, problem));
+  }
   const spec: NativeModelSpec = {
     path,
     ...contractSpec(contract),

@@ -5,6 +5,7 @@
  * decoy outputs after it (each a single channel), so that a wrong output choice shows.
  */
 import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 // @ts-expect-error: plain ESM scripts without type declarations
 import { FLOAT, makeTensor, onnx } from '../../scripts/model-tools/onnx-graph.mjs';
 import type { ModelFamily } from '../../src/lib/model-families.js';
@@ -26,6 +27,11 @@ export interface FamilyGraph {
   matteChannels?: number;
   /** Weights of this many bytes behind one more output (never fetched): a session that holds memory. */
   ballastBytes?: number;
+  /**
+   * The matte's weights (k and the bias) kept in a file of this name beside the graph's, as large
+   * exports keep theirs (data_location EXTERNAL, with location, offset and length keys).
+   */
+  externalData?: string;
 }
 
 const dim = (d: number | string) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d });
@@ -34,7 +40,7 @@ function valueInfo(name: string, dims: Array<number | string>, elemType = FLOAT)
   return onnx.ValueInfoProto.create({ name, type: { tensorType: { elemType, shape: { dim: dims.map(dim) } } } });
 }
 
-/** Writes the graph to `path`. */
+/** Writes the graph to `path` (and its external data beside it, with `externalData`). */
 export function writeFamilyGraph(path: string, g: FamilyGraph): void {
   const b = g.batch === 'symbolic' ? 'batch_size' : g.batch;
   const [h, w] = g.side === 'symbolic' ? ['height', 'width'] : [g.side, g.side];
@@ -69,6 +75,24 @@ export function writeFamilyGraph(path: string, g: FamilyGraph): void {
     nodes.push(node('Reshape', ['ballast_mean', 'ballast_shape'], ['ballast_row']));
     nodes.push(node('MatMul', ['ballast_row', 'ballast_w'], ['ballast']));
     outputs.push(valueInfo('ballast', [1, n]));
+  }
+  if (g.externalData) {
+    // Each weight's raw bytes move to the data file, at the offset it starts at there.
+    const chunks: Buffer[] = [];
+    let offset = 0;
+    for (const t of initializer.slice(1, 5)) {
+      const raw = Buffer.from(t.rawData);
+      t.rawData = new Uint8Array(0);
+      t.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
+      t.externalData = [
+        { key: 'location', value: g.externalData },
+        { key: 'offset', value: String(offset) },
+        { key: 'length', value: String(raw.length) },
+      ];
+      chunks.push(raw);
+      offset += raw.length;
+    }
+    writeFileSync(join(dirname(path), g.externalData), Buffer.concat(chunks));
   }
   const graph = onnx.GraphProto.create({
     name: 'family',
