@@ -14,6 +14,7 @@ import { type FamilyName, MODEL_FAMILIES, nativeNormalisation } from '../../src/
 import { native } from '../../src/lib/native.js';
 import { configure, DEFAULT_SETTINGS, type Manifest, removeBackground } from '../helpers/bgone.js';
 import { expectedMatte, type FamilyGraph, writeFamilyGraph } from '../helpers/family-graph.js';
+import { randomBytes } from '../helpers/prng.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bgone-families-'));
 
@@ -60,15 +61,7 @@ afterAll(() => {
 });
 
 /** Deterministic noise pixels, RGB. */
-function pixels(side: number, seed: number): Buffer {
-  const out = Buffer.alloc(side * side * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < out.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s >>> 24;
-  }
-  return out;
-}
+const pixels = (side: number, seed: number): Buffer => randomBytes(side * side * 3, seed);
 
 describe('every family: normalisation, resizing, output choice and matte transform give the expected matte', () => {
   it.each(CASES)('%s (symbolic sides: %s)', async (familyName, symbolic) => {

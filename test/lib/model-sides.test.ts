@@ -16,6 +16,7 @@ import { type ModelEntry, reloadManifest } from '../../src/lib/models.js';
 import { native } from '../../src/lib/native.js';
 import { configure, DEFAULT_SETTINGS, removeBackground } from '../helpers/bgone.js';
 import { expectedMatte, type FamilyGraph, writeFamilyGraph } from '../helpers/family-graph.js';
+import { randomBytes } from '../helpers/prng.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'bgone-sides-'));
 /** The upload's side: small, enlarged to the model's side by the model input's resampling. */
@@ -80,15 +81,7 @@ afterAll(() => {
 });
 
 /** Deterministic noise pixels, RGB. */
-function pixels(side: number, seed: number): Buffer {
-  const out = Buffer.alloc(side * side * 3);
-  let s = seed >>> 0;
-  for (let i = 0; i < out.length; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s >>> 24;
-  }
-  return out;
-}
+const pixels = (side: number, seed: number): Buffer => randomBytes(side * side * 3, seed);
 
 /** How many alpha bytes of a removal through `model` differ from the matte its graph gives. */
 async function differing(c: Case, model = c.name): Promise<number> {
