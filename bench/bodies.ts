@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { loadConfig } from '../src/config/config.js';
+import { loadConfig, serviceLimits } from '../src/config/config.js';
 import { createLogger } from '../src/config/logger.js';
 import { loadBackend } from '../src/http/backend-select.js';
 import { configure, preloadModel } from '../src/lib/index.js';
@@ -66,14 +66,8 @@ async function main(): Promise<void> {
     host: '127.0.0.1',
     port: 0,
     http: loadBackend(config.http).backend,
-    queueLimit: config.queueLimit,
-    overloadRetryAfter: config.overloadRetryAfter,
+    ...serviceLimits(config),
     drainTimeout: 30,
-    bodyTimeout: config.bodyTimeout,
-    accountInFlight: config.accountInFlight,
-    uploadLimit: config.uploadLimit,
-    bodyMinRate: { bytesPerSecond: config.bodyMinRate },
-    memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
     store,
     logger: createLogger('silent'),
   });

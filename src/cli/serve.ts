@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { publishedDigests } from '../cluster/secret.js';
-import { type Config, ConfigError, loadConfig } from '../config/config.js';
+import { type Config, ConfigError, loadConfig, serviceLimits } from '../config/config.js';
 import { createLogger } from '../config/logger.js';
 import { mountDashboard } from '../dashboard/index.js';
 import { loadBackend } from '../http/backend-select.js';
@@ -126,15 +126,8 @@ export async function serveCommand(): Promise<number> {
       http: chosen.backend,
       model: config.model,
       modelsAllowed: config.modelsAllowed,
-      queueLimit: config.queueLimit,
-      overloadRetryAfter: config.overloadRetryAfter,
+      ...serviceLimits(config),
       drainTimeout: config.drainTimeout,
-      bodyTimeout: config.bodyTimeout,
-      accountInFlight: config.accountInFlight,
-      accountReadsPerMinute: config.accountReadsPerMinute,
-      uploadLimit: config.uploadLimit,
-      bodyMinRate: { bytesPerSecond: config.bodyMinRate },
-      memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
       store,
       logger,
       batches: config.batches,

@@ -235,6 +235,23 @@ function baseUrl(env: NodeJS.ProcessEnv, name: string, credentials: 'allowed' | 
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
+/**
+ * The service's admission and memory limits as startServer takes them: what `bgone serve` starts
+ * with, and what a benchmark of the service's behaviour under load starts with too.
+ */
+export function serviceLimits(config: Config) {
+  return {
+    queueLimit: config.queueLimit,
+    overloadRetryAfter: config.overloadRetryAfter,
+    bodyTimeout: config.bodyTimeout,
+    accountInFlight: config.accountInFlight,
+    accountReadsPerMinute: config.accountReadsPerMinute,
+    uploadLimit: config.uploadLimit,
+    bodyMinRate: { bytesPerSecond: config.bodyMinRate },
+    memory: { budgetMb: config.memoryBudgetMb, waitSeconds: config.memoryWait },
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const logLevel = env.BGONE_LOG_LEVEL ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`BGONE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);

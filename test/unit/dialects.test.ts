@@ -1,12 +1,3 @@
-/**
- * The dialects' tables (src/api/dialects/): every field names an option of the option table that
- * a form carries, the one translation loop reads them as documented (empty means absent, values in
- * any case, defaults, refusals naming the field), the error tables answer every code of the
- * contract with the dialect's status, and docs/compatibility.md's tables are generated from them
- * (rewritten with BGONE_WRITE_DOCS=1).
- */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BGONE_FIELDS } from '../../src/api/dialects/bgone.js';
 import { type DialectErrorRow, type DialectField, errorRow, translateFields, wantsJson } from '../../src/api/dialects/engine.js';
@@ -15,7 +6,7 @@ import { REMOVEBG_ERRORS, REMOVEBG_FIELDS, renderRemoveBgError } from '../../src
 import { HttpError } from '../../src/http/errors.js';
 import { optionByName } from '../../src/lib/option-table.js';
 import { ApiError, HTTP_STATUS, type HttpErrorCode } from '../../src/service/errors.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { expectGeneratedSection } from '../helpers/generated-docs.js';
 
 const DIALECTS: Record<string, readonly DialectField[]> = { bgone: BGONE_FIELDS, removebg: REMOVEBG_FIELDS, photoroom: PHOTOROOM_FIELDS };
 
@@ -217,15 +208,6 @@ describe('docs/compatibility.md', () => {
     ['photoroom-errors', errorsMarkdown(PHOTOROOM_ERRORS, false)],
   ];
   it.each(tables)('the %s table is generated from its dialect', (name, table) => {
-    const file = join(REPO_ROOT, 'docs', 'compatibility.md');
-    const doc = readFileSync(file, 'utf8');
-    const start = `<!-- ${name}: generated from src/api/dialects/ -->\n`;
-    const end = `<!-- ${name} end -->`;
-    const from = doc.indexOf(start);
-    const to = doc.indexOf(end);
-    expect(from, `docs/compatibility.md has the ${name} markers`).toBeGreaterThan(-1);
-    const current = doc.slice(from + start.length, to);
-    if (current !== table && process.env.BGONE_WRITE_DOCS === '1') writeFileSync(file, doc.slice(0, from + start.length) + table + doc.slice(to));
-    else expect(current, 'rewrite it: BGONE_WRITE_DOCS=1 npx vitest run --project unit test/unit/dialects.test.ts').toBe(table);
+    expectGeneratedSection('compatibility.md', name, 'src/api/dialects/', table, 'test/unit/dialects.test.ts');
   });
 });

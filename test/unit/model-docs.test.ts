@@ -1,13 +1,6 @@
-/**
- * docs/models.md's family tables are generated from the family table (src/lib/model-families.ts),
- * as docs/api.md's option table is from the option table: what each family takes and gives, and
- * which of its exports run and how each is added (rewritten with BGONE_WRITE_DOCS=1).
- */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { MODEL_FAMILIES, type ModelFamily } from '../../src/lib/model-families.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { expectGeneratedSection } from '../helpers/generated-docs.js';
 
 const IMAGENET_MEAN = [0.485, 0.456, 0.406];
 const IMAGENET_STD = [0.229, 0.224, 0.225];
@@ -54,15 +47,6 @@ describe('docs/models.md', () => {
     ['families', familiesMarkdown()],
     ['exports', exportsMarkdown()],
   ])('the %s table is generated from the family table', (name, table) => {
-    const file = join(REPO_ROOT, 'docs', 'models.md');
-    const doc = readFileSync(file, 'utf8');
-    const start = `<!-- ${name}: generated from src/lib/model-families.ts -->\n`;
-    const end = `<!-- ${name} end -->`;
-    const from = doc.indexOf(start);
-    const to = doc.indexOf(end);
-    expect(from, `docs/models.md has the ${name} markers`).toBeGreaterThan(-1);
-    const current = doc.slice(from + start.length, to);
-    if (current !== table && process.env.BGONE_WRITE_DOCS === '1') writeFileSync(file, doc.slice(0, from + start.length) + table + doc.slice(to));
-    else expect(current, 'rewrite it: BGONE_WRITE_DOCS=1 npx vitest run --project unit test/unit/model-docs.test.ts').toBe(table);
+    expectGeneratedSection('models.md', name, 'src/lib/model-families.ts', table, 'test/unit/model-docs.test.ts');
   });
 });

@@ -1,12 +1,3 @@
-/**
- * The option table (src/lib/option-table.ts) is the one declaration of the request options: every
- * list of them elsewhere is derived from it, and this file fails when one disagrees — the forms the
- * readers accept, the OpenAPI schemas, the CLI's flags and help, the try-it page's controls, the
- * options a batch takes and stores, and the table in docs/api.md (rewritten from the table with
- * BGONE_WRITE_DOCS=1).
- */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { batchForm, REMOVE_FORM } from '../../src/api/form-fields.js';
 import { openApiDocument } from '../../src/api/openapi.js';
@@ -16,7 +7,7 @@ import { TRY_LEFT_OUT, tryOptions, tryPage } from '../../src/dashboard/views/try
 import { BgoneError } from '../../src/lib/errors.js';
 import { cliFlag, OPTION_TABLE, type OptionRow, optionsFor, parseOptions } from '../../src/lib/option-table.js';
 import { normaliseOptions } from '../../src/lib/options.js';
-import { REPO_ROOT } from '../helpers/paths.js';
+import { expectGeneratedSection } from '../helpers/generated-docs.js';
 
 const names = (rows: readonly OptionRow[]) => rows.map((row) => row.name).sort();
 const sorted = (list: Iterable<string>) => [...list].sort();
@@ -111,17 +102,7 @@ describe('every list of the options agrees with the table', () => {
   });
 
   it('docs/api.md: the options table', () => {
-    const file = join(REPO_ROOT, 'docs', 'api.md');
-    const doc = readFileSync(file, 'utf8');
-    const start = '<!-- options-table: generated from src/lib/option-table.ts -->\n';
-    const end = '<!-- options-table end -->';
-    const table = optionsMarkdown();
-    const from = doc.indexOf(start);
-    const to = doc.indexOf(end);
-    expect(from, 'docs/api.md has the markers').toBeGreaterThan(-1);
-    const current = doc.slice(from + start.length, to);
-    if (current !== table && process.env.BGONE_WRITE_DOCS === '1') writeFileSync(file, doc.slice(0, from + start.length) + table + doc.slice(to));
-    else expect(current, 'rewrite it: BGONE_WRITE_DOCS=1 npx vitest run --project unit test/unit/option-table.test.ts').toBe(table);
+    expectGeneratedSection('api.md', 'options-table', 'src/lib/option-table.ts', optionsMarkdown(), 'test/unit/option-table.test.ts');
   });
 });
 
