@@ -37,7 +37,7 @@ import sharp from 'sharp';
 import { loadLibraryConfig } from '../src/config/config.js';
 import { configure, prepareJob } from '../src/lib/index.js';
 import { atInferenceSide } from '../src/lib/job-plan.js';
-import { getModel } from '../src/lib/models.js';
+import { getModel, modelContract, resolveModel } from '../src/lib/models.js';
 import { native } from '../src/lib/native.js';
 import type { NativeOptions, RemoveBackgroundOptions } from '../src/lib/options.js';
 import { greenExcess, greenScreen } from './helpers/green-screen.js';
@@ -65,7 +65,7 @@ interface Variant {
   options: RemoveBackgroundOptions;
   /** A fixed inference side instead of the library's choice. */
   inferenceSize?: number;
-  /** Internal knobs (TUNING) set for this variant. */
+  /** Internal knobs (TUNING and the planned options) set for this variant. */
   knobs?: Partial<NativeOptions>;
   /**
    * mattes: the finished mattes of the image and of its mirror (mirrored back), averaged with this
@@ -147,7 +147,7 @@ function splitOf(names: string[]): Map<string, 'tune' | 'check'> {
 function jobOptions(variant: Variant, input: Buffer, inferenceSide: number | undefined, model: string | undefined): NativeOptions {
   const prepared = prepareJob(input, { ...variant.options, channels: 'alpha', format: 'png', model }).options;
   const side = inferenceSide ?? variant.inferenceSize;
-  const options = side !== undefined ? atInferenceSide(prepared, side) : prepared;
+  const options = side !== undefined ? atInferenceSide(prepared, modelContract(resolveModel(model).entry).family.matting, side) : prepared;
   return { ...options, ...variant.knobs };
 }
 

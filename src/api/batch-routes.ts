@@ -27,7 +27,6 @@ import { type EncodedFormat, MEDIA_TYPES, type PreparedJob } from '../lib/index.
 import { prepareShared, type SharedPreparation } from '../lib/prepare-request.js';
 import type { Admission, AdmitOptions, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
-import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import { reservationRefusal } from '../service/metering.js';
 import { type ModelsAllowed, requestModel } from '../service/model-access.js';
 import { hasControlCharacter } from '../service/user-text.js';
@@ -150,7 +149,6 @@ export function mountBatches(router: Router, deps: BatchDeps): void {
           checkModel: (name) => requestModel(name, deps.model, deps.modelsAllowed),
           downloading: () => ticket.downloading(),
           signal: gone.signal,
-          estimateMemory: jobMemoryEstimate,
           owned: true,
         });
       } catch (err) {

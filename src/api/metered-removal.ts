@@ -18,7 +18,7 @@ import { type PreparedJob, type RemoveBackgroundResult, removeBackground } from 
 import { prepareRequest } from '../lib/prepare-request.js';
 import type { Admission, Principal, Ticket } from '../service/admission.js';
 import { ApiError } from '../service/errors.js';
-import { type JobMemoryGate, JobMemoryGateTimeout, jobMemoryEstimate } from '../service/job-memory-gate.js';
+import { type JobMemoryGate, JobMemoryGateTimeout } from '../service/job-memory-gate.js';
 import { Credit } from '../service/metering.js';
 import type { Metrics } from '../service/metrics.js';
 import { type ModelsAllowed, requestModel } from '../service/model-access.js';
@@ -212,7 +212,6 @@ export class MeteredRemoval {
         },
         downloading: () => this.ticket.downloading(),
         signal: this.job.signal,
-        estimateMemory: jobMemoryEstimate,
         owned: true,
       });
       if (!this.open) return; // the client left meanwhile: abort() answered for it
@@ -224,7 +223,7 @@ export class MeteredRemoval {
     let releaseMemory = () => {};
     if (this.deps.memory) {
       try {
-        releaseMemory = await this.deps.memory.acquire(job.memoryBytes!, this.job.signal);
+        releaseMemory = await this.deps.memory.acquire(job.memoryBytes, this.job.signal);
       } catch (err) {
         if (this.job.signal.aborted) return; // the client left while waiting: abort() answered for it
         if (!(err instanceof JobMemoryGateTimeout)) return this.fail(new ApiError('internal_server_error'));

@@ -334,7 +334,7 @@ export class BatchRunner {
     if (!gate) return () => {};
     for (;;) {
       try {
-        return await gate.acquire(image.job.memoryBytes ?? 0);
+        return await gate.acquire(image.job.memoryBytes);
       } catch (err) {
         if (!(err instanceof JobMemoryGateTimeout) || this.#closed) throw err;
       }

@@ -103,8 +103,8 @@ function refuseLink(path: string): void {
   if (link) throw new UsageError(`${path} is a symbolic link: bgone models add does not write through one (remove it first)`);
 }
 
-/** Runs src/cli/prove-model.ts in a child process under a memory and a time limit: its problem, or its slowest run. */
-function proveInChild(request: ProveRequest, seconds: number): Promise<{ problem?: string; ms?: number }> {
+/** Runs src/cli/prove-model.ts in a child process under a memory and a time limit: its problem, or its slowest run and its working memory. */
+function proveInChild(request: ProveRequest, seconds: number): Promise<{ problem?: string; ms?: number; runBytesPerPixel?: number }> {
   return new Promise((done) => {
     const script = fileURLToPath(new URL('./prove-model.js', import.meta.url));
     const child = spawn(process.execPath, [script, JSON.stringify(request)], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -125,8 +125,8 @@ function proveInChild(request: ProveRequest, seconds: number): Promise<{ problem
       clearTimeout(timer);
       if (timedOut) return done({ problem: `its test runs took longer than ${seconds} s in all` });
       try {
-        const answer = JSON.parse(out.trim().split('\n').pop() ?? '') as { ok: boolean; problem?: string; ms?: number };
-        if (answer.ok) return done({ ms: answer.ms });
+        const answer = JSON.parse(out.trim().split('\n').pop() ?? '') as { ok: boolean; problem?: string; ms?: number; runBytesPerPixel?: number };
+        if (answer.ok) return done({ ms: answer.ms, runBytesPerPixel: answer.runBytesPerPixel });
         if (answer.problem) return done({ problem: answer.problem });
       } catch {
         // no answer: it ended before writing one
@@ -278,6 +278,7 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
       family: familyName,
       ...(dynamic ? { dynamic: true } : { side }),
       ...(data ? { data } : {}),
+      ...(proved.runBytesPerPixel ? { runBytesPerPixel: proved.runBytesPerPixel } : {}),
       source: { file: stringFlag(args, 'source') ?? source },
     };
     if (dataTarget) renameSync(dataCopyPath, dataTarget);
@@ -294,7 +295,7 @@ async function addFile(file: string, args: ParsedArgs, dir: string): Promise<num
     console.log(
       `added ${name} (family ${family.name}, ${dynamic ? `symbolic sides, runs at ${family.input.dynamicSide}²` : `${side}²`}, sha256 ${entry.sha256}` +
         `${data ? `, weights in ${data.file} (sha256 ${data.sha256})` : ''}): ` +
-        `its test images ran in up to ${Math.round(proved.ms ?? 0)} ms each${unknown.length > 0 ? ` (trusted with operators ${unknown.join(', ')})` : ''}`,
+        `its test images ran in up to ${Math.round(proved.ms ?? 0)} ms each, ${proved.runBytesPerPixel ?? '?'} bytes of working memory per pixel${unknown.length > 0 ? ` (trusted with operators ${unknown.join(', ')})` : ''}`,
     );
     return 0;
   } catch (err) {

@@ -4,9 +4,13 @@
  * limited (RLIMIT_DATA) before the model loads, and its parent kills it past its time. It loads the
  * file as the family says and, on each test image, takes the model's matte (modelMatte: finite
  * everywhere, and not one value on an image with something in it), then runs one whole job on the
- * image's PNG. It writes one line of JSON: { ok: true, ms } or { ok: false, problem }.
+ * image's PNG. It writes one line of JSON: { ok: true, ms, runBytesPerPixel } or { ok: false,
+ * problem }: runBytesPerPixel is ONNX Runtime's working memory for one run, its input and output
+ * included, per pixel of the side's square: the most the process's resident size grew during one
+ * of the model's runs (Linux: VmHWM, reset through /proc/self/clear_refs before each run; elsewhere
+ * the native core's blocks, which hold the run's large buffers). The process runs nothing else.
  */
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configure, removeBackground } from '../lib/index.js';
@@ -100,7 +104,36 @@ function matteProblem(matte: Float32Array, image: TestImage): string | undefined
   return undefined;
 }
 
-async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | { ok: false; problem: string }> {
+/** The process's peak resident size from now on (Linux), or the native core's blocks' (elsewhere). */
+const PROC_STATUS = '/proc/self/status';
+function residentKb(field: 'VmRSS' | 'VmHWM'): number | undefined {
+  try {
+    const match = new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(PROC_STATUS, 'utf8'));
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A mark to measure the memory a run takes from: the resident size with its peak reset, or the blocks in use. */
+function memoryMark(): { rss: number } | { blocks: number } {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5');
+    const rss = residentKb('VmRSS');
+    if (rss !== undefined) return { rss };
+  } catch {
+    // not Linux
+  }
+  return { blocks: native().memoryStats().inUse };
+}
+
+/** How much the memory grew at its most since the mark. */
+function memoryGrowth(mark: { rss: number } | { blocks: number }): number {
+  if ('rss' in mark) return (residentKb('VmHWM') ?? mark.rss) - mark.rss;
+  return native().memoryStats().peak - mark.blocks;
+}
+
+async function prove(request: ProveRequest): Promise<{ ok: true; ms: number; runBytesPerPixel: number } | { ok: false; problem: string }> {
   native().limitMemory(request.memoryBytes);
   // A models folder of its own, listing the file alone: the job below runs it as a served model is run.
   const dir = mkdtempSync(join(tmpdir(), 'bgone-prove-'));
@@ -122,11 +155,14 @@ async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | 
     const side = fullSide(contract);
     const lease = await acquireModel('proving');
     let ms = 0;
+    let runBytes = 0;
     try {
       for (const image of testImages(side)) {
         let matte: Float32Array;
         try {
+          const before = memoryMark();
           matte = native().modelMatte(lease.handle, image.rgb, side, side);
+          runBytes = Math.max(runBytes, memoryGrowth(before));
         } catch (err) {
           return { ok: false, problem: `it failed on ${image.name}: ${(err as Error).message}` };
         }
@@ -144,7 +180,7 @@ async function prove(request: ProveRequest): Promise<{ ok: true; ms: number } | 
     } finally {
       lease.release();
     }
-    return { ok: true, ms };
+    return { ok: true, ms, runBytesPerPixel: Math.ceil(runBytes / (side * side)) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -15,7 +15,6 @@ import type { Logger } from '../config/logger.js';
 import type { PreparedJob, RemoveBackgroundOptions } from '../lib/index.js';
 import { prepareOwnedJob } from '../lib/prepare-job.js';
 import { HTTP_MESSAGES } from '../service/errors.js';
-import { jobMemoryEstimate } from '../service/job-memory-gate.js';
 import type { ClaimedImage, ClusterStore, Store } from '../store/index.js';
 import type { PeerClient } from './peer-client.js';
 
@@ -88,7 +87,7 @@ export class ClaimWorker {
     // now means an installation that differs from that node's (a model missing here): its holder runs it.
     let job: PreparedJob;
     try {
-      job = prepareOwnedJob(input.data, input.options, jobMemoryEstimate);
+      job = prepareOwnedJob(input.data, input.options);
     } catch (err) {
       logger?.warn({ err, image: claimed.imageId }, 'batch: a claimed image cannot be prepared on this node; it is queued again');
       return this.#undo(claimed);

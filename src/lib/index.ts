@@ -48,7 +48,7 @@ export {
   SIZES,
   type SizePreset,
 } from './options.js';
-export { isPreparedJob, type MemoryEstimator, type PreparedJob, prepareJob } from './prepare-job.js';
+export { isPreparedJob, type PreparedJob, prepareJob } from './prepare-job.js';
 export { type ImageProbe, probeImage } from './probe.js';
 export { type AddonBuild, DEFAULT_SETTINGS, type ExecutionProvider, type LibrarySettings, librarySettings, type ProviderName } from './settings.js';
 export {

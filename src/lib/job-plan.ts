@@ -1,21 +1,20 @@
 /**
  * The job plan: once the image is probed and the model resolved, what the model's family decides
- * for the job, in one place. The inference side: a fixed graph's own; a symbolic graph's family
- * side, or, on the CPU, a smaller side from the family's table for a small output or region of
- * interest (work proportional to the output; on a GPU provider every job of a model runs at one
- * shape, which the provider plans once). The guided filter's radius scaled to that side, the
- * family's matting levels for the effort, and so the native options the job runs with; the job's
- * memory estimate is taken from these planned options (prepare-job.ts).
+ * for the job, in one place (PlannedOptions). The inference side: a fixed graph's own; a symbolic
+ * graph's family side, or, on the CPU, a smaller side from the family's table for a small output or
+ * region of interest (work proportional to the output; on a GPU provider every job of a model runs
+ * at one shape, which the provider plans once). The family's refinement, the guided filter's radius
+ * scaled to that side; the family's runs and levels for the effort; and the job's memory estimate
+ * from all of it and the model's working memory (job-memory.ts).
  */
-import type { SmallerSide } from './model-families.js';
+import { jobMemoryEstimate } from './job-memory.js';
+import type { BestEffort, Matting, SmallerSide } from './model-families.js';
 import type { ModelContract } from './models.js';
 import type { Effort } from './option-table.js';
-import { levelsForEffort, type NativeOptions, TUNING } from './options.js';
+import type { NativeOptions, PlannedOptions, RequestedOptions } from './options.js';
 
 /** The presets whose outputs are small enough for a smaller side: preview (0.25 MP) and medium (1.5 MP). */
 const SMALL_PRESET_PIXELS = 1_500_000;
-/** The side TUNING's guided filter radius is given for. */
-const RADIUS_SIDE = 1024;
 
 /** The side every job of a model runs at when nothing asks for less: a fixed graph's, or its family's for a symbolic one. */
 export function fullSide(contract: ModelContract): number {
@@ -29,7 +28,7 @@ export function fullSide(contract: ModelContract): number {
  * (all the model sees, whatever the preset), whichever is smaller. hd and full jobs without a roi,
  * and families without a table, run at `full`.
  */
-export function sideForOutput(table: readonly SmallerSide[], full: number, options: NativeOptions, width: number, height: number): number {
+export function sideForOutput(table: readonly SmallerSide[], full: number, options: RequestedOptions, width: number, height: number): number {
   const roi = options.roi;
   const roiPixels = roi ? (roi[2] - roi[0]) * (roi[3] - roi[1]) : Number.POSITIVE_INFINITY;
   const smallPreset = options.maxPixels <= SMALL_PRESET_PIXELS;
@@ -44,25 +43,67 @@ export function sideForOutput(table: readonly SmallerSide[], full: number, optio
 }
 
 /** The side a job runs at: its model's full side, or on the CPU a smaller one of its family's table (sideForOutput). */
-export function planSide(contract: ModelContract, options: NativeOptions, width: number, height: number, provider: string): number {
+export function planSide(contract: ModelContract, options: RequestedOptions, width: number, height: number, provider: string): number {
   const full = fullSide(contract);
   if (!contract.dynamic || provider !== 'cpu') return full;
   return sideForOutput(contract.family.input.smallerSides, full, options, width, height);
 }
 
-/** The options at an inference side, the guided filter's radius scaled with it (the same share of the image). */
-export function atInferenceSide(options: NativeOptions, side: number): NativeOptions {
-  return { ...options, inferenceSize: side, guidedRadius: Math.max(1, Math.round((TUNING.guidedRadius * side) / RADIUS_SIDE)) };
+/** The guided filter's radius in pixels at an inference side: the family's share of it, at least 1. */
+export function radiusAt(matting: Matting, side: number): number {
+  return Math.max(1, Math.round(matting.guidedRadius * side));
 }
 
-/** The native options a job runs with: its side, the radius for it, its family's levels for the effort. */
+/** The options at another inference side, the radius for it (bench/quality's fixed sides). */
+export function atInferenceSide(options: NativeOptions, matting: Matting, side: number): NativeOptions {
+  return { ...options, inferenceSize: side, guidedRadius: radiusAt(matting, side) };
+}
+
+/** What effort=best runs for a family, and its levels: the family's, or centred on 0.5 with their width kept. */
+export function effortRuns(
+  matting: Matting,
+  best: BestEffort,
+  effort: Effort,
+): Pick<PlannedOptions, 'levelsLow' | 'levelsHigh' | 'mirrorWeight' | 'mirrorUnion'> {
+  if (effort === 'standard') return { levelsLow: matting.levelsLow, levelsHigh: matting.levelsHigh, mirrorWeight: 0, mirrorUnion: 0 };
+  const half = (matting.levelsHigh - matting.levelsLow) / 2;
+  const levels =
+    best.levels === 'centred' ? { levelsLow: 0.5 - half, levelsHigh: 0.5 + half } : { levelsLow: matting.levelsLow, levelsHigh: matting.levelsHigh };
+  return { ...levels, mirrorWeight: best.mirrorWeight, mirrorUnion: best.mirrorUnion };
+}
+
+/** What the family decides for a job at `side` (PlannedOptions): its refinement at that side and its runs for the effort. */
+export function plannedAt(contract: ModelContract, side: number, effort: Effort): PlannedOptions {
+  const { matting, best } = contract.family;
+  return {
+    inferenceSize: side,
+    guidedRadius: radiusAt(matting, side),
+    guidedEps: matting.guidedEps,
+    ...effortRuns(matting, best, effort),
+    secondSide: 0,
+    secondWeight: 0,
+  };
+}
+
+/** A job's plan: the native options it runs with, and the bytes it holds at its peak. */
+export interface JobPlan {
+  options: NativeOptions;
+  memoryBytes: number;
+}
+
+/**
+ * The job's plan from the request's options (the roi resolved for the image), the image's bytes
+ * and probed size, the background's probed size, the model's contract, the effort and the provider.
+ */
 export function planJob(
-  options: NativeOptions,
-  image: { width: number; height: number },
+  requested: RequestedOptions,
+  image: { bytes: Uint8Array; width: number; height: number },
   contract: ModelContract,
   effort: Effort,
   provider: string,
-): NativeOptions {
-  const side = planSide(contract, options, image.width, image.height, provider);
-  return { ...atInferenceSide(options, side), ...levelsForEffort(contract.family.matting, effort) };
+  background?: { width: number; height: number },
+): JobPlan {
+  const side = planSide(contract, requested, image.width, image.height, provider);
+  const options: NativeOptions = { ...requested, ...plannedAt(contract, side, effort) };
+  return { options, memoryBytes: jobMemoryEstimate(image.bytes, image, options, contract.runBytesPerPixel, background) };
 }

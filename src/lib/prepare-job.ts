@@ -3,10 +3,10 @@
  * library's removeBackground, /remove (before a credit is reserved), a batch image (on arrival,
  * kept for the run). The order: the options, the image's source, type and size, a broken
  * installation (the addon, the manifest and the model's file; the model itself is not loaded), the
- * header, the background image's header, the region of interest, the crop caps; then the inference
- * size for the image, and the memory estimate when the caller gives an estimator (the service's
- * lives beside its memory gate). URLs are downloaded before this step, and a background's data
- * checked after it, by the request's preparation (prepare-request.ts).
+ * header, the background image's header, the region of interest, the crop caps; then the job's
+ * plan (job-plan.ts): what the model's family decides for this image, and the job's memory
+ * estimate. URLs are downloaded before this step, and a background's data checked after it, by the
+ * request's preparation (prepare-request.ts).
  */
 import { markAsUntransferable } from 'node:worker_threads';
 import { checkCropBox } from './crop-cap.js';
@@ -21,17 +21,15 @@ import {
   type NormalisedOptions,
   normaliseOptions,
   type RemoveBackgroundOptions,
+  type RequestedOptions,
   resolveRoi,
 } from './options.js';
 import { asBuffer, type ImageProbe, probeImage } from './probe.js';
 
-/** Estimates a job's peak memory from its bytes, its probed size, its options and its background's probed size. */
-export type MemoryEstimator = (input: Uint8Array, probe: ImageProbe, options: NativeOptions, background?: ImageProbe) => number;
-
 /** A job that passed every check: removeBackground(job) runs it as it is. */
 export interface PreparedJob {
   readonly input: Buffer;
-  /** What the native core reads, the inference size and the roi for this image included. */
+  /** What the native core reads, the job's plan and the roi for this image included. */
   readonly options: Readonly<NativeOptions>;
   /** The model's name (undefined: the manifest's default). */
   readonly model: string | undefined;
@@ -39,8 +37,8 @@ export interface PreparedJob {
   /** The background image's bytes (bg_image_file or a downloaded bg_image_url), null when none. */
   readonly background: Buffer | null;
   readonly backgroundProbe: Readonly<ImageProbe> | null;
-  /** The estimator's answer in bytes; undefined when none was given. */
-  readonly memoryBytes: number | undefined;
+  /** The bytes the job holds at its peak, by its plan (job-memory.ts): what the service's memory gate admits it by. */
+  readonly memoryBytes: number;
 }
 
 /** Jobs made here: removeBackground refuses a look-alike, whose options no check has seen. */
@@ -60,12 +58,8 @@ export function isPreparedJob(value: unknown): value is PreparedJob {
  * threads until the job ends, whatever the caller does with its own memory meanwhile (transfers its
  * ArrayBuffer to a worker, say, which frees it here).
  */
-export function prepareJob(
-  input: Buffer | Uint8Array | undefined,
-  options: RemoveBackgroundOptions | NormalisedOptions = {},
-  estimateMemory?: MemoryEstimator,
-): PreparedJob {
-  return prepare(input, options, estimateMemory, true);
+export function prepareJob(input: Buffer | Uint8Array | undefined, options: RemoveBackgroundOptions | NormalisedOptions = {}): PreparedJob {
+  return prepare(input, options, true);
 }
 
 /**
@@ -73,12 +67,8 @@ export function prepareJob(
  * without a copy. Only for memory that nothing transfers or frees while the job runs; not exported
  * from the package.
  */
-export function prepareOwnedJob(
-  input: Buffer | Uint8Array | undefined,
-  options: RemoveBackgroundOptions | NormalisedOptions = {},
-  estimateMemory?: MemoryEstimator,
-): PreparedJob {
-  return prepare(input, options, estimateMemory, false);
+export function prepareOwnedJob(input: Buffer | Uint8Array | undefined, options: RemoveBackgroundOptions | NormalisedOptions = {}): PreparedJob {
+  return prepare(input, options, false);
 }
 
 /** A copy of `input` in memory of its own, which no transfer can take away (the job's `input` is public). */
@@ -138,12 +128,7 @@ function probeBackground(normalised: NormalisedOptions): { bytes: Buffer; probe:
   }
 }
 
-function prepare(
-  input: Buffer | Uint8Array | undefined,
-  options: RemoveBackgroundOptions | NormalisedOptions,
-  estimateMemory: MemoryEstimator | undefined,
-  copy: boolean,
-): PreparedJob {
+function prepare(input: Buffer | Uint8Array | undefined, options: RemoveBackgroundOptions | NormalisedOptions, copy: boolean): PreparedJob {
   const normalised = isNormalised(options) ? options : normaliseOptions(options);
   const image = imageSource(input, normalised);
   if (typeof image === 'string') {
@@ -155,17 +140,24 @@ function prepare(
   const contract = modelContract(resolveModel(normalised.model).entry);
   const probe = probeImage(image);
   const background = probeBackground(normalised);
-  const applied: NativeOptions = { ...normalised.native, roi: resolveRoi(normalised.roiSpec, probe.width, probe.height) };
+  const applied: RequestedOptions = { ...normalised.native, roi: resolveRoi(normalised.roiSpec, probe.width, probe.height) };
   checkCropBox(probe, applied);
-  const planned = planJob(applied, probe, contract, normalised.effort, providerInUse()?.choice.provider ?? 'cpu');
+  const plan = planJob(
+    applied,
+    { bytes: image, width: probe.width, height: probe.height },
+    contract,
+    normalised.effort,
+    providerInUse()?.choice.provider ?? 'cpu',
+    background?.probe,
+  );
   const job: PreparedJob = Object.freeze({
     input: copy ? ownCopy(image) : asBuffer(image),
-    options: Object.freeze(planned),
+    options: Object.freeze(plan.options),
     model: normalised.model,
     probe: Object.freeze(probe),
     background: background ? (copy ? ownCopy(background.bytes) : background.bytes) : null,
     backgroundProbe: background ? Object.freeze(background.probe) : null,
-    memoryBytes: estimateMemory?.(image, probe, planned, background?.probe),
+    memoryBytes: plan.memoryBytes,
   });
   prepared.add(job);
   return job;

@@ -14,7 +14,7 @@
  * signal that ends the downloads (a client gone), and whether the bytes are the caller's own.
  */
 import { type NormalisedOptions, normaliseOptions, type RemoveBackgroundOptions } from './options.js';
-import { checkBackground, imageSource, type MemoryEstimator, type PreparedJob, prepareJob, prepareOwnedJob } from './prepare-job.js';
+import { checkBackground, imageSource, type PreparedJob, prepareJob, prepareOwnedJob } from './prepare-job.js';
 import { librarySettings } from './settings.js';
 import { downloadRules, downloadSources, needsDownload } from './sources.js';
 
@@ -26,8 +26,6 @@ export interface PreparationHooks {
   downloading?: (() => () => void) | undefined;
   /** Ends the downloads (failed_image_download, reason aborted). */
   signal?: AbortSignal | undefined;
-  /** Each job's memory estimate (PreparedJob.memoryBytes). */
-  estimateMemory?: MemoryEstimator | undefined;
   /**
    * The bytes are the caller's own, and nothing transfers or frees them while the job runs (an
    * upload the service read, a file): taken without a copy (prepareOwnedJob).
@@ -53,7 +51,7 @@ export async function prepareRequest(
   hooks: PreparationHooks = {},
 ): Promise<PreparedJob> {
   const normalised = await settle(input, options, hooks, true);
-  return (hooks.owned ? prepareOwnedJob : prepareJob)(input, normalised, hooks.estimateMemory);
+  return (hooks.owned ? prepareOwnedJob : prepareJob)(input, normalised);
 }
 
 /**
@@ -65,7 +63,7 @@ export async function prepareShared(options: RemoveBackgroundOptions | undefined
   const normalised = await settle(undefined, options, hooks, false);
   checkBackground(normalised);
   const prepare = hooks.owned ? prepareOwnedJob : prepareJob;
-  return { options: normalised, job: (input) => prepare(input, normalised, hooks.estimateMemory) };
+  return { options: normalised, job: (input) => prepare(input, normalised) };
 }
 
 /** The options normalised, the model checked, (for one image) its one source, the URLs downloaded. */

@@ -3,8 +3,8 @@
  * budget, batches/batch-memory-budget.ts, which counts the bytes batches hold while they wait and
  * after they ran; this gate counts what a job needs while it runs, /remove's and batch images'
  * alike). Requests count in admitted places (admission.ts), but a 6000² 16-bit PNG needs hundreds
- * of MB where a 0.3 MP JPEG needs a few, so after its header is read each job also takes its
- * estimated bytes from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved a credit and run.
+ * of MB where a 0.3 MP JPEG needs a few, so after its header is read each job also takes the
+ * bytes its plan estimates (PreparedJob.memoryBytes, src/lib/job-memory.ts) from one budget (BGONE_MEMORY_BUDGET_MB) before it is reserved a credit and run.
  * A job that does not fit waits; one that waits longer than `maxWaitMs` is refused (503, nothing
  * charged). Waiters are served in order, but a small job may pass a large one that does not fit
  * yet — only a few times, so the large one is never starved: once passed `maxPasses` times it holds
@@ -13,10 +13,6 @@
  * An estimate larger than the whole budget is taken as the whole budget: such a job (a valid image
  * within the contract's limits) runs alone rather than being refused.
  */
-
-import { bitsPerSample } from '../lib/header-size.js';
-import { type CropOptions, cropBounds } from '../lib/index.js';
-import type { NativeOptions } from '../lib/options.js';
 
 /** Why acquire() refused. */
 export class JobMemoryGateTimeout extends Error {
@@ -143,95 +139,4 @@ export class JobMemoryGate {
     }
     // Those still waiting were passed by whoever went ahead of them in this round.
   }
-}
-
-/**
- * The bytes of the work at the model's resolution, per pixel of the inference side's square: the
- * float input tensor and output, the resampled input and the matting's planes at that side (48 MiB
- * at 1024², measured on ISNet's jobs).
- */
-const BYTES_PER_INFERENCE_PIXEL = 48;
-/** The side a job runs at when none is given (estimateJobBytes' callers that plan none). */
-const DEFAULT_INFERENCE_SIDE = 1024;
-
-/**
- * The bytes one job holds at its peak, from its header and options: the full-resolution decode (4
- * bands, 2 bytes a sample for 16-bit inputs), the alpha matte, the composited output and its
- * encoding (up to `outputScale` × the input's pixels, e.g. a crop box that extends the canvas), and
- * the work at the inference side the job plan chose (src/lib/job-plan.ts: a 2048² model's jobs
- * count four times a 1024² one's). ONNX Runtime's own working memory is not counted: at most two
- * inferences run at once, whatever the number of jobs (native/model.cc), so it is bounded apart
- * from the jobs.
- */
-export function estimateJobBytes(
-  width: number,
-  height: number,
-  options: { bitsPerSample?: number; outputScale?: number; inferenceSide?: number } = {},
-): number {
-  const pixels = width * height;
-  const sampleBytes = (options.bitsPerSample ?? 8) > 8 ? 2 : 1;
-  const outputPixels = pixels * Math.max(1, options.outputScale ?? 1);
-  const side = options.inferenceSide ?? DEFAULT_INFERENCE_SIDE;
-  return BYTES_PER_INFERENCE_PIXEL * side * side + pixels * (4 * sampleBytes + 1) + outputPixels * (4 + 4);
-}
-
-/**
- * The working memory of a job's extra inference runs (effort=best, native/pipeline.cc
- * inference_stage): the mirrored answer, a float plane at the inference side; a second side's input
- * (RGB), tensor (3 floats a pixel) and answer (a float), and the answer resampled to the inference side.
- */
-export function extraInferenceBytes(options: Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize'>): number {
-  const plane = 4 * options.inferenceSize ** 2;
-  const mirror = options.mirrorWeight > 0 ? plane : 0;
-  const second = options.secondSide > 0 ? (3 + 12 + 4) * options.secondSide ** 2 + plane : 0;
-  return mirror + second;
-}
-
-/** The most the coarse grids of a shadow or of despill take (native/shadow.h, despill.h): a few planes of under a million floats. */
-const EFFECT_GRID_BYTES = 8 * 1024 * 1024;
-
-/**
- * The working memory of the effects: semitransparency=false marks the background and what stays
- * transparent at the inference side and keeps what it filled (native/interior.h: a byte and two
- * float planes a pixel); a shadow and despill each work on a coarse grid (EFFECT_GRID_BYTES).
- */
-export function effectBytes(options: Pick<NativeOptions, 'opaqueInterior' | 'shadow' | 'despill' | 'inferenceSize'>): number {
-  const interior = options.opaqueInterior ? 9 * options.inferenceSize ** 2 : 0;
-  return interior + (options.shadow !== 'none' ? EFFECT_GRID_BYTES : 0) + (options.despill ? EFFECT_GRID_BYTES : 0);
-}
-
-/**
- * estimateJobBytes for an upload, from its bytes (16-bit PNG), its probed size and the options: a
- * crop box larger than the image (canvas extension) scales the output part up to the worst case, an
- * exact canvas counts its own pixels. With a background image (its probed size): its decode and the
- * canvas-sized RGBA it becomes. The decode shrinks on load to at most twice the covering size per
- * side (JPEG; WebP scales exactly; libvips streams a PNG through the resize), 4 bands of up to 2
- * bytes each: an upper bound whatever the format. Extra inference runs add extraInferenceBytes, the
- * effects effectBytes.
- */
-export function jobMemoryEstimate(
-  bytes: Uint8Array,
-  size: { width: number; height: number },
-  options: CropOptions & Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize' | 'opaqueInterior' | 'shadow' | 'despill'>,
-  background?: { width: number; height: number },
-): number {
-  const pixels = size.width * size.height;
-  const exact = options.canvasWidth > 0;
-  const canvas = exact ? options.canvasWidth * options.canvasHeight : 0;
-  const box = options.crop !== 'none' ? cropBounds(size, options).box : size;
-  const outputPixels = exact ? Math.max(canvas, pixels) : box.width * box.height;
-  let bytesNeeded = estimateJobBytes(size.width, size.height, {
-    bitsPerSample: bitsPerSample(bytes),
-    outputScale: outputPixels / pixels,
-    inferenceSide: options.inferenceSize,
-  });
-  bytesNeeded += extraInferenceBytes(options) + effectBytes(options);
-  if (background) {
-    const { output } = cropBounds(size, options);
-    const canvasPixels = output.width * output.height;
-    const cover = Math.max(output.width / background.width, output.height / background.height);
-    const decoded = background.width * background.height * Math.min(1, 4 * cover * cover);
-    bytesNeeded += decoded * 4 * 2 + canvasPixels * 4;
-  }
-  return bytesNeeded;
 }

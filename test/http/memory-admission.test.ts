@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { estimateJobBytes } from '../../src/service/job-memory-gate.js';
+import { prepareJob } from '../../src/lib/index.js';
 import { openStore } from '../../src/store/index.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { expectError } from '../helpers/http-assert.js';
@@ -16,7 +16,7 @@ import { readPhoto } from '../helpers/paths.js';
 import { credits, get, postImage, serveStore, setBalance } from '../helpers/server.js';
 
 const teddy = readPhoto(PHOTOS.teddy); // 284x398
-const ONE_JOB_MB = Math.ceil(estimateJobBytes(284, 398) / 2 ** 20); // a budget that holds one teddy job, not two
+const ONE_JOB_MB = Math.ceil(prepareJob(teddy).memoryBytes / 2 ** 20); // a budget that holds one teddy job, not two
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {

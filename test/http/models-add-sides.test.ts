@@ -66,7 +66,7 @@ afterAll(async () => {
 });
 
 describe('bgone models add records what the file is', () => {
-  it('a fixed 2048² graph: listed with side 2048', async () => {
+  it('a fixed 2048² graph: listed with side 2048 and the working memory its proving run measured', async () => {
     const run = await runCli(folder, ['models', 'add', join(downloads, 'BiRefNet_HR-general.onnx'), '--family', 'birefnet', '--name', 'birefnet-hr'], env);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -75,6 +75,9 @@ describe('bgone models add records what the file is', () => {
     expect(entry).toMatchObject({ file: 'birefnet-hr.onnx', family: 'birefnet', side: 2048 });
     expect(entry.dynamic).toBeUndefined();
     expect(entry.data).toBeUndefined();
+    // Its run holds at least its float input and answer, 16 bytes a pixel.
+    expect(entry.runBytesPerPixel).toBeGreaterThanOrEqual(16);
+    expect(run.stdout).toContain(`, ${entry.runBytesPerPixel} bytes of working memory per pixel`);
   }, 120_000);
 
   it('a graph whose weights are in model.onnx.data beside it: the data file copied under that name, its sha256 and size listed', async () => {

@@ -6,9 +6,9 @@
  * on 127.0.0.1, the real model, a real SQLite file.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, type MockInstance, vi } from 'vitest';
+import * as jobMemory from '../../src/lib/job-memory.js';
 import * as options from '../../src/lib/options.js';
 import * as probe from '../../src/lib/probe.js';
-import * as memoryGate from '../../src/service/job-memory-gate.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, get, postImage, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
@@ -31,7 +31,7 @@ function spyOnChecks(): void {
   spies = {
     normalise: vi.spyOn(options, 'normaliseOptions'),
     probe: vi.spyOn(probe, 'probeImage'),
-    estimate: vi.spyOn(memoryGate, 'jobMemoryEstimate'),
+    estimate: vi.spyOn(jobMemory, 'jobMemoryEstimate'),
   };
 }
 

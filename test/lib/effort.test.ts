@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { getModel } from '../../src/lib/models.js';
 import { native } from '../../src/lib/native.js';
 import { expectBgoneError } from '../helpers/assert.js';
-import { normaliseOptions, removeBackground } from '../helpers/bgone.js';
+import { prepareJob, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { decode, gtMask, iou } from '../helpers/image.js';
 import { readPhoto } from '../helpers/paths.js';
@@ -50,7 +50,7 @@ describe('effort', () => {
 
   it('the second-side knob (bench/quality variants): an answer at another side mixed in, the same frame', async () => {
     const model = await getModel();
-    const options = normaliseOptions({ channels: 'alpha' }).native;
+    const { options } = prepareJob(llama, { channels: 'alpha' });
     const plain = await native().removeBackground(llama, options, model, null);
     const mixed = await native().removeBackground(llama, { ...options, secondSide: 512, secondWeight: 0.5 }, model, null);
     expect([mixed.width, mixed.height]).toEqual([plain.width, plain.height]);

@@ -7,12 +7,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { contractSpec, getModel, modelContract, readManifest } from '../../src/lib/models.js';
 import { type ModelHandle, type NativeModelSpec, native } from '../../src/lib/native.js';
-import { normaliseOptions } from '../helpers/bgone.js';
+import { prepareJob } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { readPhoto } from '../helpers/paths.js';
 
 const teddy = readPhoto(PHOTOS.teddy);
-const options = normaliseOptions({ size: 'preview' }).native as unknown as Record<string, unknown>;
+const options = prepareJob(teddy, { size: 'preview' }).options as unknown as Record<string, unknown>;
 let model: ModelHandle;
 
 beforeAll(async () => {
@@ -32,7 +32,7 @@ function expectContractError(call: () => unknown, message: RegExp): void {
 }
 
 describe('removeBackground options', () => {
-  it('the object normaliseOptions builds is accepted as it is (control)', async () => {
+  it('the object prepareJob plans is accepted as it is (control)', async () => {
     const result = await native().removeBackground(teddy, options as never, model, null);
     expect({ width: result.width, height: result.height }).toEqual({ width: 284, height: 398 });
   });

@@ -11,7 +11,7 @@ import { planJob } from '../../src/lib/job-plan.js';
 import { getModel, modelContract, resolveModel } from '../../src/lib/models.js';
 import { type ModelHandle, type NativeResult, native } from '../../src/lib/native.js';
 import type { NativeOptions } from '../../src/lib/options.js';
-import { normaliseOptions } from '../helpers/bgone.js';
+import { normaliseOptions, prepareJob } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
 import { pngClaiming } from '../helpers/http-images.js';
 import { alphaOf, type Box, bbox, decode, MAGIC, pixel, type Raw } from '../helpers/image.js';
@@ -34,7 +34,13 @@ interface Output {
 
 async function job(overrides: Partial<NativeOptions>, background: Buffer | null = null, input = teddy): Promise<Output> {
   const probe = native().probe(input, 6000);
-  const options = planJob({ ...normaliseOptions({}).native, ...overrides }, probe, modelContract(resolveModel().entry), 'standard', 'cpu');
+  const { options } = planJob(
+    { ...normaliseOptions({}).native, ...overrides },
+    { bytes: input, ...probe },
+    modelContract(resolveModel().entry),
+    'standard',
+    'cpu',
+  );
   const result = await native().removeBackground(input, options, model, background);
   const image = await decode(result.data);
   const box = image.channels === 3 ? { x0: 0, y0: 0, x1: image.width - 1, y1: image.height - 1 } : bbox(alphaOf(image), image.width, image.height)!;
@@ -228,7 +234,7 @@ describe('background image', () => {
   });
 
   it('an error of the input itself carries no input field', async () => {
-    const options = { ...normaliseOptions({}).native, inferenceSize: 512 };
+    const options = { ...prepareJob(teddy).options, inferenceSize: 512 };
     const error = await rejection(native().removeBackground(Buffer.from('garbage bytes'), options, model, solidPng(4, 4, [0, 0, 0])));
     expect(error.code).toBe('unsupported_media_type');
     expect(error.input).toBeUndefined();

@@ -5,6 +5,8 @@
  * look normalised.
  */
 import { describe, expect, it } from 'vitest';
+import { jobMemoryEstimate } from '../../src/lib/job-memory.js';
+import { modelContract, resolveModel } from '../../src/lib/models.js';
 import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
 import { configure, normaliseOptions, prepareJob, removeBackground } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -28,19 +30,16 @@ describe('prepareJob', () => {
     }
   });
 
-  it('returns the probe, the options for this image, the model and the estimator answer', () => {
-    const seen: unknown[] = [];
-    const job = prepareJob(teddy, { size: 'preview', format: 'webp' }, (input, probe, options) => {
-      seen.push(input.length, probe, options.format);
-      return 1234;
-    });
+  it("returns the probe, the options for this image, the model and the plan's memory estimate", () => {
+    const job = prepareJob(teddy, { size: 'preview', format: 'webp' });
     expect(job.probe).toEqual({ format: 'jpg', width: 284, height: 398 });
     expect(job.options.format).toBe('webp');
     expect(job.options.inferenceSize).toBe(896); // a 0.11 MP preview: job-plan.ts
     expect(job.model).toBeUndefined();
-    expect(job.memoryBytes).toBe(1234);
-    expect(seen).toEqual([teddy.length, job.probe, 'webp']);
-    expect(prepareJob(teddy).memoryBytes).toBeUndefined();
+    const contract = modelContract(resolveModel().entry);
+    expect(job.memoryBytes).toBe(jobMemoryEstimate(teddy, job.probe, job.options, contract.runBytesPerPixel));
+    // The default model's working memory at the planned side is part of it.
+    expect(job.memoryBytes).toBeGreaterThan(contract.runBytesPerPixel * 896 ** 2);
   });
 
   it('runs to the same bytes as removeBackground(bytes, options), from public or normalised options', async () => {

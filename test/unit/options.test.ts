@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { openApiDocument } from '../../src/api/openapi.js';
-import { levelsForEffort } from '../../src/lib/options.js';
 import { expectBgoneError, expectThrowsBgone } from '../helpers/assert.js';
 import { type BgoneError, ERROR_CODES, MAX_FILE_BYTES, MAX_SIDE, normaliseOptions, removeBackground, SIZE_PIXELS } from '../helpers/bgone.js';
 import { PHOTOS } from '../helpers/constants.js';
@@ -43,7 +42,7 @@ describe('defaults', () => {
     expect(model).toBeUndefined();
   });
 
-  it('the object for the native core has every field set, the internal tuning included (C++ has no defaults)', () => {
+  it("the request's part of the native core's object has every field set, the internal tuning included (C++ has no defaults); the job plan sets the rest", () => {
     const n = native({});
     expect(Object.keys(n).sort()).toEqual(
       [
@@ -52,16 +51,7 @@ describe('defaults', () => {
         'background',
         'channels',
         'crop',
-        'mirrorWeight',
-        'mirrorUnion',
-        'secondSide',
-        'secondWeight',
         'format',
-        'guidedEps',
-        'guidedRadius',
-        'inferenceSize',
-        'levelsHigh',
-        'levelsLow',
         'maxPixels',
         'maxSide',
         'minSubject',
@@ -94,18 +84,9 @@ describe('defaults', () => {
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
     expect(n).toMatchObject({
-      guidedRadius: 6,
-      guidedEps: 1e-3,
-      levelsLow: 0.05,
-      levelsHigh: 0.85,
-      mirrorWeight: 0,
-      mirrorUnion: 0,
-      secondSide: 0,
-      secondWeight: 0,
       minSubject: 1e-4,
       quality: 90,
       pngCompression: 1,
-      inferenceSize: 1024,
       shadow: 'none',
       shadowOpacity: 0.5,
       opaqueInterior: false,
@@ -113,20 +94,10 @@ describe('defaults', () => {
     });
   });
 
-  it('effort=best adds the mirrored run, kept where it is larger, with levels centred on 0.5; standard is the default', () => {
-    expect(native({ effort: 'standard' })).toEqual(native({}));
-    const { levelsLow, levelsHigh, ...best } = native({ effort: 'best' });
-    const { levelsLow: _low, levelsHigh: _high, ...standard } = native({});
-    expect(best).toEqual({ ...standard, mirrorWeight: 0.5, mirrorUnion: 1 });
-    expect([levelsLow, levelsHigh].map((v) => Number(v.toFixed(12)))).toEqual([0.1, 0.9]);
-  });
-
-  it("levelsForEffort: best centres a family's levels on 0.5 and keeps their width; a matting family keeps none", () => {
-    expect(levelsForEffort({ levelsLow: 0.05, levelsHigh: 0.85 }, 'standard')).toEqual({ levelsLow: 0.05, levelsHigh: 0.85 });
-    const best = levelsForEffort({ levelsLow: 0.2, levelsHigh: 0.6 }, 'best');
-    expect(best.levelsLow).toBeCloseTo(0.3, 12);
-    expect(best.levelsHigh).toBeCloseTo(0.7, 12);
-    expect(levelsForEffort({ levelsLow: 0, levelsHigh: 1 }, 'best')).toEqual({ levelsLow: 0, levelsHigh: 1 });
+  it("effort is carried to the job plan, which sets the family's runs for it: the request's native options do not differ; standard is the default", () => {
+    expect(native({ effort: 'best' })).toEqual(native({}));
+    expect(normaliseOptions({ effort: 'best' }).effort).toBe('best');
+    expect(normaliseOptions({}).effort).toBe('standard');
   });
 
   it('normaliseOptions() without an argument is the same as {}', () => {
