@@ -81,6 +81,30 @@ JobOptions read_options(const Napi::Value& value) {
   j.canvas_h = static_cast<int>(o.integer("canvasHeight", 0, 100000));
   if ((j.canvas_w == 0) != (j.canvas_h == 0)) throw ContractError("options.canvasWidth and canvasHeight must be both 0 or both set");
   if (static_cast<double>(j.canvas_w) * j.canvas_h > 16e6) throw ContractError("options.canvasWidth x canvasHeight must be at most 16 MP");
+  j.placement = o.choice<PlacementCanvas>("placement", {{"none", PlacementCanvas::None},
+                                                        {"canvas", PlacementCanvas::Canvas},
+                                                        {"original", PlacementCanvas::Original},
+                                                        {"subject", PlacementCanvas::Subject}});
+  if (j.placement != PlacementCanvas::None && (j.placement == PlacementCanvas::Canvas) != (j.canvas_w > 0))
+    throw ContractError("options.placement canvas needs canvasWidth and canvasHeight, original and subject none");
+  const std::vector<double> max_canvas = o.numbers("maxCanvas", 2, 0, 100000, true);
+  j.max_canvas_w = static_cast<int>(max_canvas[0]);
+  j.max_canvas_h = static_cast<int>(max_canvas[1]);
+  const std::vector<double> margin_share = o.numbers("marginShare", 4, 0, 0.49, false);
+  const std::vector<double> margin_px = o.numbers("marginPx", 4, 0, 100000, true);
+  const std::vector<double> area_share = o.numbers("areaShare", 4, 0, 0.49, false);
+  const std::vector<double> area_px = o.numbers("areaPx", 4, 0, 100000, true);
+  for (int i = 0; i < 4; ++i) {
+    j.margin_share[i] = margin_share[i];
+    j.margin_px[i] = margin_px[i];
+    j.area_share[i] = area_share[i];
+    j.area_px[i] = area_px[i];
+  }
+  j.cover = o.boolean("cover");
+  const int snap = o.choice<int>("snap", {{"none", 0}, {"both", 3}, {"horizontal", 1}, {"vertical", 2}});
+  j.snap_x = (snap & 1) != 0;
+  j.snap_y = (snap & 2) != 0;
+  j.reference_image = o.choice<bool>("referenceBox", {{"subject", false}, {"image", true}});
   const std::vector<double> roi = o.nullable_numbers("roi", 4, 0, 1000000, true);
   j.has_roi = !roi.empty();
   for (size_t i = 0; i < roi.size(); ++i) j.roi[i] = static_cast<int>(roi[i]);

@@ -10,6 +10,8 @@ namespace bgone {
 enum class OutputFormat { Png, Jpeg, Webp, Auto };  // Auto: PNG where the output has transparency, else JPEG
 enum class CropMode { None, Subject, Aspect };
 enum class ShadowKind { None, Drop, Contact };
+// The placement layout (pipeline.cc place()): its canvas is the exact canvas, the region's size, or the subject's box's size.
+enum class PlacementCanvas { None, Canvas, Original, Subject };
 
 struct JobOptions {
   OutputFormat format = OutputFormat::Png;
@@ -29,6 +31,20 @@ struct JobOptions {
   bool has_position = false;       // else "original"
   double position[2] = {};         // x, y in 0..1: where the placed thing sits in the room left
   int canvas_w = 0, canvas_h = 0;  // 0: not set; else the exact output size
+  // The placement layout: the reference box (the subject's box, or the whole region) fitted inside
+  // (cover: covering) the target area, placed in it by `position` (centred without). The target
+  // area is the canvas less its margins (shares of the canvas's height for top and bottom, of its
+  // width for right and left, plus px), less its area padding (the same of the margin box). Where
+  // the subject is cut by the region's edge and its axis snaps, that side has no area padding and
+  // the subject sits on it. max_canvas_w/h (0: none) shrink a canvas made from the region or the
+  // subject, keeping its ratio.
+  PlacementCanvas placement = PlacementCanvas::None;
+  int max_canvas_w = 0, max_canvas_h = 0;
+  double margin_share[4] = {}, margin_px[4] = {};  // top, right, bottom, left
+  double area_share[4] = {}, area_px[4] = {};
+  bool cover = false;
+  bool snap_x = false, snap_y = false;
+  bool reference_image = false;
   bool has_roi = false;
   int roi[4] = {};         // x0, y0, x1, y1 in image pixels (after orientation), x1 and y1 exclusive
   int max_side = 0;        // checked from the header before decoding pixels

@@ -218,7 +218,69 @@ AxisPlace place_axis(double a, double k, int canvas_n, double v0, double v1) {
   return p;
 }
 
+// The placement layout (JobOptions::placement): the canvas, its target area, the reference box
+// fitted in it and placed, as the canvas' map of the image. The subject is cut on a side where its
+// box reaches the region's edge.
+Layout place(const JobOptions& o, const SubjectBox& subject, const Region& region) {
+  Layout l;
+  const double sw = subject.x1 - subject.x0, sh = subject.y1 - subject.y0;
+  double cw = o.canvas_w, ch = o.canvas_h;
+  if (o.placement != PlacementCanvas::Canvas) {
+    cw = o.placement == PlacementCanvas::Original ? region.w : std::ceil(sw);
+    ch = o.placement == PlacementCanvas::Original ? region.h : std::ceil(sh);
+    double shrink = std::min(1.0, std::sqrt(o.max_pixels / (cw * ch)));
+    if (o.max_canvas_w > 0) shrink = std::min(shrink, o.max_canvas_w / cw);
+    if (o.max_canvas_h > 0) shrink = std::min(shrink, o.max_canvas_h / ch);
+    cw = std::max(1.0, std::floor(cw * shrink + 1e-9));
+    ch = std::max(1.0, std::floor(ch * shrink + 1e-9));
+  }
+  l.canvas_w = static_cast<int>(cw);
+  l.canvas_h = static_cast<int>(ch);
+  // The margin box, then the target area inside it (x0, y0, x1, y1 on the canvas).
+  const double m_top = o.margin_share[0] * ch + o.margin_px[0], m_right = o.margin_share[1] * cw + o.margin_px[1];
+  const double m_bottom = o.margin_share[2] * ch + o.margin_px[2], m_left = o.margin_share[3] * cw + o.margin_px[3];
+  const double mx0 = m_left, my0 = m_top, mx1 = std::max(mx0 + 1, cw - m_right), my1 = std::max(my0 + 1, ch - m_bottom);
+  const double mw = mx1 - mx0, mh = my1 - my0;
+  double tx0 = mx0 + o.area_share[3] * mw + o.area_px[3], tx1 = mx1 - (o.area_share[1] * mw + o.area_px[1]);
+  double ty0 = my0 + o.area_share[0] * mh + o.area_px[0], ty1 = my1 - (o.area_share[2] * mh + o.area_px[2]);
+  double px = o.has_position ? o.position[0] : 0.5, py = o.has_position ? o.position[1] : 0.5;
+  if (!o.reference_image) {
+    const bool left = subject.x0 <= region.x, right = subject.x1 >= region.x + region.w;
+    const bool top = subject.y0 <= region.y, bottom = subject.y1 >= region.y + region.h;
+    if (o.snap_x && (left || right)) {
+      if (left) tx0 = mx0;
+      if (right) tx1 = mx1;
+      px = left && right ? 0.5 : left ? 0 : 1;
+    }
+    if (o.snap_y && (top || bottom)) {
+      if (top) ty0 = my0;
+      if (bottom) ty1 = my1;
+      py = top && bottom ? 0.5 : top ? 0 : 1;
+    }
+  }
+  if (tx1 - tx0 < 1) tx1 = tx0 + 1;
+  if (ty1 - ty0 < 1) ty1 = ty0 + 1;
+  const double tw = tx1 - tx0, th = ty1 - ty0;
+  const double bx = o.reference_image ? region.x : subject.x0, by = o.reference_image ? region.y : subject.y0;
+  const double bw = std::max(1.0, o.reference_image ? region.w : sw), bh = std::max(1.0, o.reference_image ? region.h : sh);
+  const double s = o.cover ? std::max(tw / bw, th / bh) : std::min(tw / bw, th / bh);  // canvas pixels per image pixel
+  const double ax = bx - (tx0 + px * (tw - bw * s)) / s, ay = by - (ty0 + py * (th - bh * s)) / s;
+  l.vx0 = region.x;
+  l.vx1 = region.x + region.w;
+  l.vy0 = region.y;
+  l.vy1 = region.y + region.h;
+  const AxisPlace ax_place = place_axis(ax, 1 / s, l.canvas_w, l.vx0, l.vx1);
+  const AxisPlace ay_place = place_axis(ay, 1 / s, l.canvas_h, l.vy0, l.vy1);
+  l.box = {ax_place.b0, ay_place.b0, ax_place.bn, ay_place.bn};
+  l.x = ax_place.c0;
+  l.y = ay_place.c0;
+  l.out_w = ax_place.cn;
+  l.out_h = ay_place.cn;
+  return l;
+}
+
 Layout layout(const JobOptions& o, const SubjectBox& subject, const Region& region, int image_w, int image_h) {
+  if (o.placement != PlacementCanvas::None) return place(o, subject, region);
   Layout l;
   const Box frame = crop_box(o, subject, image_w, image_h);
   const bool exact = o.canvas_w > 0;

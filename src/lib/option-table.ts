@@ -255,15 +255,59 @@ function parsePosition(value: unknown): [number, number] | null | undefined {
   return [shares[0]!, shares[1] ?? shares[0]!];
 }
 
-function parseOutputSize(value: unknown): [number, number] | undefined {
+/** output_size: an exact canvas, or one made from the image (after the roi) or from the subject's box. */
+export type OutputSize = [number, number] | 'original' | 'subject';
+
+function parseOutputSize(value: unknown): OutputSize | undefined {
   if (absent(value)) return undefined;
+  if (typeof value === 'string' && ['original', 'subject'].includes(value.trim().toLowerCase())) return value.trim().toLowerCase() as 'original' | 'subject';
   const m = typeof value === 'string' ? /^\s*(\d{1,5})\s*x\s*(\d{1,5})\s*$/i.exec(value) : null;
   const w = Number(m?.[1]);
   const h = Number(m?.[2]);
   if (!m || w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE || w * h > MAX_CANVAS_PIXELS) {
-    invalid('output_size', `output_size must be WxH, each side from 1 to ${MAX_SIDE} px and at most 16 MP in all, e.g. 1000x1000.`, ['<w>x<h>']);
+    invalid('output_size', `output_size must be WxH, each side from 1 to ${MAX_SIDE} px and at most 16 MP in all (e.g. 1000x1000), original or subject.`, [
+      '<w>x<h>',
+      'original',
+      'subject',
+    ]);
   }
   return [w, h];
+}
+
+/** One value of margin or area_padding: a fraction from 0 to 0.49, a percentage from 0% to 49%, or pixels. */
+const PLACEMENT_VALUE = `(?:(?:0?\\.\\d+|0)|(?:[0-4]?\\d(?:\\.\\d+)?)%|${PADDING_PX})`;
+const PLACEMENT_PATTERN = new RegExp(`^\\s*${PLACEMENT_VALUE}(?:\\s+${PLACEMENT_VALUE}(?:\\s+${PLACEMENT_VALUE}\\s+${PLACEMENT_VALUE})?)?\\s*$`);
+
+/** margin and area_padding: one, two or four values (CSS order), each a share of the side it is on (at most 0.49) or pixels. */
+function parsePlacementBox(field: string, of: string): (value: unknown) => Padding | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    const fail = () =>
+      invalid(
+        field,
+        `${field} must be one, two or four values (top right bottom left), each a fraction from 0 to 0.49 or a percentage from 0% to 49% of ${of}, or pixels (0px to 6000px), e.g. "0.1" or "10% 5%".`,
+        ['0.<n>', '<n>%', '<n>px', 'one, two or four of them (top right bottom left)'],
+      );
+    const text = typeof value === 'number' ? String(value) : typeof value === 'string' ? value : fail();
+    if (!PLACEMENT_PATTERN.test(text as string)) fail();
+    const tokens = (text as string).trim().split(/\s+/);
+    const values = tokens.map(paddingValue) as Measure[];
+    if (values.some((v) => v === undefined || v.share > 0.49)) fail();
+    const [a, b, c, d] = values;
+    if (tokens.length === 1) return [a!, a!, a!, a!];
+    if (tokens.length === 2) return [a!, b!, a!, b!];
+    return [a!, b!, c!, d!];
+  };
+}
+
+/** max_width and max_height: whole pixels from 1 to MAX_SIDE. */
+function parseMaxSide(field: string): (value: unknown) => number | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\s*\d{1,5}\s*$/.test(value) ? Number(value) : Number.NaN;
+    if (!Number.isInteger(n) || n < 1 || n > MAX_SIDE) invalid(field, `${field} must be a whole number of pixels from 1 to ${MAX_SIDE}.`, [`1..${MAX_SIDE}`]);
+    return n;
+  };
 }
 
 /** A roi corner coordinate: pixels, or a share of the image's side. */
@@ -550,13 +594,118 @@ export const OPTIONS = {
     part: 'field',
     carriers: ALL,
     maxLength: 16,
-    values: 'WxH, each side 1 to 6000 px, at most 16 MP',
+    values: "WxH (each side 1 to 6000 px, at most 16 MP), original (the image, after roi) or subject (the subject's box)",
     default: '',
-    description: 'The exact size of the result: the cut-out (cropped when crop is set) fitted inside it and placed by position.',
+    description:
+      'The size of the result. WxH alone: the cut-out (cropped when crop is set) fitted inside it and placed by position. With the placement options, or original or subject: the canvas they place the subject on.',
     example: '1000x1000',
     code: 'validation_error',
-    schema: { type: 'string', pattern: '^[0-9]{1,4}[xX][0-9]{1,4}$' },
+    schema: { type: 'string', pattern: '^([0-9]{1,4}[xX][0-9]{1,4}|original|subject)$' },
     parse: parseOutputSize,
+  },
+  maxWidth: {
+    name: 'max_width',
+    key: 'maxWidth',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: '1 to 6000 (px); with output_size=original or subject',
+    default: '',
+    description: 'The most the result is wide: the canvas shrinks to it, keeping its ratio.',
+    example: '800',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^[0-9]{1,4}$' },
+    parse: parseMaxSide('max_width'),
+  },
+  maxHeight: {
+    name: 'max_height',
+    key: 'maxHeight',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: '1 to 6000 (px); with output_size=original or subject',
+    default: '',
+    description: 'The most the result is high: the canvas shrinks to it, keeping its ratio.',
+    example: '800',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^[0-9]{1,4}$' },
+    parse: parseMaxSide('max_height'),
+  },
+  margin: {
+    name: 'margin',
+    key: 'margin',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 64,
+    values:
+      "one, two or four values (top right bottom left), each a fraction 0..0.49 or n% (0-49) of the result's height (top, bottom) or width (right, left), or npx",
+    default: '0',
+    description: 'Placement: the empty border of the result, never crossed.',
+    example: '5% 10%',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: PLACEMENT_PATTERN.source, default: '0' },
+    parse: parsePlacementBox('margin', "the result's side"),
+  },
+  areaPadding: {
+    name: 'area_padding',
+    key: 'areaPadding',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 64,
+    values: 'as margin, of the side of the result less its margins',
+    default: '0',
+    description:
+      "Placement: the space between the margins and the area the subject is fitted in; a side where the photo's edge cuts the subject drops it when that axis snaps.",
+    example: '0.1',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: PLACEMENT_PATTERN.source, default: '0' },
+    parse: parsePlacementBox('area_padding', 'the side less its margins'),
+  },
+  fit: {
+    name: 'fit',
+    key: 'fit',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'contain, cover',
+    default: 'contain',
+    description: 'Placement: the reference box fitted inside the area (contain) or covering it (cover, what overflows the result is cut off).',
+    example: 'cover',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['contain', 'cover'], default: 'contain' },
+    choices: ['contain', 'cover'],
+    parse: oneOf('fit', ['contain', 'cover'] as const),
+  },
+  snap: {
+    name: 'snap',
+    key: 'snap',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'none, both, horizontal, vertical',
+    default: 'none',
+    description:
+      "Placement: on these axes, a side where the photo's edge cuts the subject (a portrait cut at the waist) keeps no area padding and the subject sits on the margin there.",
+    example: 'both',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['none', 'both', 'horizontal', 'vertical'], default: 'none' },
+    choices: ['none', 'both', 'horizontal', 'vertical'],
+    parse: oneOf('snap', ['none', 'both', 'horizontal', 'vertical'] as const),
+  },
+  referenceBox: {
+    name: 'reference_box',
+    key: 'referenceBox',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'subject, image',
+    default: 'subject',
+    description: "Placement: what is fitted into the area, the subject's box or the whole image (the subject keeps its place in it).",
+    example: 'image',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['subject', 'image'], default: 'subject' },
+    choices: ['subject', 'image'],
+    parse: oneOf('reference_box', ['subject', 'image'] as const),
   },
   roi: {
     name: 'roi',

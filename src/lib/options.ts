@@ -12,6 +12,7 @@ import {
   type Channels,
   type Effort,
   MAX_SIDE,
+  OPTIONS,
   type OutputFormat,
   type Padding,
   type ParsedOptions,
@@ -155,8 +156,21 @@ export interface RemoveBackgroundOptions {
   scale?: string | number;
   /** "original", "center", "x%" or "x% y%": where the subject (or the cut-out) sits in the result. */
   position?: string;
-  /** "WxH": the exact size of the result. */
+  /** "WxH": the exact size of the result; "original" or "subject": a canvas the image's or the subject's box's size (placement). */
   outputSize?: string;
+  /** Pixels: the most the result is wide or high, its canvas shrunk keeping its ratio (with outputSize original or subject). */
+  maxWidth?: string | number;
+  maxHeight?: string | number;
+  /** Placement: the result's empty border, one, two or four values (CSS order), each a fraction up to 0.49, "n%" or "npx" of the side. */
+  margin?: string | number;
+  /** Placement: the space inside the margins around the area the subject is fitted in (the same forms, of the side less the margins). */
+  areaPadding?: string | number;
+  /** Placement: contain (default) or cover: the reference box fitted inside the area, or covering it. */
+  fit?: string;
+  /** Placement: none (default), both, horizontal or vertical: the axes on which a side cut by the photo's edge sits on the margin. */
+  snap?: string;
+  /** Placement: subject (default) or image: what is fitted into the area. */
+  referenceBox?: string;
   /** "x1 y1 x2 y2", each px or %: the subject is looked for only inside this box. */
   roi?: string;
   /** Model name from models/manifest.json; default: the manifest's default. */
@@ -229,6 +243,21 @@ export interface NativeOptions extends Readonly<typeof TUNING>, PlannedOptions {
   /** The exact canvas (output_size); 0 x 0 when not set. */
   canvasWidth: number;
   canvasHeight: number;
+  /**
+   * The placement layout (native/pipeline.cc place()): none, or its canvas: the exact canvas, the
+   * image's size (after the roi) or the subject's box's size, shrunk to maxCanvas (0: no bound).
+   */
+  placement: 'none' | 'canvas' | 'original' | 'subject';
+  maxCanvas: [number, number];
+  /** The margins (top, right, bottom, left), each share × the canvas's side + px; then the area padding, of the margin box's side. */
+  marginShare: [number, number, number, number];
+  marginPx: [number, number, number, number];
+  areaShare: [number, number, number, number];
+  areaPx: [number, number, number, number];
+  /** fit=cover. */
+  cover: boolean;
+  snap: 'none' | 'both' | 'horizontal' | 'vertical';
+  referenceBox: 'subject' | 'image';
   /** The region of interest in image pixels (after EXIF orientation), x1 and y1 exclusive; null: the whole image. */
   roi: [number, number, number, number] | null;
   maxSide: number;
@@ -290,6 +319,55 @@ function atMostOne(parsed: ParsedOptions, keys: ReadonlyArray<keyof ParsedOption
   if (given.length > 1) invalid(given[0]!, `${given.join(' and ')} were both given: ${what}.`, { fields: given });
 }
 
+/** The rows that make the placement layout (with output_size original or subject). */
+const PLACEMENT_KEYS = ['margin', 'areaPadding', 'fit', 'snap', 'referenceBox'] as const;
+
+/** A side's measures as the native core reads them: shares and pixels, top, right, bottom, left. */
+function measureArrays(box: Padding | undefined): { share: NativeOptions['marginShare']; px: NativeOptions['marginPx'] } {
+  if (!box) return { share: [0, 0, 0, 0], px: [0, 0, 0, 0] };
+  return { share: box.map((m) => m.share) as NativeOptions['marginShare'], px: box.map((m) => m.px) as NativeOptions['marginPx'] };
+}
+
+/**
+ * The placement layout's native fields: on when a placement row is given or output_size is original
+ * or subject. It frames the subject itself, so crop and scale are refused beside it; max_width and
+ * max_height bound a canvas it makes, so they need output_size original or subject.
+ */
+function placementOf(
+  parsed: ParsedOptions,
+  cropped: boolean,
+  scaled: boolean,
+): Pick<NativeOptions, 'placement' | 'maxCanvas' | 'marginShare' | 'marginPx' | 'areaShare' | 'areaPx' | 'cover' | 'snap' | 'referenceBox'> {
+  const size = parsed.outputSize;
+  const derived = size === 'original' || size === 'subject';
+  const given = PLACEMENT_KEYS.filter((key) => parsed[key] !== undefined);
+  const names = given.map((key) => OPTIONS[key].name);
+  if (!derived) {
+    for (const key of ['maxWidth', 'maxHeight'] as const) {
+      if (parsed[key] !== undefined)
+        invalid(OPTIONS[key].name, `${OPTIONS[key].name} bounds a canvas made from the image or the subject: give it with output_size=original or subject.`);
+    }
+  }
+  const on = derived || given.length > 0;
+  if (on && cropped)
+    invalid('crop', `crop frames the subject one way, ${derived ? 'output_size' : names[0]} another: give one of them.`, { fields: ['crop', ...names] });
+  if (on && scaled)
+    invalid('scale', `scale sizes the subject one way, ${derived ? 'output_size' : names[0]} another: give one of them.`, { fields: ['scale', ...names] });
+  const margin = measureArrays(parsed.margin);
+  const area = measureArrays(parsed.areaPadding);
+  return {
+    placement: !on ? 'none' : derived ? size : 'canvas',
+    maxCanvas: [parsed.maxWidth ?? 0, parsed.maxHeight ?? 0],
+    marginShare: margin.share,
+    marginPx: margin.px,
+    areaShare: area.share,
+    areaPx: area.px,
+    cover: parsed.fit === 'cover',
+    snap: parsed.snap ?? 'none',
+    referenceBox: parsed.referenceBox ?? 'subject',
+  };
+}
+
 function paddingArrays(padding: Padding | undefined): Pick<NativeOptions, 'paddingShare' | 'paddingPx'> {
   if (!padding) return { paddingShare: [DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding], paddingPx: [0, 0, 0, 0] };
   return {
@@ -312,8 +390,10 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
   atMostOne(parsed, ['bgColor', 'bgImageFile', 'bgImageUrl'], ['bg_color', 'bg_image_file', 'bg_image_url'], 'give at most one background');
   const channels = parsed.channels ?? DEFAULTS.channels;
   const crop = parsed.crop ?? { crop: 'none' as const, aspectWidth: 1, aspectHeight: 1 };
-  const [canvasWidth, canvasHeight] = parsed.outputSize ?? [0, 0];
+  const outputSize = parsed.outputSize;
+  const [canvasWidth, canvasHeight] = Array.isArray(outputSize) ? outputSize : [0, 0];
   const scale = parsed.scale ?? null;
+  const placement = placementOf(parsed, crop.crop !== 'none', scale !== null);
   // The default position: centred once something is placed, else where it was.
   const position = parsed.position !== undefined ? parsed.position : scale !== null || canvasWidth > 0 ? ([0.5, 0.5] as [number, number]) : null;
   const alphaOnly = channels === 'alpha';
@@ -337,6 +417,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     position,
     canvasWidth,
     canvasHeight,
+    ...placement,
     roi: null,
     maxSide: MAX_SIDE,
     refine: parsed.refine ?? DEFAULTS.refine,

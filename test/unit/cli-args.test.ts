@@ -176,8 +176,8 @@ describe('usage errors', () => {
     [['serve', '--port', '3000'], 'unknown option --port for "serve" (it takes no options)'],
     [['keys', 'list', '--email', 'a@b.c'], 'unknown option --email for "keys list" (it takes --db, --database-url, --json, --account)'],
     [
-      ['remove', 'a.jpg', '--quality', '9'],
-      'unknown option --quality for "remove" (it takes --out, --format, --channels, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --crop, --padding, --scale, --position, --output-size, --roi, --shadow, --shadow-opacity, --semitransparency, --despill, --model)',
+      ['remove', 'a.jpg', '--speed', '9'],
+      'unknown option --speed for "remove" (it takes --out, --format, --channels, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --crop, --padding, --scale, --position, --output-size, --max-width, --max-height, --margin, --area-padding, --fit, --snap, --reference-box, --roi, --shadow, --shadow-opacity, --semitransparency, --despill, --model)',
     ],
   ])('%j: %s', (line, message) => {
     expect(usageError(line)).toBe(message);
