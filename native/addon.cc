@@ -493,14 +493,17 @@ Napi::Value ModelMatte(const Napi::CallbackInfo& info) {
   const int width = info[2].As<Napi::Number>().Int32Value(), height = info[3].As<Napi::Number>().Int32Value();
   if (width < 1 || height < 1 || width > 16384 || height > 16384 || static_cast<size_t>(width) * height * 3 != rgb.Length())
     throw ContractError("modelMatte: rgb must hold width x height x 3 bytes, sides 1 to 16384");
-  const ModelSpec& spec = model->spec();
-  const size_t plane = static_cast<size_t>(width) * height;
-  Buffer<float> tensor(plane * 3, 0.f), matte;
-  for (int c = 0; c < 3; ++c)
-    for (size_t i = 0; i < plane; ++i) tensor[c * plane + i] = (static_cast<float>(rgb.Data()[i * 3 + c]) - spec.mean[c]) / spec.std[c];
-  model->run(tensor, width, height, matte);
-  Napi::Float32Array out = Napi::Float32Array::New(env, plane);
-  std::copy(matte.begin(), matte.end(), out.Data());
+  Pixels pixels;
+  pixels.width = width;
+  pixels.height = height;
+  pixels.bands = 3;
+  pixels.data.assign(rgb.Data(), rgb.Data() + rgb.Length());
+  Plane matte;
+  InferOptions how;
+  how.clamp = false;
+  model->infer(pixels, width, height, matte, how);
+  Napi::Float32Array out = Napi::Float32Array::New(env, matte.v.size());
+  std::copy(matte.v.begin(), matte.v.end(), out.Data());
   return out;
 }
 

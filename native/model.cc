@@ -201,7 +201,34 @@ Model::~Model() {
 
 namespace {
 
-// The matte from the chosen output, in place (before the pipeline clamps it to 0..1).
+// The model's input as the model reads it: planes, normalised per channel. The arithmetic is that
+// of a table of the 256 values per channel (the same float operations, so the same bits), as a
+// loop per channel the compiler vectorises, on the free cores (before the run, all of them).
+// `mirrored`: each row read from its end.
+Buffer<float> input_tensor(const Pixels& rgb, const ModelSpec& spec, int width, int height, bool mirrored) {
+  const size_t plane = static_cast<size_t>(width) * height;
+  if (rgb.data.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "the model's input pixels have the wrong size");
+  Buffer<float> tensor(plane * 3);
+  parallel_rows(height, [&](int first, int end) {
+    const size_t from = static_cast<size_t>(first) * width, to = static_cast<size_t>(end) * width;
+    const uint8_t* src = rgb.data.data();
+    for (int c = 0; c < 3; ++c) {
+      const float mean = spec.mean[c], sd = spec.std[c];
+      float* dst = tensor.data() + c * plane;
+      if (!mirrored) {
+        for (size_t i = from; i < to; ++i) dst[i] = (static_cast<float>(src[i * 3 + c]) - mean) / sd;
+        continue;
+      }
+      for (size_t row = from; row < to; row += width) {
+        const uint8_t* last = src + (row + width - 1) * 3 + c;
+        for (int x = 0; x < width; ++x) dst[row + x] = (static_cast<float>(last[-3 * x]) - mean) / sd;
+      }
+    }
+  });
+  return tensor;
+}
+
+// The matte from the chosen output, in place (Model::infer then clamps it to 0..1).
 void to_matte(MatteTransform transform, float* v, size_t n) {
   switch (transform) {
     case MatteTransform::AsIs:
@@ -245,7 +272,7 @@ double process_cpu_ms() {
 
 }  // namespace
 
-Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<float>& out) {
+Model::RunCost Model::run(Buffer<float> input, int width, int height, Buffer<float>& out, bool mirrored) {
   const int64_t shape[4] = {1, 3, height, width};
   const size_t plane = static_cast<size_t>(width) * height;
   if (input.size() != plane * 3) throw PipelineError(ErrorCode::Internal, "model input has the wrong size");
@@ -282,6 +309,7 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
     cost.cpu = process_cpu_ms() - cpu_start;
   }
   ort_api()->ReleaseValue(input_value);
+  Buffer<float>().swap(input);
   ort_api()->ReleaseRunOptions(run_options);
   if (status != nullptr && outcome != RunDeadline::Outcome::Running) {
     ort_api()->ReleaseStatus(status);
@@ -302,14 +330,12 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
       throw PipelineError(ErrorCode::Internal, "model output has " + std::to_string(count) + " values, expected " + std::to_string(plane));
     float* data = nullptr;
     check(ort_api()->GetTensorMutableData(output_value, reinterpret_cast<void**>(&data)), "GetTensorMutableData");
-    out.assign(data, data + plane);
-    to_matte(spec_.matte, out.data(), plane);
-    // The graph's answer is bytes from outside: a matte that is not a number everywhere fails the job
-    // here, before anything counts on it.
-    const size_t not_finite = count_not_finite(out.data(), plane);
-    if (not_finite > 0)
-      throw PipelineError(ErrorCode::Internal, "the model's matte has " + std::to_string(not_finite) + " of " + std::to_string(plane) +
-                                                   " values that are not finite numbers (NaN or infinity)");
+    if (mirrored) {
+      out.resize(plane);  // no new block where `out` has its size already
+      for (size_t row = 0; row < plane; row += width) std::reverse_copy(data + row, data + row + width, out.data() + row);
+    } else {
+      out.assign(data, data + plane);
+    }
   } catch (...) {
     ort_api()->ReleaseValue(output_value);
     throw;
@@ -318,13 +344,36 @@ Model::RunCost Model::run(Buffer<float>& input, int width, int height, Buffer<fl
   return cost;
 }
 
+Model::RunCost Model::infer(const Pixels& rgb, int width, int height, Plane& matte, InferOptions how) {
+  const auto start = std::chrono::steady_clock::now();
+  Buffer<float> tensor = input_tensor(rgb, spec_, width, height, how.mirrored);
+  const double tensor_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // The matte's block is taken before the run, as the tensor's: taken after it, once the run's own
+  // blocks are back in the cache (buffers.h), a warm 12 MP job mapped two blocks afresh, job after
+  // job (test/lib/native-memory.test.ts).
+  matte = Plane(width, height, Unfilled{});
+  RunCost cost = run(std::move(tensor), width, height, matte.v, how.mirrored);
+  cost.tensor = tensor_ms;
+  const size_t plane = matte.v.size();
+  to_matte(spec_.matte, matte.v.data(), plane);
+  // The graph's answer is bytes from outside: a matte that is not a number everywhere fails the job
+  // here, before anything counts on it.
+  const size_t not_finite = count_not_finite(matte.v.data(), plane);
+  if (not_finite > 0)
+    throw PipelineError(ErrorCode::Internal, "the model's matte has " + std::to_string(not_finite) + " of " + std::to_string(plane) +
+                                                 " values that are not finite numbers (NaN or infinity)");
+  if (how.clamp) clamp_unit(matte);
+  return cost;
+}
+
 void Model::warm_up() {
   if (spec_.warm_up_runs <= 0) return;
   const int width = spec_.dynamic_size ? spec_.warm_up_side : spec_.width;
   const int height = spec_.dynamic_size ? spec_.warm_up_side : spec_.height;
   try {
-    Buffer<float> input(static_cast<size_t>(width) * height * 3, 0.f), out;
-    for (int r = 0; r < spec_.warm_up_runs; ++r) run(input, width, height, out);
+    Buffer<float> out;
+    for (int r = 0; r < spec_.warm_up_runs; ++r)
+      run(Buffer<float>(static_cast<size_t>(width) * height * 3, 0.f), width, height, out, false);
   } catch (const std::exception&) {
     // Only a head start: a model whose run fails (a manifest naming an input the graph lacks) still
     // loads, and its first job reports the failure, as without the warm-up.

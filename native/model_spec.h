@@ -4,7 +4,7 @@
 
 namespace bgone {
 
-// How the chosen output becomes a matte in 0..1 before the pipeline clamps it (src/lib/model-families.ts
+// How the chosen output becomes a matte in 0..1 before Model::infer clamps it (src/lib/model-families.ts
 // MATTE_TRANSFORMS gives the numbers): as the graph gives it, through the logistic function, or
 // stretched so that its smallest value is 0 and its largest 1.
 enum class MatteTransform { AsIs = 0, Sigmoid = 1, MinMax = 2 };

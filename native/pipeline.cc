@@ -54,12 +54,12 @@ struct MaskStats {
   int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
 };
 
-// Clamps the model's output to 0..1 in place and finds the subject in it, on the free cores (it
-// is on the critical path, between the inference and the matting). Per row, the clamp and the counts
-// are loops without branches, which the compiler vectorises (GCC 12 left them scalar as one);
-// only a row with subject in it is scanned again, from each end to the subject's first pixel. One
-// loop with a branch per pixel ran scalar. A NaN from the model counts as background (0).
-MaskStats clamp_and_analyse(Plane& mask) {
+// Finds the subject in the mask (in 0..1: Model::infer's), on the free cores (it is on the critical
+// path, between the inference and the matting). Per row, the counts are loops without branches,
+// which the compiler vectorises (GCC 12 left them scalar as one); only a row with subject in it is
+// scanned again, from each end to the subject's first pixel. One loop with a branch per pixel ran
+// scalar.
+MaskStats analyse_mask(const Plane& mask) {
   MaskStats s;
   s.u0 = mask.width;
   s.v0 = mask.height;
@@ -70,11 +70,7 @@ MaskStats clamp_and_analyse(Plane& mask) {
     b.v0 = mask.height;
     const int w = mask.width;
     for (int y = first; y < end; ++y) {
-      float* row = mask.row(y);
-      for (int x = 0; x < w; ++x) {
-        const float v = row[x] >= 0.f ? row[x] : 0.f;  // NaN fails the test too
-        row[x] = v <= 1.f ? v : 1.f;
-      }
+      const float* row = mask.row(y);
       int faint = 0;
       for (int x = 0; x < w; ++x) faint += (row[x] > kFaintAbove) & (row[x] < 0.5f);
       b.faint_pixels += faint;
@@ -352,8 +348,8 @@ Layout layout(const JobOptions& o, const SubjectBox& subject, const Region& regi
 // The side of the grid the guided filter is fitted on (see run_job).
 constexpr double kFitSide = 256;
 
-// The stages of one job, in order: decode_stage, tensor_stage, inference_stage, crop_stage,
-// matting_stage, encode_stage. run_job (below) strings them together and times them.
+// The stages of one job, in order: decode_stage, inference_stage, crop_stage, matting_stage,
+// encode_stage. run_job (below) strings them together and times them.
 
 // What the decode hands on: the model's input (in_w x in_h, RGB) and the full-resolution image.
 struct DecodedInputs {
@@ -411,36 +407,20 @@ DecodedInputs decode_stage(const uint8_t* data, size_t length, InputFormat forma
   return in;
 }
 
-// The model's input as the model reads it: planes, normalised per channel. The arithmetic is that
-// of a table of the 256 values per channel (the same float operations, so the same bits), as a
-// loop per channel the compiler vectorises, on the free cores (before the inference, all of them).
-Buffer<float> tensor_stage(const Pixels& small, const ModelSpec& spec, int in_w, int in_h) {
-  const size_t plane = static_cast<size_t>(in_w) * in_h;
-  Buffer<float> tensor(plane * 3);
-  parallel_rows(in_h, [&](int first, int end) {
-    const size_t from = static_cast<size_t>(first) * in_w, to = static_cast<size_t>(end) * in_w;
-    const uint8_t* src = small.data.data();
-    for (int c = 0; c < 3; ++c) {
-      const float mean = spec.mean[c], sd = spec.std[c];
-      float* dst = tensor.data() + c * plane;
-      for (size_t i = from; i < to; ++i) dst[i] = (static_cast<float>(src[i * 3 + c]) - mean) / sd;
-    }
-  });
-  return tensor;
-}
-
-// The model's answer for the mirrored image, combined into `mask` (see JobOptions::mirror_weight):
-// the tensor is mirrored in place (no second tensor) and the answer mirrored back as it is combined.
-Model::RunCost combine_mirrored(Model& model, Buffer<float>& tensor, int w, int h, float weight, float union_share, Plane& mask) {
-  for (size_t row = 0; row < static_cast<size_t>(h) * 3; ++row) std::reverse(tensor.begin() + row * w, tensor.begin() + (row + 1) * w);
-  Plane mirrored(w, h, Unfilled{});
-  const Model::RunCost cost = model.run(tensor, w, h, mirrored.v);
+// The model's answer for the mirrored image, combined into `mask` (see JobOptions::mirror_weight);
+// Model::infer writes it back unmirrored.
+Model::RunCost combine_mirrored(Model& model, const Pixels& small, float weight, float union_share, Plane& mask) {
+  const int w = mask.width, h = mask.height;
+  Plane mirrored;
+  InferOptions how;
+  how.mirrored = true;
+  const Model::RunCost cost = model.infer(small, w, h, mirrored, how);
   const float own = 1.f - weight;
   for (int y = 0; y < h; ++y) {
     float* out = mask.row(y);
     const float* m = mirrored.row(y);
     for (int x = 0; x < w; ++x) {
-      const float a = out[x], b = m[w - 1 - x];
+      const float a = out[x], b = m[x];
       const float mean = own * a + weight * b, most = std::max(a, b);
       out[x] = union_share >= 1.f ? most : mean + union_share * (most - mean);
     }
@@ -451,14 +431,12 @@ Model::RunCost combine_mirrored(Model& model, Buffer<float>& tensor, int w, int 
 // The model's answer at another square side, made from the full decode (the image's own pixels, not
 // the first input resampled again), resampled to the mask's size and mixed into it with `weight`.
 Model::RunCost mix_second_side(Model& model, const DecodedImage& full, const Region* roi, int side, float weight, Plane& mask) {
-  Buffer<float> tensor;
+  Plane answer;
+  Model::RunCost cost;
   {
     const Pixels small = model_input_from_decoded(full, roi, side, side);
-    tensor = tensor_stage(small, model.spec(), side, side);
+    cost = model.infer(small, side, side, answer);
   }
-  Plane answer(side, side, Unfilled{});
-  const Model::RunCost cost = model.run(tensor, side, side, answer.v);
-  Buffer<float>().swap(tensor);
   const AxisMap mx{static_cast<double>(side) / mask.width, 0.5 * side / mask.width - 0.5};
   const AxisMap my{static_cast<double>(side) / mask.height, 0.5 * side / mask.height - 0.5};
   const Plane resampled = resample_plane(answer, mask.width, mask.height, mx, my);
@@ -469,25 +447,32 @@ Model::RunCost mix_second_side(Model& model, const DecodedImage& full, const Reg
 // Jobs that reached the inference stage since the process started (inference_stages()).
 std::atomic<uint64_t> g_inference_stages{0};
 
-// The model's mask at its input's size: its answer for the image, combined with those for the mirror
-// and a second side when the job asks (effort=best); the tensor is released as soon as the model is
-// done with it. All runs count as inference.
-Plane inference_stage(const JobOptions& o, Model& model, Buffer<float>& tensor, int in_w, int in_h, const DecodedImage& full,
+// The model's mask at its input's size, in 0..1: its answer for the model's input `small`,
+// combined with those for the mirror and a second side when the job asks (effort=best). Each
+// Model::infer releases its tensor once its run returns, before the next builds its own. Timings:
+// the first answer's tensor counts as preprocessing (t.preprocess: the model's input and its
+// tensor); the rest of that call and the other answers' (their pixels, tensors and runs) as
+// inference, less the waits for a place to run (queue); inference_cpu is the runs' CPU.
+Plane inference_stage(const JobOptions& o, Model& model, const Pixels& small, int in_w, int in_h, const DecodedImage& full,
                       const Region* roi, Timings& t) {
-  Plane mask(in_w, in_h, Unfilled{});
+  Plane mask;
   const auto step = Clock::now();
   g_inference_stages.fetch_add(1, std::memory_order_relaxed);
-  Model::RunCost cost = model.run(tensor, in_w, in_h, mask.v);
+  const Model::RunCost first = model.infer(small, in_w, in_h, mask);
+  Model::RunCost cost = first;
   auto add = [&cost](const Model::RunCost& more) {
     cost.waited += more.waited;
     cost.cpu += more.cpu;
   };
-  if (o.mirror_weight > 0) add(combine_mirrored(model, tensor, in_w, in_h, o.mirror_weight, o.mirror_union, mask));
-  if (o.second_side > 0 && model.spec().dynamic_size) add(mix_second_side(model, full, roi, o.second_side, o.second_weight, mask));
+  const bool mirror = o.mirror_weight > 0, second = o.second_side > 0 && model.spec().dynamic_size;
+  if (mirror) add(combine_mirrored(model, small, o.mirror_weight, o.mirror_union, mask));
+  if (second) add(mix_second_side(model, full, roi, o.second_side, o.second_weight, mask));
+  // A weighted mean of answers in 0..1 may round past 1.
+  if (mirror || second) clamp_unit(mask);
+  t.preprocess += first.tensor;
   t.queue = cost.waited;
-  t.inference = ms_since(step) - t.queue;
+  t.inference = ms_since(step) - t.queue - first.tensor;
   t.inference_cpu = cost.cpu;
-  Buffer<float>().swap(tensor);
   return mask;
 }
 
@@ -723,14 +708,14 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
 
   DecodedInputs in = decode_stage(data, length, format, header, o.has_roi ? &region : nullptr, in_w, in_h, t);
-  Buffer<float> tensor = tensor_stage(in.small, spec, in_w, in_h);
   t.preprocess = ms_since(in.preprocess_from);
 
-  Plane mask = inference_stage(o, model, tensor, in_w, in_h, *in.full, o.has_roi ? &region : nullptr, t);
+  // in.small, the model's input, also guides the matting (matting_stage) and the despill.
+  Plane mask = inference_stage(o, model, in.small, in_w, in_h, *in.full, o.has_roi ? &region : nullptr, t);
   const int image_w = decoded_width(*in.full), image_h = decoded_height(*in.full);
   if (image_w != header.width || image_h != header.height)
     throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
-  const MaskStats stats = clamp_and_analyse(mask);
+  const MaskStats stats = analyse_mask(mask);
   if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * static_cast<double>(static_cast<size_t>(in_w) * in_h))) {
     throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
   }

@@ -54,6 +54,15 @@ std::vector<Tap> axis_taps(int out_n, int src_n, AxisMap map) {
 
 }  // namespace
 
+void clamp_unit(Plane& p) {
+  float* v = p.v.data();
+  const size_t n = p.v.size();
+  for (size_t i = 0; i < n; ++i) {
+    const float above = v[i] >= 0.f ? v[i] : 0.f;  // NaN fails the test too
+    v[i] = above <= 1.f ? above : 1.f;
+  }
+}
+
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my) {
   const std::vector<Tap> tx = axis_taps(out_w, src.width, mx);
   const std::vector<Tap> ty = axis_taps(out_h, src.height, my);

@@ -27,6 +27,9 @@ struct AxisMap {
   double scale = 1, offset = 0;
 };
 
+// Clamps every value of `p` to 0..1 in place (a NaN becomes 0), in one loop without branches.
+void clamp_unit(Plane& p);
+
 // Resamples `src` to out_w x out_h; a linear (tent) filter widened when shrinking, edges clamped.
 Plane resample_plane(const Plane& src, int out_w, int out_h, AxisMap mx, AxisMap my);
 
