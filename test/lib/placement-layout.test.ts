@@ -116,8 +116,14 @@ describe('the placement layout puts the subject where the positioning rules say'
   });
 
   it('cover: the box covers the area, past it where its ratio differs', async () => {
-    await expectPlaced({ outputSize: '1000x1000', fit: 'cover', areaPadding: '0.25' }, { canvas: [1000, 1000], padding: [0.25, 0.25, 0.25, 0.25], cover: true });
-    await expectPlaced({ outputSize: '1000x500', fit: 'cover', areaPadding: '0.25 0.4' }, { canvas: [1000, 500], padding: [0.25, 0.4, 0.25, 0.4], cover: true });
+    await expectPlaced(
+      { outputSize: '1000x1000', fit: 'cover', areaPadding: '0.25' },
+      { canvas: [1000, 1000], padding: [0.25, 0.25, 0.25, 0.25], cover: true },
+    );
+    await expectPlaced(
+      { outputSize: '1000x500', fit: 'cover', areaPadding: '0.25 0.4' },
+      { canvas: [1000, 500], padding: [0.25, 0.4, 0.25, 0.4], cover: true },
+    );
   });
 
   it('position: left and bottom of the area', async () => {
