@@ -66,6 +66,7 @@ export async function serveCommand(): Promise<number> {
             poolSize: config.postgres.poolSize,
             statementTimeoutMs: config.postgres.statementTimeoutMs,
             heartbeatLapseMs: config.postgres.heartbeatLapseMs,
+            keyCacheMs: config.postgres.keyCacheMs,
             maxKeysPerAccount: config.maxKeysPerAccount,
           }
         : { path: config.databasePath, rateLimits: config.rateLimits, maxKeysPerAccount: config.maxKeysPerAccount, serviceOwner: true },

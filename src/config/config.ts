@@ -73,6 +73,8 @@ export interface PostgresConfig {
   statementTimeoutMs: number;
   /** BGONE_NODE_HEARTBEAT_LAPSE_MS: after this long without a heartbeat a node counts as dead. */
   heartbeatLapseMs: number;
+  /** BGONE_KEY_CACHE_MS: how long a node keeps what it read of a valid API key (0: read every time). */
+  keyCacheMs: number;
   /**
    * BGONE_CLUSTER_SECRET: what nodes present to each other's internal routes (at least 32
    * characters). Set on every node of several: batches are then answered by any node and their
@@ -487,6 +489,7 @@ export function loadPostgresConfig(env: NodeJS.ProcessEnv = process.env, url = e
     poolSize: int(env, 'BGONE_DATABASE_POOL_SIZE', 10, 1, 1000),
     statementTimeoutMs: int(env, 'BGONE_DATABASE_STATEMENT_TIMEOUT_MS', 5000, 100, 600_000),
     heartbeatLapseMs: int(env, 'BGONE_NODE_HEARTBEAT_LAPSE_MS', 30_000, 1000, 3_600_000),
+    keyCacheMs: int(env, 'BGONE_KEY_CACHE_MS', 1000, 0, 60_000),
     clusterSecret,
     clusterSecretPrevious,
     internalUrl,

@@ -4,7 +4,9 @@
  *
  * Every method is async: the SQLite implementation (sqlite/) answers synchronously inside, but a
  * PostgreSQL implementation will need the round trips, and callers are written once for both.
- * Each method is one short transaction of its own; no transaction spans two calls.
+ * Each method is one short transaction; no transaction spans two calls of one caller. The
+ * metering path's calls (reserve, commit, release, rate-limit counts, key lookups) made close
+ * together share one (groups.ts), each with its own outcome.
  */
 import type { Clock } from './clock.js';
 import type { ClusterStore } from './cluster-store.js';

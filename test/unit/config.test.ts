@@ -240,19 +240,21 @@ describe('loadConfig', () => {
     expect(() => loadLibraryConfig({ BGONE_MODELS_MEMORY_MB: '-1' })).toThrow(/BGONE_MODELS_MEMORY_MB/);
   });
 
-  it('selects PostgreSQL with BGONE_DATABASE_URL, with its pool, statement timeout and heartbeat lapse', () => {
+  it('selects PostgreSQL with BGONE_DATABASE_URL, with its pool, statement timeout, heartbeat lapse and key cache', () => {
     expect(loadConfig({ BGONE_DATABASE_URL: 'postgres://bgone:secret@db.internal:5432/bgone' }).postgres).toEqual({
       url: 'postgres://bgone:secret@db.internal:5432/bgone',
       poolSize: 10,
       statementTimeoutMs: 5000,
       heartbeatLapseMs: 30_000,
+      keyCacheMs: 1000,
     });
     expect(
       loadPostgresConfig(
-        { BGONE_DATABASE_POOL_SIZE: '3', BGONE_DATABASE_STATEMENT_TIMEOUT_MS: '2000', BGONE_NODE_HEARTBEAT_LAPSE_MS: '5000' },
+        { BGONE_DATABASE_POOL_SIZE: '3', BGONE_DATABASE_STATEMENT_TIMEOUT_MS: '2000', BGONE_NODE_HEARTBEAT_LAPSE_MS: '5000', BGONE_KEY_CACHE_MS: '0' },
         'postgresql://x/y',
       ),
-    ).toEqual({ url: 'postgresql://x/y', poolSize: 3, statementTimeoutMs: 2000, heartbeatLapseMs: 5000 });
+    ).toEqual({ url: 'postgresql://x/y', poolSize: 3, statementTimeoutMs: 2000, heartbeatLapseMs: 5000, keyCacheMs: 0 });
+    expect(() => loadPostgresConfig({ BGONE_KEY_CACHE_MS: '60001' }, 'postgresql://x/y')).toThrow(/BGONE_KEY_CACHE_MS/);
   });
 
   it('refuses a database URL that is not postgres://, without echoing it (it may hold a password)', () => {

@@ -1,23 +1,100 @@
 /**
  * Credits on PostgreSQL: reservations, charges, grants and balances. Credits stay exact across
  * nodes because a reservation is admitted while its account row is locked (SELECT ... FOR UPDATE)
- * and the balance it checks is read in one statement (one snapshot).
+ * and the balance it checks is read in one statement (one snapshot) after the lock is held.
+ *
+ * The metering path's writes go in groups (../groups.ts): the reservations this node is asked
+ * for close together are admitted in one transaction (the accounts locked in id order, so groups
+ * of several nodes never deadlock; each item decided on its own, in the order it came), and the
+ * charges and the releases each in one statement; one durable commit per group.
  *
  * A reservation is owned by the node that made it; a dead node's are released by recover(), never
  * a live node's (node.ts keeps this node's heartbeat).
  */
 import type pg from 'pg';
 import { cycleAt } from '../cycles.js';
+import { Grouped, type Settled } from '../groups.js';
 import type { PlanTable } from '../plans.js';
-import type { AccountRow, ReservationRow } from '../rows.js';
+import { ACCOUNT_COLUMNS, type AccountRow, type ReservationRow } from '../rows.js';
 import { checkGrant, checkId, effectivePlanAt, IDEMPOTENCY_TTL_MS } from '../rules.js';
 import type { Balance, CommitResult, CreditStore, ReserveOptions, ReserveResult } from '../store.js';
 import { DB_NOW_MS, type Queryable } from './context.js';
 import { notFound } from './errors.js';
-import { accountRow, inTransaction } from './pool.js';
+import { accountRow, inTransaction, inTransactionOpening, retryingStatement } from './pool.js';
 
 /** Expired idempotency records are deleted at most this often (lazily, on a reservation). */
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
+
+/** Items per group: bounds a statement's arrays and a group's transaction. */
+const MAX_GROUP = 256;
+
+interface ReserveItem {
+  accountId: number;
+  options: ReserveOptions;
+}
+
+const idemKey = (accountId: number, key: string) => `${accountId}\u0000${key}`;
+
+/**
+ * Per (account, cycle) of $1/$2: the cycle's usage and its reservations ('counts'); per (account,
+ * Idempotency-Key) of $3/$4: the key's reservation in flight and its charge within the TTL ('key').
+ * One statement: one snapshot.
+ */
+const GROUP_COUNTS_SQL = `SELECT 'counts' AS kind, c.account_id, NULL::text AS key,
+    coalesce(u.used, 0) AS used, coalesce(u.granted, 0) AS granted,
+    (SELECT count(*) FROM reservations r WHERE r.account_id = c.account_id AND r.cycle_index = c.cycle_index) AS reserved,
+    NULL::text AS in_flight_hash, NULL::text AS charged_hash
+  FROM unnest($1::bigint[], $2::int[]) AS c(account_id, cycle_index)
+  LEFT JOIN cycle_usage u ON u.account_id = c.account_id AND u.cycle_index = c.cycle_index
+  UNION ALL
+  SELECT 'key', k.account_id, k.key, 0, 0, 0,
+    (SELECT image_hash FROM reservations r WHERE r.account_id = k.account_id AND r.idempotency_key = k.key),
+    (SELECT image_hash FROM idempotency_keys i WHERE i.account_id = k.account_id AND i.idempotency_key = k.key AND i.created_at > $5)
+  FROM unnest($3::bigint[], $4::text[]) AS k(account_id, key)`;
+
+/** The admitted reservations of a group, with ids drawn first so that each comes back with its place (ord, from 1). */
+const INSERT_RESERVATIONS_SQL = `WITH input AS MATERIALIZED (
+    SELECT t.*, nextval(pg_get_serial_sequence('reservations', 'id')) AS id
+    FROM unnest($1::bigint[], $2::bigint[], $4::text[], $5::text[], $6::text[], $7::int[]) WITH ORDINALITY
+      AS t(account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index, ord)
+  ), inserted AS (
+    INSERT INTO reservations (id, account_id, api_key_id, owner, request_id, idempotency_key, image_hash, cycle_index, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, account_id, api_key_id, $3, request_id, idempotency_key, image_hash, cycle_index, $8 FROM input ORDER BY ord
+  )
+  SELECT ord, id FROM input`;
+
+/**
+ * A group of charges ($1: the reservation ids; $2: now): what commitIn does for one, for all of
+ * them in one statement. The cycle_usage and idempotency_keys rows are written in key order, so two
+ * nodes' groups lock them in the same order. Each charge comes back with its account and its
+ * cycle's counts as the statement's snapshot saw them, before its own writes: a charge moves a
+ * credit from reserved to used, so the remaining credits they give are those after the group.
+ */
+const COMMIT_GROUP_SQL = `WITH deleted AS MATERIALIZED (
+    DELETE FROM reservations WHERE id = ANY($1::bigint[])
+    RETURNING id, account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index
+  ), charged AS MATERIALIZED (
+    SELECT d.*, nextval(pg_get_serial_sequence('charges', 'id')) AS charge_id FROM deleted d
+  ), charges_written AS (
+    INSERT INTO charges (id, account_id, api_key_id, request_id, cycle_index, charged_at) OVERRIDING SYSTEM VALUE
+    SELECT charge_id, account_id, api_key_id, request_id, cycle_index, $2 FROM charged ORDER BY id
+  ), usage_counted AS (
+    INSERT INTO cycle_usage (account_id, cycle_index, used)
+    SELECT account_id, cycle_index, count(*) FROM charged GROUP BY account_id, cycle_index ORDER BY account_id, cycle_index
+    ON CONFLICT (account_id, cycle_index) DO UPDATE SET used = cycle_usage.used + excluded.used
+  ), keys_recorded AS (
+    INSERT INTO idempotency_keys (account_id, idempotency_key, image_hash, charge_id, created_at)
+    SELECT account_id, idempotency_key, image_hash, charge_id, $2 FROM charged WHERE idempotency_key IS NOT NULL
+    ORDER BY account_id, idempotency_key
+    ON CONFLICT (account_id, idempotency_key) DO UPDATE
+    SET image_hash = excluded.image_hash, charge_id = excluded.charge_id, created_at = excluded.created_at
+  )
+  SELECT c.id AS reservation_id, c.charge_id, c.cycle_index, a.${ACCOUNT_COLUMNS.split(', ').join(', a.')}, a.id AS account_id,
+    coalesce(u.used, 0) AS used, coalesce(u.granted, 0) AS granted,
+    (SELECT count(*) FROM reservations r WHERE r.account_id = c.account_id AND r.cycle_index = c.cycle_index) AS reserved
+  FROM charged c JOIN accounts a ON a.id = c.account_id
+  LEFT JOIN cycle_usage u ON u.account_id = c.account_id AND u.cycle_index = c.cycle_index`;
 
 /** What a balance is computed from: one snapshot of the cycle's usage row and reservations. */
 export interface CycleCounts {
@@ -34,6 +111,9 @@ const CYCLE_COUNTS_SQL = `SELECT
 
 export class PostgresCredits implements CreditStore {
   #lastIdemPurgeMs = Number.NEGATIVE_INFINITY;
+  readonly #reserves: Grouped<ReserveItem, ReserveResult>;
+  readonly #commits: Grouped<number, CommitResult | null>;
+  readonly #releases: Grouped<number, boolean>;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -41,76 +121,198 @@ export class PostgresCredits implements CreditStore {
     private readonly plans: PlanTable,
     private readonly nodeId: string,
     private readonly ensureAlive: () => Promise<void>,
-  ) {}
+  ) {
+    this.#reserves = new Grouped((items) => this.#reserveGroup(items), MAX_GROUP);
+    this.#commits = new Grouped((ids) => this.#commitGroup(ids), MAX_GROUP);
+    this.#releases = new Grouped((ids) => this.#releaseGroup(ids), MAX_GROUP);
+  }
 
   /**
-   * Holds one credit, in one short transaction: the account row is locked (reserves of one account
-   * queue there, from any node), then one statement reads the cycle's usage, its reservations and
-   * the Idempotency-Key's state, and the reservation is inserted only while used + reserved < allowance.
+   * Holds one credit. Joins this node's next group of reservations (#reserveGroup): one short
+   * transaction in which the accounts are locked (reserves of one account queue there, from any
+   * node), then one statement reads each cycle's usage, its reservations and the Idempotency-Keys'
+   * state, and a reservation is inserted only while used + reserved < allowance.
    */
   async reserve(accountId: number, options: ReserveOptions): Promise<ReserveResult> {
     checkId('requestId', options.requestId, true);
     checkId('idempotencyKey', options.idempotencyKey, false);
     if (options.idempotencyKey !== undefined) checkId('imageHash (required with idempotencyKey)', options.imageHash, true);
-    const { idempotencyKey, imageHash } = options;
+    return this.#reserves.submit({ accountId, options });
+  }
+
+  /** Turns a reservation into a charge; the DELETE makes a second commit (from any node) find nothing. Joins the next group of charges. */
+  async commit(reservationId: number): Promise<CommitResult | null> {
+    return this.#commits.submit(reservationId);
+  }
+
+  /**
+   * Drops a reservation; joins the next group of releases. A failed release is the caller's to
+   * retry (releaseUntilDone in ../release-retry.ts): a live node's reservation is never released by
+   * the others, so an outage would otherwise hold the credit.
+   */
+  async release(reservationId: number): Promise<boolean> {
+    return this.#releases.submit(reservationId);
+  }
+
+  /**
+   * One group of reservations in one transaction. The accounts are locked in id order (groups of
+   * several nodes take the same locks in the same order, so they never deadlock), then one
+   * statement, after the locks are held, reads each account's cycle counts and the state of each
+   * Idempotency-Key asked for. Each item is decided in the order it came, against what the items
+   * before it took: its own outcome (an unknown account is its error alone). The admitted
+   * reservations are inserted by one statement.
+   */
+  async #reserveGroup(items: ReserveItem[]): Promise<Settled<ReserveResult>[]> {
     await this.ensureAlive();
     const now = this.now();
     if (now - this.#lastIdemPurgeMs >= PURGE_INTERVAL_MS) {
       this.#lastIdemPurgeMs = now;
       await this.pool.query('DELETE FROM idempotency_keys WHERE created_at <= $1', [now - IDEMPOTENCY_TTL_MS]);
     }
-    return inTransaction(this.pool, async (c): Promise<ReserveResult> => {
-      const row = await accountRow(c, accountId, true);
-      if (!row) throw notFound(accountId);
-      if (row.disabled_at !== null) return { ok: false, reason: 'account_disabled' };
-      const { index } = cycleAt(new Date(row.created_at), new Date(now));
-      const { rows } = await c.query<CycleCounts & { in_flight_hash: string | null; charged_hash: string | null }>(
-        `${CYCLE_COUNTS_SQL},
-         (SELECT image_hash FROM reservations WHERE account_id = $1 AND idempotency_key = $3) AS in_flight_hash,
-         (SELECT image_hash FROM idempotency_keys WHERE account_id = $1 AND idempotency_key = $3 AND created_at > $4) AS charged_hash`,
-        [accountId, index, idempotencyKey ?? null, now - IDEMPOTENCY_TTL_MS],
-      );
-      const counts = rows[0]!;
-      const b = this.compute(row, now, counts);
-      if (idempotencyKey !== undefined) {
-        if (counts.in_flight_hash !== null)
-          return { ok: false, reason: counts.in_flight_hash === imageHash ? 'idempotency_in_progress' : 'idempotency_conflict' };
-        if (counts.charged_hash !== null) {
-          if (counts.charged_hash !== imageHash) return { ok: false, reason: 'idempotency_conflict' };
-          return { ok: true, reservationId: null, alreadyCharged: true, remainingAfterCharge: b.remaining };
-        }
+    // Account ids go into the opening statement as literals: only safe integers (another id is no account).
+    const ids = [...new Set(items.map((i) => i.accountId).filter((id) => Number.isSafeInteger(id)))].sort((a, b) => a - b);
+    const lockSql = `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ANY('{${ids.join(',')}}'::bigint[]) ORDER BY id FOR UPDATE`;
+    return inTransactionOpening<Settled<ReserveResult>[], AccountRow>(this.pool, lockSql, async (c, locked) => {
+      const rows = new Map(locked.map((r) => [r.id, r]));
+      const live = locked.filter((r) => r.disabled_at === null);
+      const cycles = new Map(live.map((r) => [r.id, cycleAt(new Date(r.created_at), new Date(now)).index]));
+      const keyed = items.filter((i) => i.options.idempotencyKey !== undefined && cycles.has(i.accountId));
+      const { rows: counted } =
+        cycles.size === 0
+          ? { rows: [] }
+          : await c.query<
+              CycleCounts & { account_id: number; kind: 'counts' | 'key'; key: string | null; in_flight_hash: string | null; charged_hash: string | null }
+            >({ name: 'bgone_group_counts', text: GROUP_COUNTS_SQL }, [
+              [...cycles.keys()],
+              [...cycles.values()],
+              keyed.map((i) => i.accountId),
+              keyed.map((i) => i.options.idempotencyKey!),
+              now - IDEMPOTENCY_TTL_MS,
+            ]);
+      const balances = new Map<number, Balance>();
+      const keyStates = new Map<string, { inFlight: string | null; charged: string | null }>();
+      for (const r of counted) {
+        if (r.kind === 'counts') balances.set(r.account_id, this.compute(rows.get(r.account_id)!, now, r));
+        else keyStates.set(idemKey(r.account_id, r.key!), { inFlight: r.in_flight_hash, charged: r.charged_hash });
       }
-      if (b.remaining <= 0) return { ok: false, reason: 'payment_required', resetsAt: b.cycleEnd };
-      const inserted = await c.query<{ id: number }>(
-        `INSERT INTO reservations (account_id, api_key_id, owner, request_id, idempotency_key, image_hash, cycle_index, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-        [
-          accountId,
-          options.keyId ?? null,
+      const outcomes: Settled<ReserveResult>[] = [];
+      const admitted: Array<{ at: number; item: ReserveItem; cycleIndex: number; remaining: number }> = [];
+      for (const item of items) {
+        const row = rows.get(item.accountId);
+        if (!row) {
+          outcomes.push({ error: notFound(item.accountId) });
+          continue;
+        }
+        if (row.disabled_at !== null) {
+          outcomes.push({ value: { ok: false, reason: 'account_disabled' } });
+          continue;
+        }
+        const b = balances.get(row.id)!;
+        const { idempotencyKey, imageHash } = item.options;
+        if (idempotencyKey !== undefined) {
+          const state = keyStates.get(idemKey(row.id, idempotencyKey))!;
+          if (state.inFlight !== null) {
+            outcomes.push({ value: { ok: false, reason: state.inFlight === imageHash ? 'idempotency_in_progress' : 'idempotency_conflict' } });
+            continue;
+          }
+          if (state.charged !== null) {
+            outcomes.push(
+              state.charged !== imageHash
+                ? { value: { ok: false, reason: 'idempotency_conflict' } }
+                : { value: { ok: true, reservationId: null, alreadyCharged: true, remainingAfterCharge: b.remaining } },
+            );
+            continue;
+          }
+        }
+        if (b.remaining <= 0) {
+          outcomes.push({ value: { ok: false, reason: 'payment_required', resetsAt: b.cycleEnd } });
+          continue;
+        }
+        // Taken: the next item of this account sees one credit less, and the next with this key sees it in flight.
+        balances.set(row.id, { ...b, reserved: b.reserved + 1, remaining: b.remaining - 1 });
+        if (idempotencyKey !== undefined) keyStates.set(idemKey(row.id, idempotencyKey), { inFlight: imageHash!, charged: null });
+        admitted.push({ at: outcomes.length, item, cycleIndex: b.cycleIndex, remaining: b.remaining - 1 });
+        outcomes.push({ value: { ok: false, reason: 'payment_required', resetsAt: b.cycleEnd } }); // replaced below
+      }
+      if (admitted.length > 0) {
+        const { rows: inserted } = await c.query<{ ord: number; id: number }>({ name: 'bgone_insert_reservations', text: INSERT_RESERVATIONS_SQL }, [
+          admitted.map((a) => a.item.accountId),
+          admitted.map((a) => a.item.options.keyId ?? null),
           this.nodeId,
-          options.requestId,
-          idempotencyKey ?? null,
-          idempotencyKey !== undefined ? imageHash! : null,
-          index,
+          admitted.map((a) => a.item.options.requestId),
+          admitted.map((a) => a.item.options.idempotencyKey ?? null),
+          admitted.map((a) => (a.item.options.idempotencyKey !== undefined ? a.item.options.imageHash! : null)),
+          admitted.map((a) => a.cycleIndex),
           now,
-        ],
-      );
-      return { ok: true, reservationId: inserted.rows[0]!.id, alreadyCharged: false, remainingAfterCharge: b.remaining - 1 };
+        ]);
+        const idByOrd = new Map(inserted.map((r) => [Number(r.ord), r.id]));
+        admitted.forEach((a, n) => {
+          outcomes[a.at] = { value: { ok: true, reservationId: idByOrd.get(n + 1)!, alreadyCharged: false, remainingAfterCharge: a.remaining } };
+        });
+      }
+      return outcomes;
     });
   }
 
-  /** Turns a reservation into a charge, in one transaction; the DELETE makes a second commit (from any node) find nothing. */
-  async commit(reservationId: number): Promise<CommitResult | null> {
-    return inTransaction(this.pool, (c) => this.commitIn(c, reservationId));
+  /**
+   * One group of charges in one statement (one durable commit): the reservations deleted, a charge
+   * row each, each cycle's usage counted once per group (its rows locked in key order), the
+   * Idempotency-Keys recorded; then the balances after it, read in one statement. A reservation
+   * already gone (committed, released, or released by another node that took this one for dead),
+   * or asked twice in the group, gets null: never charged twice.
+   */
+  async #commitGroup(reservationIds: number[]): Promise<Settled<CommitResult | null>[]> {
+    const now = this.now();
+    const unique = [...new Set(reservationIds)];
+    const { rows: charged } = await retryingStatement(() =>
+      this.pool.query<AccountRow & CycleCounts & { reservation_id: number; charge_id: number; account_id: number; cycle_index: number }>(
+        { name: 'bgone_commit_group', text: COMMIT_GROUP_SQL },
+        [unique, now],
+      ),
+    );
+    // The remaining credits of the current cycle: from the statement's counts, unless a charge
+    // went to an earlier cycle (a reservation made before the cycle turned), then read afresh.
+    const remaining = new Map<number, number>();
+    const stale = new Map<number, AccountRow>();
+    for (const r of charged) {
+      if (cycleAt(new Date(r.created_at), new Date(now)).index === r.cycle_index) remaining.set(r.account_id, this.compute(r, now, r).remaining);
+      else stale.set(r.account_id, r);
+    }
+    for (const [id, left] of await this.#remainingOf([...stale.values()], now)) remaining.set(id, left);
+    const byId = new Map(charged.map((r) => [r.reservation_id, r]));
+    return reservationIds.map((id) => {
+      const r = byId.get(id);
+      if (!r) return { value: null };
+      byId.delete(id); // a second commit of the same reservation in this group finds nothing
+      return { value: { chargeId: r.charge_id, cycleIndex: r.cycle_index, remaining: remaining.get(r.account_id)! } };
+    });
   }
 
-  /**
-   * A failed release is the caller's to retry (releaseUntilDone in ../release-retry.ts): a live
-   * node's reservation is never released by the others, so an outage would otherwise hold the credit.
-   */
-  async release(reservationId: number): Promise<boolean> {
-    const { rowCount } = await this.pool.query('DELETE FROM reservations WHERE id = $1', [reservationId]);
-    return (rowCount ?? 0) > 0;
+  /** One group of releases in one statement; a reservation asked twice in the group is released once. */
+  async #releaseGroup(reservationIds: number[]): Promise<Settled<boolean>[]> {
+    const { rows } = await this.pool.query<{ id: number }>(
+      { name: 'bgone_release_group', text: 'DELETE FROM reservations WHERE id = ANY($1::bigint[]) RETURNING id' },
+      [[...new Set(reservationIds)]],
+    );
+    const gone = new Set(rows.map((r) => r.id));
+    return reservationIds.map((id) => ({ value: gone.delete(id) }));
+  }
+
+  /** Each account's remaining credits in its current cycle, read in one statement. */
+  async #remainingOf(accountRows: AccountRow[], nowMs: number): Promise<Map<number, number>> {
+    const result = new Map<number, number>();
+    if (accountRows.length === 0) return result;
+    const cycles = accountRows.map((r) => cycleAt(new Date(r.created_at), new Date(nowMs)).index);
+    const { rows } = await this.pool.query<CycleCounts & { account_id: number; kind: 'counts' }>({ name: 'bgone_group_counts', text: GROUP_COUNTS_SQL }, [
+      accountRows.map((r) => r.id),
+      cycles,
+      [],
+      [],
+      nowMs,
+    ]);
+    const byId = new Map(accountRows.map((r) => [r.id, r]));
+    for (const r of rows) result.set(r.account_id, this.compute(byId.get(r.account_id)!, nowMs, r).remaining);
+    return result;
   }
 
   async recoverAfterCrash(): Promise<number> {

@@ -21,6 +21,11 @@ export interface PoolSettings {
   poolSize: number;
   statementTimeoutMs: number;
   connectionTimeoutMs: number;
+  /**
+   * Commits that do not wait for the disk (synchronous_commit=off): for counters whose last
+   * fraction of a second a database crash may forget (rate limits), never for credits.
+   */
+  asyncCommit?: boolean | undefined;
 }
 
 /** A pool that connects lazily. */
@@ -33,6 +38,7 @@ export function createPool(settings: PoolSettings): pg.Pool {
     // A transaction left open by a bug must not hold an account's lock forever.
     idle_in_transaction_session_timeout: Math.max(settings.statementTimeoutMs * 2, 10_000),
     application_name: 'bgone',
+    ...(settings.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
     types: TYPES,
   });
   // An idle connection dropped by the server (restart, failover) is discarded by the pool; the
@@ -66,12 +72,30 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient, d
 
 /** One transaction on its own connection, retried as a whole on a serialization failure or a deadlock. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return inTransactionOpening(pool, undefined, (client) => fn(client));
+}
+
+/**
+ * inTransaction, whose first statement (`opening`, without parameters: the caller puts only
+ * checked integers in it) goes in the same round trip as BEGIN; `fn` gets its rows.
+ */
+export async function inTransactionOpening<T, R extends pg.QueryResultRow = pg.QueryResultRow>(
+  pool: pg.Pool,
+  opening: string | undefined,
+  fn: (client: pg.PoolClient, openingRows: R[]) => Promise<T>,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await withClient(pool, async (client, discard) => {
-        await client.query('BEGIN');
+        let openingRows: R[] = [];
+        if (opening === undefined) await client.query('BEGIN');
         try {
-          const result = await fn(client);
+          if (opening !== undefined) {
+            // A failure here may leave the BEGIN open: the ROLLBACK below ends it.
+            const results = (await client.query(`BEGIN; ${opening}`)) as unknown as pg.QueryResult<R>[];
+            openingRows = results[1]!.rows;
+          }
+          const result = await fn(client, openingRows);
           await client.query('COMMIT');
           return result;
         } catch (err) {
@@ -79,6 +103,21 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
           throw err;
         }
       });
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== 'string' || !RETRYABLE.has(code) || attempt >= TX_ATTEMPTS) throw err;
+    }
+  }
+}
+
+/**
+ * One statement outside a transaction (its own commit), run again on a serialization failure or a
+ * deadlock, which roll it back whole.
+ */
+export async function retryingStatement<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (typeof code !== 'string' || !RETRYABLE.has(code) || attempt >= TX_ATTEMPTS) throw err;

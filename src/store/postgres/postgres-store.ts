@@ -46,6 +46,12 @@ export interface PostgresStoreOptions {
   sessionTtlMs?: number | undefined;
   /** Active (unrevoked) API keys an account may hold (default 10); keys.create refuses one more with StoreError 'key_limit'. */
   maxKeysPerAccount?: number | undefined;
+  /**
+   * How long a node keeps what it read of a valid API key (default 1000 ms; 0: never): a revocation,
+   * a disabled account or a plan change made on another node takes effect here within this bound
+   * (postgres/keys.ts).
+   */
+  keyCacheMs?: number | undefined;
   /** Connections per node (default 10). */
   poolSize?: number | undefined;
   /** A statement running longer is cancelled (default 5000 ms). */
@@ -69,6 +75,7 @@ export const DEFAULT_POOL_SIZE = 10;
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 5000;
 export const DEFAULT_CONNECTION_TIMEOUT_MS = 5000;
 export const DEFAULT_HEARTBEAT_LAPSE_MS = 30_000;
+export const DEFAULT_KEY_CACHE_MS = 1000;
 /** Stale rate-limit windows and login failures are deleted at most this often, on the heartbeat tick. */
 const COUNTER_PURGE_INTERVAL_MS = 60 * 1000;
 
@@ -94,6 +101,8 @@ export class PostgresStore implements Store {
   /** This instance's node id: owner of its reservations and key of its heartbeat row. */
   readonly nodeId = randomUUID();
   readonly #pool: pg.Pool;
+  /** Rate-limit counts: commits that do not wait for the disk (pool.ts). */
+  readonly #countersPool: pg.Pool;
   readonly #heartbeat: NodeHeartbeat;
   readonly #credits: PostgresCredits;
   readonly #rateWindows: PostgresRateWindows;
@@ -112,16 +121,27 @@ export class PostgresStore implements Store {
     const statementTimeoutMs = checkDurationMs('statementTimeoutMs', options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, false);
     const connectionTimeoutMs = checkDurationMs('connectionTimeoutMs', options.connectionTimeoutMs ?? DEFAULT_CONNECTION_TIMEOUT_MS, false);
     const heartbeatLapseMs = checkDurationMs('heartbeatLapseMs', options.heartbeatLapseMs ?? DEFAULT_HEARTBEAT_LAPSE_MS, false);
+    const keyCacheMs = checkDurationMs('keyCacheMs', options.keyCacheMs ?? DEFAULT_KEY_CACHE_MS, true);
     this.#autoRecover = options.autoRecover ?? true;
     this.plans = resolvePlans(options.rateLimits);
     this.clock = options.clock ?? systemClock;
     const pool = createPool({ url: options.url, poolSize, statementTimeoutMs, connectionTimeoutMs });
     this.#pool = pool;
+    const countersPool = createPool({ url: options.url, poolSize: Math.min(2, poolSize), statementTimeoutMs, connectionTimeoutMs, asyncCommit: true });
+    this.#countersPool = countersPool;
     const now = () => this.clock().getTime();
 
     this.#heartbeat = new NodeHeartbeat(pool, this.nodeId, heartbeatLapseMs, () => this.#tick());
     const ensureAlive = () => this.#heartbeat.ensureAlive();
-    const keys = new PostgresKeys(pool, now, this.plans, lastUsedResolutionMs, maxKeysPerAccount);
+    const keys = new PostgresKeys(pool, now, this.plans, lastUsedResolutionMs, maxKeysPerAccount, keyCacheMs);
+    /** A change of the account's plan or state through this node: its keys' cached lookups go. */
+    const changed = async <T>(accountId: number, change: Promise<T>): Promise<T> => {
+      try {
+        return await change;
+      } finally {
+        keys.forgetAccount(accountId);
+      }
+    };
     const accounts = new PostgresAccounts(pool, now, this.plans, keys);
     const credits = new PostgresCredits(pool, now, this.plans, this.nodeId, ensureAlive);
     this.#credits = credits;
@@ -135,11 +155,11 @@ export class PostgresStore implements Store {
       get: (id) => accounts.get(id),
       getByEmail: (email) => accounts.getByEmail(email),
       list: () => accounts.list(),
-      setPlan: (id, plan) => accounts.setPlan(id, plan),
-      cancel: (id) => accounts.cancel(id),
-      resume: (id) => accounts.resume(id),
-      disable: (id) => accounts.disable(id),
-      enable: (id) => accounts.enable(id),
+      setPlan: (id, plan) => changed(id, accounts.setPlan(id, plan)),
+      cancel: (id) => changed(id, accounts.cancel(id)),
+      resume: (id) => changed(id, accounts.resume(id)),
+      disable: (id) => changed(id, accounts.disable(id)),
+      enable: (id) => changed(id, accounts.enable(id)),
       passwordHash: (id) => accounts.passwordHash(id),
       setPasswordHash: (id, encodedHash) => accounts.setPasswordHash(id, encodedHash),
     };
@@ -170,7 +190,7 @@ export class PostgresStore implements Store {
       deleteForAccount: (accountId) => sessions.deleteForAccount(accountId),
     };
 
-    this.#rateWindows = new PostgresRateWindows(pool, now);
+    this.#rateWindows = new PostgresRateWindows(countersPool, now);
     this.rateLimits = { take: (bucket, limit) => this.#rateWindows.take(bucket, limit) };
     this.#loginThrottle = new PostgresLoginThrottle(pool, (fn) => inTransaction(pool, fn), now);
     this.loginThrottle = this.#loginThrottle;
@@ -229,7 +249,7 @@ export class PostgresStore implements Store {
     try {
       await this.#heartbeat.stop();
     } finally {
-      await this.#pool.end();
+      await Promise.all([this.#pool.end(), this.#countersPool.end()]);
     }
   }
 

@@ -17,6 +17,7 @@
  */
 import type { Clock } from '../clock.js';
 import { type Cycle, cycleAt } from '../cycles.js';
+import { type Settled, settle } from '../groups.js';
 import type { PlanTable } from '../plans.js';
 import type { AccountRow, ReservationRow } from '../rows.js';
 import { checkGrant, checkId, IDEMPOTENCY_TTL_MS } from '../rules.js';
@@ -44,6 +45,9 @@ export class Credits {
   private readonly bumpGrantedStmt;
   private readonly reserveTx;
   private readonly commitTx;
+  private readonly reserveGroupTx;
+  private readonly commitGroupTx;
+  private readonly releaseGroupTx;
   private readonly grantTx;
   private readonly balanceTx;
   private readonly recoverTx;
@@ -129,6 +133,14 @@ export class Credits {
 
     this.commitTx = db.transaction((reservationId: number): CommitResult | null => this.chargeReservation(reservationId));
 
+    // Groups (../groups.ts): one write transaction, one commit to disk, for all; each item in a
+    // savepoint of its own (a nested transaction), so one item's error undoes only its own writes.
+    this.reserveGroupTx = db.transaction((items: ReadonlyArray<{ accountId: number; options: ReserveOptions }>): Settled<ReserveResult>[] =>
+      items.map(({ accountId, options }) => settle(() => this.reserveTx(accountId, options))),
+    );
+    this.commitGroupTx = db.transaction((ids: readonly number[]): Settled<CommitResult | null>[] => ids.map((id) => settle(() => this.commitTx(id))));
+    this.releaseGroupTx = db.transaction((ids: readonly number[]): Settled<boolean>[] => ids.map((id) => settle(() => this.release(id))));
+
     this.grantTx = db.transaction((accountId: number, credits: number, note: string | null): Balance => {
       const row = this.accounts.requireRow(accountId);
       const now = this.clock().getTime();
@@ -156,10 +168,30 @@ export class Credits {
    * normally. Throws StoreError 'not_found' for an unknown account, 'invalid_argument' for bad options.
    */
   reserve(accountId: number, options: ReserveOptions): ReserveResult {
+    Credits.checkReserve(options);
+    return this.reserveTx.immediate(accountId, options);
+  }
+
+  /** reserve()'s checks of its options: StoreError 'invalid_argument'. */
+  static checkReserve(options: ReserveOptions): void {
     checkId('requestId', options.requestId, true);
     checkId('idempotencyKey', options.idempotencyKey, false);
     if (options.idempotencyKey !== undefined) checkId('imageHash (required with idempotencyKey)', options.imageHash, true);
-    return this.reserveTx.immediate(accountId, options);
+  }
+
+  /** reserve() for each item (checked by checkReserve), in one write transaction: each item's own outcome, in order. */
+  reserveGroup(items: ReadonlyArray<{ accountId: number; options: ReserveOptions }>): Settled<ReserveResult>[] {
+    return this.reserveGroupTx.immediate(items);
+  }
+
+  /** commit() for each reservation, in one write transaction; one asked twice is charged once (null the second time). */
+  commitGroup(ids: readonly number[]): Settled<CommitResult | null>[] {
+    return this.commitGroupTx.immediate(ids);
+  }
+
+  /** release() for each reservation, in one write transaction. */
+  releaseGroup(ids: readonly number[]): Settled<boolean>[] {
+    return this.releaseGroupTx.immediate(ids);
   }
 
   /**
