@@ -59,17 +59,15 @@ export function atInferenceSide(options: NativeOptions, matting: Matting, side: 
   return { ...options, inferenceSize: side, guidedRadius: radiusAt(matting, side) };
 }
 
-/** What effort=best runs for a family, and its levels: the family's, or centred on 0.5 with their width kept. */
+/** What effort=best runs for a family, and its levels: the family's, or best's own. */
 export function effortRuns(
   matting: Matting,
   best: BestEffort,
   effort: Effort,
 ): Pick<PlannedOptions, 'levelsLow' | 'levelsHigh' | 'mirrorWeight' | 'mirrorUnion'> {
   if (effort === 'standard') return { levelsLow: matting.levelsLow, levelsHigh: matting.levelsHigh, mirrorWeight: 0, mirrorUnion: 0 };
-  const half = (matting.levelsHigh - matting.levelsLow) / 2;
-  const levels =
-    best.levels === 'centred' ? { levelsLow: 0.5 - half, levelsHigh: 0.5 + half } : { levelsLow: matting.levelsLow, levelsHigh: matting.levelsHigh };
-  return { ...levels, mirrorWeight: best.mirrorWeight, mirrorUnion: best.mirrorUnion };
+  const levels = best.levels === 'kept' ? matting : best.levels;
+  return { levelsLow: levels.levelsLow, levelsHigh: levels.levelsHigh, mirrorWeight: best.mirrorWeight, mirrorUnion: best.mirrorUnion };
 }
 
 /** What the family decides for a job at `side` (PlannedOptions): its refinement at that side and its runs for the effort. */

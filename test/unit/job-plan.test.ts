@@ -86,13 +86,13 @@ describe('other families and fixed graphs', () => {
       mirrorWeight: MODEL_FAMILIES.birefnet.best.mirrorWeight,
       mirrorUnion: MODEL_FAMILIES.birefnet.best.mirrorUnion,
     });
-    const centred = effortRuns(
+    const own = effortRuns(
       { guidedRadius: 0, guidedEps: 0, levelsLow: 0.05, levelsHigh: 0.85 },
-      { mirrorWeight: 0.5, mirrorUnion: 1, levels: 'centred' },
+      { mirrorWeight: 0.5, mirrorUnion: 1, levels: { levelsLow: 0.125, levelsHigh: 0.925 } },
       'best',
     );
-    expect(centred.levelsLow).toBeCloseTo(0.1, 12);
-    expect(centred.levelsHigh).toBeCloseTo(0.9, 12);
+    expect(own).toEqual({ levelsLow: 0.125, levelsHigh: 0.925, mirrorWeight: 0.5, mirrorUnion: 1 });
+    expect(plan(options('full'), { width: 640, height: 480 }, isnet, 'best').options).toMatchObject(MODEL_FAMILIES.isnet.best.levels as object);
     expect(effortRuns(MODEL_FAMILIES.modnet.matting, MODEL_FAMILIES.modnet.best, 'best')).toMatchObject({ levelsLow: 0, levelsHigh: 1 });
   });
 
