@@ -155,6 +155,20 @@ describe('POST /v2/edit: imageFile, the layout, the background, the export', () 
     expect(pixel(clear, 2, 2)[3]).toBe(0);
   });
 
+  it('background.imageFile (POST) and background.imageUrl: the image behind the subject', async () => {
+    const blue = await sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 0, g: 0, b: 255 } } })
+      .jpeg({ quality: 100 })
+      .toBuffer();
+    const byFile = await decode(ok(await postEdit(EXACT, { 'background.imageFile': blue })).body);
+    const corner = pixel(byFile, 2, 2);
+    expect(corner[2]).toBeGreaterThan(240);
+    expect(Math.max(corner[0]!, corner[1]!)).toBeLessThan(15);
+    // By URL: the teddy itself as the background, so the corner is the photo's, not clear.
+    const byUrl = await decode(ok(await postEdit({ ...EXACT, 'background.imageUrl': `${photos!.base}/teddy.jpg` })).body);
+    expect(byUrl.channels === 3 || pixel(byUrl, 2, 2)[3] === 255).toBe(true);
+    expectV2Error(await postEdit({ ...EXACT, 'background.color': 'red' }, { 'background.imageFile': blue }), 400, 'background.color');
+  });
+
   it('export.format jpeg, jpg and webp: their Content-Type and their bytes', async () => {
     for (const [format, type, sharpFormat] of [
       ['jpeg', 'image/jpeg', 'jpeg'],
