@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../config/logger.js';
 import { HttpError } from '../http/errors.js';
-import type { ErrorRenderer, Exchange, ParsedForm } from '../http/exchange.js';
+import type { ErrorRenderer, Exchange, FormShape, ParsedForm } from '../http/exchange.js';
 import { BgoneError } from '../lib/errors.js';
 import { type PreparedJob, type RemoveBackgroundResult, removeBackground } from '../lib/index.js';
 import { prepareRequest } from '../lib/prepare-request.js';
@@ -162,7 +162,8 @@ export class MeteredRemoval {
     if (!this.open) return;
     // Under the body deadline: an upload still arriving then is answered 408 and its connection
     // closed, which frees the admission place; nothing was reserved yet.
-    void this.run(this.ex.readForm({ form: this.dialect.form, maxBodyBytes: MAX_BODY_BYTES, tooLarge, textBodies: true }));
+    const body = (form: FormShape, textBodies: boolean) => this.ex.readForm({ form, maxBodyBytes: MAX_BODY_BYTES, tooLarge, textBodies });
+    void this.run(this.dialect.formOf ? this.dialect.formOf(this.ex, body) : body(this.dialect.form, true));
   }
 
   /**

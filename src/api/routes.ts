@@ -16,6 +16,7 @@ import type { ModelsAllowed } from '../service/model-access.js';
 import type { Store } from '../store/index.js';
 import { principalOfApiKey } from './api-key.js';
 import { mountPhotoroom } from './dialects/photoroom.js';
+import { mountPhotoroomV2 } from './dialects/photoroom-v2.js';
 import { mountRemoveBg } from './dialects/removebg.js';
 import { MAX_BODY_BYTES, removalHandler } from './metered-removal.js';
 import { openApiDocument } from './openapi.js';
@@ -92,6 +93,7 @@ export function mountApi(router: Router, deps: ApiDeps): void {
 
   mountRemoveBg(router, { ...deps, maxBodyBytes: MAX_BODY_BYTES });
   mountPhotoroom(router, deps);
+  mountPhotoroomV2(router, deps);
 
   router.get('/healthz', (ex) => ex.json(200, { status: 'ok' }));
   // Ready: not draining, and the database answers (a load balancer takes a node whose database is

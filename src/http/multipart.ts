@@ -21,6 +21,11 @@ export interface FormShape<F extends string = string> {
    * (text-form.ts) decodes them as they arrive; in a multipart body they are text fields like any.
    */
   base64?: Readonly<Record<string, number>> | undefined;
+  /**
+   * The refusal of a name outside the shape, where the route words it itself (a dialect that names
+   * what a parameter is and why it is refused); undefined, or none given: "Unknown field".
+   */
+  unknown?: ((name: string) => HttpError | undefined) | undefined;
 }
 
 export interface UploadedImage {
@@ -95,6 +100,8 @@ export class MultipartParser<F extends string = string> {
       const most = Object.hasOwn(shape.files, name) ? shape.files[name]! : 0;
       if (most === 0) {
         stream.resume();
+        const own = fieldNames.includes(name as F) ? undefined : shape.unknown?.(name);
+        if (own) return this.fail(own);
         const where = fieldNames.includes(name as F) ? `${name} is a text field, not a file part.` : `Unknown file part "${name}".`;
         this.fail(httpError('validation_error', `${where} The file parts are ${fileNames.join(', ')}.`, { field: name, allowed }));
         return;
@@ -154,7 +161,7 @@ export class MultipartParser<F extends string = string> {
     p.on('field', (name, value, info) => {
       if (!Object.hasOwn(shape.fields, name)) {
         if (Object.hasOwn(shape.files, name)) this.fail(httpError('validation_error', `${name} must be a file part.`, { field: name }));
-        else this.fail(httpError('validation_error', `Unknown field "${name}".`, { field: name, allowed }));
+        else this.fail(shape.unknown?.(name) ?? httpError('validation_error', `Unknown field "${name}".`, { field: name, allowed }));
         return;
       }
       if (info.valueTruncated || Buffer.byteLength(value) > shape.fields[name as F]) {

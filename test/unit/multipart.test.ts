@@ -124,6 +124,19 @@ describe('refusals of the parts', () => {
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'Unknown field "quality".', details: { field: 'quality', allowed: ALLOWED } });
   });
 
+  it("a route's own refusal of a name outside the form, for a text field and a file part; the default where it gives none", async () => {
+    const shape = {
+      ...REMOVE_FORM,
+      unknown: (name: string) => (name.startsWith('ai.') ? new HttpError(400, 'validation_error', `${name} is refused.`, { field: name }) : undefined),
+    };
+    const field = feed(new MultipartParser(CONTENT_TYPE, shape), body([{ name: 'ai.prompt', value: 'a beach' }, image()]), 50);
+    expect(await refusal(field)).toEqual({ code: 'validation_error', message: 'ai.prompt is refused.', details: { field: 'ai.prompt' } });
+    const file = feed(new MultipartParser(CONTENT_TYPE, shape), body([image(), { name: 'ai.guide', filename: 'g.jpg', data: IMAGE }]), 50);
+    expect(await refusal(file)).toEqual({ code: 'validation_error', message: 'ai.guide is refused.', details: { field: 'ai.guide' } });
+    const other = feed(new MultipartParser(CONTENT_TYPE, shape), body([{ name: 'quality', value: 'high' }, image()]), 50);
+    expect((await refusal(other)).message).toBe('Unknown field "quality".');
+  });
+
   it('refuses image_file sent as a text field', async () => {
     const done = feed(new MultipartParser(CONTENT_TYPE, REMOVE_FORM), body([{ name: 'image_file', value: 'not a file' }]), 50);
     expect(await refusal(done)).toEqual({ code: 'validation_error', message: 'image_file must be a file part.', details: { field: 'image_file' } });

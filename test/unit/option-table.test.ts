@@ -98,7 +98,7 @@ describe('every list of the options agrees with the table', () => {
     const controls = sorted([...page.matchAll(/<(?:input|select) id="[^"]+" name="([^"]+)"/g)].map((m) => m[1]!));
     expect(controls).toEqual(names(tryOptions()));
     // And a curl line for each dialect the service speaks.
-    for (const path of ['/api/v1/remove', '/v1.0/removebg', '/v1/segment']) expect(page).toContain(`$BGONE_URL${path}`);
+    for (const path of ['/api/v1/remove', '/v1.0/removebg', '/v1/segment', '/v2/edit']) expect(page).toContain(`$BGONE_URL${path}`);
   });
 
   it('docs/api.md: the options table', () => {

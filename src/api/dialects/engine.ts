@@ -211,6 +211,11 @@ export const always = (): boolean => true;
  */
 export interface RemovalDialect<A = unknown> {
   form: FormShape;
+  /**
+   * Where the form comes from, where it is not simply the body read by `form` (GET /v2/edit: the
+   * query string); `body` reads the body by a shape, as the removal does without this.
+   */
+  formOf?(ex: Exchange, body: (shape: FormShape, textBodies: boolean) => Promise<ParsedForm>): Promise<ParsedForm>;
   read(form: ParsedForm, model: string | undefined): { options: RemoveBackgroundOptions; answer: A };
   answer(ex: Exchange, outcome: RemovalOutcome, request: A): void;
 }

@@ -154,10 +154,10 @@ export const PHOTOROOM_DIALECT: RemovalDialect<PhotoroomRequest> = {
   },
 };
 
-const unauthenticated = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "x-api-key: rb-sk_...".');
+export const PHOTOROOM_UNAUTHENTICATED = new ApiError('authentication_error', 'Missing or invalid API key. Send it as "x-api-key: rb-sk_...".');
 
 /** The request's principal, by its `x-api-key`. */
-function photoroomPrincipal(deps: { store: RemoveBgDeps['store'] }, ex: Exchange) {
+export function photoroomPrincipal(deps: { store: RemoveBgDeps['store'] }, ex: Exchange) {
   return principalOfKey(deps.store, ex.req.header('x-api-key').trim() || null);
 }
 
@@ -173,7 +173,7 @@ export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
       admission,
       removal: { store, model: deps.model, logger, metrics: deps.metrics, memory: deps.memory, overloadRetryAfter: deps.overloadRetryAfter },
       authenticate: (ex: Exchange) => photoroomPrincipal(deps, ex),
-      unauthenticated,
+      unauthenticated: PHOTOROOM_UNAUTHENTICATED,
       dialect: PHOTOROOM_DIALECT,
       renderErrors: renderPhotoroomError,
     }),
@@ -181,7 +181,11 @@ export function mountPhotoroom(router: Router, deps: RemoveBgDeps): void {
   );
   // Photoroom's account endpoints, from the account's real balance: remaining and the cycle's
   // allowance; not metered, and under the account-read rate limit.
-  const auth: KeyedAuth = { authenticate: (ex) => photoroomPrincipal(deps, ex), unauthenticated, render: renderPhotoroomAccountError };
+  const auth: KeyedAuth = {
+    authenticate: (ex) => photoroomPrincipal(deps, ex),
+    unauthenticated: PHOTOROOM_UNAUTHENTICATED,
+    render: renderPhotoroomAccountError,
+  };
   const account = (shape: (balance: Balance) => unknown) =>
     keyedHandler(
       deps,

@@ -20,6 +20,7 @@ export const CURL_LINES: readonly string[] = [
   'curl -H \'Authorization: Bearer rb-sk_...\' -F image_file=@photo.jpg -F format=auto -o cutout "$BGONE_URL/api/v1/remove"',
   'curl -H \'X-Api-Key: rb-sk_...\' -F image_file=@photo.jpg -F size=auto -o cutout "$BGONE_URL/v1.0/removebg"   # remove.bg',
   'curl -H \'x-api-key: rb-sk_...\' -F image_file=@photo.jpg -o cutout.png "$BGONE_URL/v1/segment"   # Photoroom',
+  'curl -H \'x-api-key: rb-sk_...\' -F imageFile=@photo.jpg -F outputSize=1000x1000 -F horizontalAlignment=center -F verticalAlignment=center -F background.color=FFFFFF -o edited.png "$BGONE_URL/v2/edit"   # Photoroom v2',
 ];
 
 /** The panel's options, in the table's order. */
