@@ -202,6 +202,56 @@ describe('POST /v2/edit: imageFile, the layout, the background, the export', () 
   });
 });
 
+describe("the positioning guide's examples, rebuilt as /v2/edit requests", () => {
+  /** The subject's box on a plain cut-out of the teddy at its own size: x0, y0, x1, y1 (exclusive). */
+  let subject: [number, number, number, number];
+  beforeAll(async () => {
+    const { box } = await subjectBox(ok(await postEdit({ referenceBox: 'originalImage', ignorePaddingAndSnapOnCroppedSides: 'false' })).body);
+    subject = [box.x0, box.y0, box.x1 + 1, box.y1 + 1];
+  });
+
+  /**
+   * Where the guide puts the subject's box on a W x H canvas: margins of the canvas's sides, padding
+   * of the margin box's, the box fitted and centred in what is left, or aligned by (ax, ay).
+   */
+  function guide(W: number, H: number, margin: number[], padding: number[], align: [number, number] = [0.5, 0.5]): number[] {
+    const [mt, mr, mb, ml] = margin as [number, number, number, number];
+    const M = [ml * W, mt * H, W - mr * W, H - mb * H] as const;
+    const [mw, mh] = [M[2] - M[0], M[3] - M[1]];
+    const [pt, pr, pb, pl] = padding as [number, number, number, number];
+    const T = [M[0] + pl * mw, M[1] + pt * mh, M[2] - pr * mw, M[3] - pb * mh] as const;
+    const [bw, bh] = [subject[2] - subject[0], subject[3] - subject[1]];
+    const s = Math.min((T[2] - T[0]) / bw, (T[3] - T[1]) / bh);
+    const x = T[0] + align[0] * (T[2] - T[0] - bw * s);
+    const y = T[1] + align[1] * (T[3] - T[1] - bh * s);
+    return [x, y, x + bw * s, y + bh * s];
+  }
+
+  it.each<[string, Record<string, string>, number, number, number[], number[], [number, number]?]>([
+    ['padding 0.1', { outputSize: '1000x1000', padding: '0.1' }, 1000, 1000, [0, 0, 0, 0], [0.1, 0.1, 0.1, 0.1]],
+    ['padding 10% on a wide canvas', { outputSize: '1000x500', padding: '10%' }, 1000, 500, [0, 0, 0, 0], [0.1, 0.1, 0.1, 0.1]],
+    ['paddingTop overriding padding', { outputSize: '1000x1000', padding: '0.1', paddingTop: '0.2' }, 1000, 1000, [0, 0, 0, 0], [0.2, 0.1, 0.1, 0.1]],
+    ['padding in pixels', { outputSize: '1000x1000', padding: '100px' }, 1000, 1000, [0, 0, 0, 0], [0.1, 0.1, 0.1, 0.1]],
+    ['margin, then padding', { outputSize: '1000x1000', margin: '0.1', padding: '0.1' }, 1000, 1000, [0.1, 0.1, 0.1, 0.1], [0.1, 0.1, 0.1, 0.1]],
+    [
+      'aligned left and bottom',
+      { outputSize: '1000x1000', padding: '0.1', horizontalAlignment: 'left', verticalAlignment: 'bottom' },
+      1000,
+      1000,
+      [0, 0, 0, 0],
+      [0.1, 0.1, 0.1, 0.1],
+      [0, 1],
+    ],
+  ])('%s: the subject box where the guide puts it, within 1 %% of the canvas', async (_, params, W, H, margin, padding, align) => {
+    const res = ok(await getEdit(params));
+    const { image, box } = await subjectBox(res.body);
+    expect([image.width, image.height]).toEqual([W, H]);
+    const want = guide(W, H, margin, padding, align);
+    const got = [box.x0, box.y0, box.x1 + 1, box.y1 + 1];
+    for (let i = 0; i < 4; i++) expect(Math.abs(got[i]! - want[i]!), `${got} against ${want.map(Math.round)}`).toBeLessThanOrEqual(0.01 * Math.max(W, H));
+  });
+});
+
 describe('refusals: 400 in the v2 body naming the parameter, nothing charged', () => {
   const refused = V2_PARAMS.filter((p) => p.refused === 'generative' || p.refused === 'template');
   const concrete = (name: string) =>
@@ -236,14 +286,19 @@ describe('refusals: 400 in the v2 body naming the parameter, nothing charged', (
     expect(await credits(ts)).toEqual(before);
   });
 
+  it("Photoroom's defaults: the photo's size, the subject fitted in it", async () => {
+    const res = await getEdit({});
+    expect(res.status).toBe(200);
+    const image = await decode(res.body);
+    expect([image.width, image.height]).toEqual([284, 398]);
+  });
+
   it("a value outside a parameter's values, and a parameter bgone's option table lacks", async () => {
     const before = await credits(ts);
     expect(expectV2Error(await getEdit({ ...EXACT, removeBackground: 'maybe' }), 400, 'removeBackground')).toBe(
       'removeBackground must be boolean (true or false).',
     );
     expectV2Error(await getEdit({ ...EXACT, 'background.color': 'FF00' }), 400, 'background.color');
-    // outputSize's default, auto, is the input's size: this server's output_size has no such value.
-    expect(expectV2Error(await getEdit({}), 400, 'outputSize')).toContain('its default, auto');
     expect(expectV2Error(await postEdit({ ...EXACT, 'export.format': 'avif' }), 400, 'export.format')).toContain('not supported by this server');
     expectV2Error(await postEdit({ ...EXACT, preserveMetadata: 'xmp' }), 400, 'preserveMetadata');
     expect(await credits(ts)).toEqual(before);

@@ -246,10 +246,15 @@ describe('the translation, against the option table as it is', () => {
     }
   });
 
-  it("a default the server cannot answer says so, and what to send: outputSize's auto", () => {
-    expect(thrown(() => get({})).message).toBe(
-      "outputSize (its default, auto) is not supported by this server: bgone's output_size does not take original (it takes WxH, each side 1 to 6000 px, at most 16 MP); send outputSize=WxH.",
-    );
+  it("Photoroom's defaults become bgone's placement: the photo's size, both axes snapping", () => {
+    expect(get({})).toEqual({ image_url: 'https://example.com/p.jpg', output_size: 'original', snap: 'both' });
+    expect(get({ outputSize: '1000x1000', padding: '0.1', horizontalAlignment: 'left' })).toEqual({
+      image_url: 'https://example.com/p.jpg',
+      output_size: '1000x1000',
+      area_padding: '0.1 0.1 0.1 0.1',
+      snap: 'vertical',
+      position: '0% 50%',
+    });
   });
 
   it("Photoroom's rules between parameters, each a 400 naming the parameter", () => {
