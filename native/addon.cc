@@ -55,8 +55,11 @@ Napi::Buffer<uint8_t> take_encoded(Napi::Env env, Encoded& encoded) {
 JobOptions read_options(const Napi::Value& value) {
   FieldReader o(value, "options");
   JobOptions j;
-  j.format = o.choice<OutputFormat>(
-      "format", {{"png", OutputFormat::Png}, {"jpg", OutputFormat::Jpeg}, {"webp", OutputFormat::Webp}, {"auto", OutputFormat::Auto}});
+  j.format = o.choice<OutputFormat>("format", {{"png", OutputFormat::Png},
+                                               {"jpg", OutputFormat::Jpeg},
+                                               {"webp", OutputFormat::Webp},
+                                               {"auto", OutputFormat::Auto},
+                                               {"avif", OutputFormat::Avif}});
   j.alpha_only = o.choice<bool>("channels", {{"rgba", false}, {"alpha", true}});
   j.zip = o.boolean("zip");
   if (j.zip && j.format != OutputFormat::Jpeg) throw ContractError("options.zip needs format jpg");
@@ -140,6 +143,14 @@ JobOptions read_options(const Napi::Value& value) {
   j.despill_key_margin = static_cast<float>(o.number("despillKeyMargin", 0, 1));
   j.quality = static_cast<int>(o.integer("quality", 1, 100));
   j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
+  // Export and cutout.
+  j.dpi = static_cast<int>(o.integer("dpi", 0, 1200));
+  if (j.dpi != 0 && j.dpi < 72) throw ContractError("options.dpi must be 0 or 72 to 1200");
+  j.inference = o.boolean("inference");
+  j.keep_alpha = o.boolean("keepAlpha");
+  if (!j.inference && j.keep_alpha) throw ContractError("options.keepAlpha needs inference");
+  if (!j.inference && (j.opaque_interior || j.despill || j.mirror_weight > 0 || j.second_side > 0))
+    throw ContractError("options.inference false takes no opaqueInterior, despill, mirrorWeight or secondSide");
   o.finish();
   return j;
 }
@@ -297,7 +308,7 @@ class RemoveBackgroundCall : public NativeCall {
     // Memory freed by the job stays warm for the next one, and goes back once the core is idle.
     const JobInProgress in_progress;
     try {
-      result_ = run_job(data_, length_, options_, *model_, background_, background_length_);
+      result_ = run_job(data_, length_, options_, model_.get(), background_, background_length_);
     } catch (const PipelineError& e) {
       code_ = e.code();
       from_background_ = e.background();
@@ -316,7 +327,10 @@ class RemoveBackgroundCall : public NativeCall {
     out.Set("width", result_.width);
     out.Set("height", result_.height);
     out.Set("channels", result_.channels);
-    out.Set("format", result_.format == OutputFormat::Jpeg ? "jpg" : result_.format == OutputFormat::Webp ? "webp" : "png");
+    out.Set("format", result_.format == OutputFormat::Jpeg   ? "jpg"
+                      : result_.format == OutputFormat::Webp ? "webp"
+                      : result_.format == OutputFormat::Avif ? "avif"
+                                                             : "png");
     Napi::Object foreground = Napi::Object::New(env);
     foreground.Set("top", result_.foreground.top);
     foreground.Set("left", result_.foreground.left);
@@ -424,16 +438,21 @@ Napi::Value ModelMemory(const Napi::CallbackInfo& info) {
 }
 
 // removeBackground(buffer, options, modelHandle, background) -> Promise<{ data, alpha, width, height, channels,
-// format, foreground, uncertainty, timings }>; background: the encoded bytes of a background image, or null.
+// format, foreground, uncertainty, timings }>; background: the encoded bytes of a background image, or null;
+// modelHandle: null for a job without inference (options.inference false), which runs no model.
 Napi::Value RemoveBackground(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsBuffer() || !info[1].IsObject() || !info[2].IsExternal() || !(info[3].IsBuffer() || info[3].IsNull())) {
+  if (!info[0].IsBuffer() || !info[1].IsObject() || !(info[2].IsExternal() || info[2].IsNull()) ||
+      !(info[3].IsBuffer() || info[3].IsNull())) {
     Napi::TypeError::New(env, "removeBackground(buffer, options, model, background)").ThrowAsJavaScriptException();
     return env.Undefined();
   }
   const JobOptions options = read_options(info[1]);
-  ModelRef model = *info[2].As<Napi::External<ModelRef>>().Data();
-  if (!model) {
+  // A job without inference runs no model: its handle is null (and only then).
+  if (info[2].IsNull() != !options.inference)
+    throw ContractError("removeBackground: the model is null exactly when options.inference is false");
+  ModelRef model = info[2].IsNull() ? ModelRef() : *info[2].As<Napi::External<ModelRef>>().Data();
+  if (options.inference && !model) {
     Napi::TypeError::New(env, "removeBackground: the model was released").ThrowAsJavaScriptException();
     return env.Undefined();
   }
@@ -549,7 +568,8 @@ Napi::Value EncodePng(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   const uint8_t* data = pixels.Data();
-  Encoded encoded = encode_png_rows(width, height, bands, level, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
+  Encoded encoded =
+      encode_png_rows(width, height, bands, level, 0, [&](int y, uint8_t* row) { std::memcpy(row, data + y * stride, stride); });
   return take_encoded(env, encoded);
 }
 

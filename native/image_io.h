@@ -24,6 +24,7 @@ InputFormat sniff_format(const uint8_t* data, size_t length);
 struct HeaderInfo {
   int width = 0;  // as displayed, after EXIF orientation
   int height = 0;
+  bool alpha = false;  // the file has an alpha channel (its values not read)
 };
 // Reads only the header; throws image_too_large for a side over max_side, invalid_image if unreadable.
 HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, int max_side);
@@ -41,6 +42,9 @@ class DecodeProgress;
 DecodedPtr decode_full(const uint8_t* data, size_t length, InputFormat format, DecodeProgress* progress = nullptr);
 int decoded_width(const DecodedImage& image);
 int decoded_height(const DecodedImage& image);
+// The decoded pixels, interleaved, 3 or 4 bands (the fourth the alpha), rows of width x bands bytes.
+int decoded_bands(const DecodedImage& image);
+const uint8_t* decoded_pixels(const DecodedImage& image);
 
 // The model input: the image auto-rotated, converted to sRGB, alpha flattened on white, stretched to
 // exactly width x height (3 bands), decoded with shrink-on-load where the format has it (JPEG, WebP)...
@@ -63,7 +67,8 @@ bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, in
 void crop_and_resize(DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha);
 
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
-// with free_encoded (it is handed to JavaScript without a copy).
+// with free_encoded (it is handed to JavaScript without a copy). options.dpi > 0 is written as the
+// file's density: JPEG's JFIF header, PNG's pHYs, WebP's and AVIF's EXIF (the only metadata kept).
 Encoded encode(const Pixels& pixels, const JobOptions& options);
 void free_encoded(void* data, bool own);
 

@@ -7,7 +7,8 @@
 
 namespace bgone {
 
-enum class OutputFormat { Png, Jpeg, Webp, Auto };  // Auto: PNG where the output has transparency, else JPEG
+// Auto: PNG where the output has transparency, else JPEG. Avif: libvips' heifsave with AV1.
+enum class OutputFormat { Png, Jpeg, Webp, Auto, Avif };
 enum class CropMode { None, Subject, Aspect };
 enum class ShadowKind { None, Drop, Contact };
 // The placement layout (pipeline.cc place()): its canvas is the exact canvas, the region's size, or the subject's box's size.
@@ -86,8 +87,16 @@ struct JobOptions {
   bool despill = false;
   double despill_band = 0;
   float despill_key_margin = 0;
-  int quality = 0;  // JPEG / WebP quality
+  int quality = 0;  // JPEG / WebP / AVIF quality
   int png_compression = 0;
+  // Export and cutout (remove_background, keep_alpha, dpi). dpi: the pixel density written into
+  // the file (PNG pHYs, JPEG JFIF, WebP and AVIF EXIF); 0: none given, libvips' default. Without
+  // inference, no model runs: the matte is the image's own alpha, or opaque where it has none.
+  // keep_alpha: an image with an alpha channel that is below 255 anywhere is its own matte, no
+  // inference; any other image runs the model (pipeline.cc own_matte).
+  int dpi = 0;
+  bool inference = false;
+  bool keep_alpha = false;
 };
 
 }  // namespace bgone

@@ -614,6 +614,99 @@ ForegroundBox foreground_box(const SubjectBox& s, const Layout& l) {
   return f;
 }
 
+// The image's own matte (remove_background=false, keep_alpha=auto; JobOptions::inference): no
+// model runs, and the matte is the decoded image's alpha, or opaque where it has none.
+
+// Whether the decoded image has an alpha band with a value below 255 anywhere (keep_alpha=auto).
+bool translucent(const DecodedImage& image) {
+  if (decoded_bands(image) != 4) return false;
+  const int w = decoded_width(image), h = decoded_height(image);
+  const uint8_t* pixels = decoded_pixels(image);
+  std::atomic<bool> found{false};
+  parallel_rows(h, [&](int first, int end) {
+    for (int y = first; y < end && !found.load(std::memory_order_relaxed); ++y) {
+      const uint8_t* row = pixels + static_cast<size_t>(y) * w * 4;
+      uint8_t least = 255;
+      for (int x = 0; x < w; ++x) least = std::min(least, row[x * 4 + 3]);
+      if (least < 255) found.store(true, std::memory_order_relaxed);
+    }
+  });
+  return found.load();
+}
+
+// The own matte's statistics over `region`, at the image's resolution (a mask region.w x
+// region.h): the subject is where the alpha is at least 128 (the model's mask >= 0.5), all of the
+// region without an alpha band. Nothing is faint: the uncertainty is 0.
+MaskStats own_matte_stats(const DecodedImage& image, const Region& region) {
+  MaskStats s;
+  if (decoded_bands(image) != 4) {
+    s.subject_pixels = static_cast<size_t>(region.w) * region.h;
+    s.u0 = s.v0 = 0;
+    s.u1 = region.w - 1;
+    s.v1 = region.h - 1;
+    return s;
+  }
+  const int stride = decoded_width(image) * 4;
+  const uint8_t* pixels = decoded_pixels(image);
+  s.u0 = region.w;
+  s.v0 = region.h;
+  std::mutex merge;
+  parallel_rows(region.h, [&](int first, int end) {
+    MaskStats b;
+    b.u0 = region.w;
+    b.v0 = region.h;
+    for (int v = first; v < end; ++v) {
+      const uint8_t* alpha = pixels + static_cast<size_t>(region.y + v) * stride + static_cast<size_t>(region.x) * 4 + 3;
+      int count = 0, left = region.w, right = -1;
+      for (int u = 0; u < region.w; ++u) {
+        if (alpha[u * 4] < 128) continue;
+        ++count;
+        left = std::min(left, u);
+        right = u;
+      }
+      if (count == 0) continue;
+      b.subject_pixels += count;
+      b.u0 = std::min(b.u0, left);
+      b.u1 = std::max(b.u1, right);
+      b.v0 = std::min(b.v0, v);
+      b.v1 = std::max(b.v1, v);
+    }
+    const std::lock_guard<std::mutex> lock(merge);
+    s.subject_pixels += b.subject_pixels;
+    s.u0 = std::min(s.u0, b.u0);
+    s.u1 = std::max(s.u1, b.u1);
+    s.v0 = std::min(s.v0, b.v0);
+    s.v1 = std::max(s.v1, b.v1);
+  });
+  return s;
+}
+
+// The own matte at the output's resolution: the share of each pixel inside the image (as
+// matting_stage) times the upload's alpha resized with the colours (cut.input_alpha; 1 without
+// one). The colours are the image's own: no foreground estimation. Counts as matting.
+Plane own_matte_stage(const Cut& cut, Timings& t) {
+  const auto step = Clock::now();
+  const Layout& l = cut.layout;
+  const int out_w = l.out_w, out_h = l.out_h;
+  const std::vector<float> cov_x = coverage(out_w, l.box.x, l.box.w, l.vx0, l.vx1);
+  const std::vector<float> cov_y = coverage(out_h, l.box.y, l.box.h, l.vy0, l.vy1);
+  const Pixels& input_alpha = cut.input_alpha;
+  Plane alpha(out_w, out_h, Unfilled{});
+  parallel_rows(out_h, [&](int first, int end) {
+    for (int y = first; y < end; ++y) {
+      float* row = alpha.row(y);
+      const float cy = cov_y[y];
+      for (int x = 0; x < out_w; ++x) row[x] = cov_x[x] * cy;
+      if (input_alpha.bands) {
+        const uint8_t* in_alpha = input_alpha.data.data() + static_cast<size_t>(y) * out_w;
+        for (int x = 0; x < out_w; ++x) row[x] *= in_alpha[x] / 255.f;
+      }
+    }
+  });
+  t.matting = ms_since(step);
+  return alpha;
+}
+
 // The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
 // counts as encoding. format=auto is decided here: PNG where any pixel of the output is translucent
 // (a scan of the alpha, composed on the background), else JPEG. With zip, the alpha is encoded
@@ -633,7 +726,7 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
   }
   const Composer composer(chosen, chosen.format, alpha, fg, at, background, shadow.get());
   if (chosen.format == OutputFormat::Png && png_writer_available()) {
-    result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression,
+    result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression, o.dpi,
                                      [&composer](int y, uint8_t* row) { composer.row(y, row); });
   } else {
     result.encoded = encode(composer.whole(), chosen);
@@ -644,7 +737,7 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
     const Composer alpha_part(o, OutputFormat::Png, alpha, fg, at, nullptr, shadow.get(), Composed::ZipAlpha);
     try {
       if (png_writer_available()) {
-        result.alpha = encode_png_rows(alpha_part.width(), alpha_part.height(), alpha_part.bands(), o.png_compression,
+        result.alpha = encode_png_rows(alpha_part.width(), alpha_part.height(), alpha_part.bands(), o.png_compression, o.dpi,
                                        [&alpha_part](int y, uint8_t* row) { alpha_part.row(y, row); });
       } else {
         JobOptions png = o;
@@ -668,7 +761,7 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
 
 uint64_t inference_stages() { return g_inference_stages.load(std::memory_order_relaxed); }
 
-JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model& model, const uint8_t* background,
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model* model, const uint8_t* background,
                   size_t background_length) {
   const auto start = Clock::now();
   JobResult result;
@@ -701,27 +794,54 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     region = {x0, y0, x1 - x0, y1 - y0};
   }
 
+  const Region* roi = o.has_roi ? &region : nullptr;
+  // The image's own matte, without inference (remove_background=false), or where keep_alpha finds
+  // an alpha below 255 in the image's one full decode; only an image with an alpha channel can
+  // have one. Otherwise the model runs: its input is made from that decode.
+  DecodedInputs in;
+  bool own_matte = !o.inference;
+  if (!o.inference || (o.keep_alpha && header.alpha)) {
+    const auto step = Clock::now();
+    if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
+    in.full = decode_full(data, length, format);
+    t.decode += ms_since(step);
+    own_matte = own_matte || translucent(*in.full);
+  }
+  if (!own_matte && model == nullptr) throw PipelineError(ErrorCode::Internal, "a job with inference has no model");
+
   // The inference size is chosen per job in TypeScript (smaller for small outputs) when the model
-  // takes any size; a model with a fixed input always gets its own.
-  const ModelSpec& spec = model.spec();
-  const int in_w = spec.dynamic_size ? o.inference_size : spec.width;
-  const int in_h = spec.dynamic_size ? o.inference_size : spec.height;
+  // takes any size; a model with a fixed input always gets its own. Without inference, the mask is
+  // the region at the image's resolution (own_matte_stats).
+  const ModelSpec* spec = own_matte ? nullptr : &model->spec();
+  const int in_w = own_matte ? region.w : spec->dynamic_size ? o.inference_size : spec->width;
+  const int in_h = own_matte ? region.h : spec->dynamic_size ? o.inference_size : spec->height;
 
-  DecodedInputs in = decode_stage(data, length, format, header, o.has_roi ? &region : nullptr, in_w, in_h, t);
-  t.preprocess = ms_since(in.preprocess_from);
-
-  // in.small, the model's input, also guides the matting (matting_stage) and the despill.
-  Plane mask = inference_stage(o, model, in.small, in_w, in_h, *in.full, o.has_roi ? &region : nullptr, t);
+  Plane mask;
+  MaskStats stats;
+  if (own_matte) {
+    stats = own_matte_stats(*in.full, region);
+  } else {
+    if (in.full) {  // decoded above (keep_alpha): the model's input from it
+      const auto step = Clock::now();
+      in.small = model_input_from_decoded(*in.full, roi, in_w, in_h);
+      t.preprocess = ms_since(step);
+    } else {
+      in = decode_stage(data, length, format, header, roi, in_w, in_h, t);
+      t.preprocess = ms_since(in.preprocess_from);
+    }
+    // in.small, the model's input, also guides the matting (matting_stage) and the despill.
+    mask = inference_stage(o, *model, in.small, in_w, in_h, *in.full, roi, t);
+    stats = analyse_mask(mask);
+  }
   const int image_w = decoded_width(*in.full), image_h = decoded_height(*in.full);
   if (image_w != header.width || image_h != header.height)
     throw PipelineError(ErrorCode::InvalidImage, "decoded size differs from the header");
-  const MaskStats stats = analyse_mask(mask);
   if (stats.subject_pixels < std::max<double>(1.0, o.min_subject * static_cast<double>(static_cast<size_t>(in_w) * in_h))) {
     throw PipelineError(ErrorCode::ForegroundNotFound, "no subject in the mask");
   }
-  result.uncertainty = uncertainty(stats);
+  result.uncertainty = own_matte ? 0 : uncertainty(stats);
   Plane interior;
-  if (o.opaque_interior) {
+  if (o.opaque_interior && !own_matte) {
     const auto step = Clock::now();
     const int inset = std::max(1, static_cast<int>(std::lround(o.interior_inset * std::max(in_w, in_h))));
     interior = fill_interior(mask, o.interior_min, inset);
@@ -741,9 +861,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
     }
     t.resize += ms_since(step);
   }
-  const Plane alpha = matting_stage(o, mask, interior, in.small, cut, region, t);
+  const Plane alpha = own_matte ? own_matte_stage(cut, t) : matting_stage(o, mask, interior, in.small, cut, region, t);
   result.foreground = foreground_box(subject, l);
-  if (o.despill && !o.alpha_only) despill_stage(o, in.small, mask, alpha, result.foreground, cut, t);
+  if (o.despill && !o.alpha_only && !own_matte) despill_stage(o, in.small, mask, alpha, result.foreground, cut, t);
   Buffer<uint8_t> fg;
   if (!o.alpha_only) fg = std::move(cut.rgb.data);
   encode_stage(o, alpha, fg, l, result.foreground, has_bg_image ? &bg_pixels : nullptr, result);

@@ -43,8 +43,8 @@ struct JobResult {
 };
 
 // `background`: the encoded bytes of a background image (null: none); its errors are PipelineErrors
-// whose background() is true.
-JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model& model, const uint8_t* background = nullptr,
+// whose background() is true. `model`: null only for a job without inference (options.inference).
+JobResult run_job(const uint8_t* data, size_t length, const JobOptions& options, Model* model, const uint8_t* background = nullptr,
                   size_t background_length = 0);
 
 // Jobs that reached the inference stage since the process started (every check before it passed).

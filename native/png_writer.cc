@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -191,7 +192,7 @@ void close_chunk(const Zlib& z, uint8_t*& p, const char* type, size_t length) {
 
 bool png_writer_available() { return zlib() != nullptr; }
 
-Encoded encode_png_rows(int width, int height, int bands, int level, const PngRows& rows) {
+Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows) {
   const Zlib* z = zlib();
   if (z == nullptr) throw PipelineError(ErrorCode::Internal, "no zlib in this process");
   const Image px{width, height, bands, rows};
@@ -220,7 +221,8 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
   static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
   const size_t idat = 2 + compressed + 4;  // zlib header, the deflate stream, Adler-32
   if (idat > kMaxChunk) throw PipelineError(ErrorCode::Internal, "the PNG's data does not fit in one chunk");
-  const size_t total = sizeof(kSignature) + (12 + 13) + (12 + idat) + 12;
+  const size_t phys = dpi > 0 ? 12 + 9 : 0;  // pHYs: x and y pixels per unit, the unit (1: metre)
+  const size_t total = sizeof(kSignature) + (12 + 13) + phys + (12 + idat) + 12;
   Encoded out;
   out.data = alloc_output(total);
   out.length = total;
@@ -235,6 +237,14 @@ Encoded encode_png_rows(int width, int height, int bands, int level, const PngRo
     const uint8_t rest[5] = {8, colour_type, 0, 0, 0};  // bit depth, colour type, deflate, adaptive filters, no interlace
     std::memcpy(data, rest, 5);
     close_chunk(*z, p, "IHDR", 13);
+  }
+  if (dpi > 0) {  // before the IDAT, as the format requires
+    uint8_t* data = p + 8;
+    const uint32_t per_metre = static_cast<uint32_t>(std::lround(dpi / 0.0254));
+    put32(data, per_metre);
+    put32(data, per_metre);
+    *data = 1;
+    close_chunk(*z, p, "pHYs", 9);
   }
   {
     uint8_t* data = p + 8;

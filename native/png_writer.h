@@ -29,8 +29,8 @@ using PngRows = std::function<void(int y, uint8_t* row)>;
 
 bool png_writer_available();
 // Encodes an 8-bit image with 1 (grey), 3 (RGB) or 4 (RGBA) bands at level 0-9 (1: our deflate,
-// the others zlib's). The result is
-// g_malloc'ed, exactly its size: release it with free_encoded.
-Encoded encode_png_rows(int width, int height, int bands, int level, const PngRows& rows);
+// the others zlib's). dpi > 0: a pHYs chunk of round(dpi / 0.0254) pixels per metre on both axes
+// (0: none). The result is g_malloc'ed, exactly its size: release it with free_encoded.
+Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows);
 
 }  // namespace bgone

@@ -11,7 +11,7 @@ import { prepareShared } from '../lib/prepare-request.js';
 import { type ParsedArgs, requiredFlag, stringFlag, UsageError } from './args.js';
 
 const IMAGE_EXTENSIONS = new Set(['.jpg', '.jpeg', '.png', '.webp']);
-const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp', zip: '.zip' } as const;
+const OUTPUT_EXTENSIONS = { png: '.png', jpg: '.jpg', webp: '.webp', avif: '.avif', zip: '.zip' } as const;
 
 /** One help line per option the command line takes (the option table's CLI rows). */
 export const REMOVE_FLAGS_HELP = optionsFor('cli')

@@ -281,10 +281,11 @@ export async function removeBackground(
     run = checkRunOptions(bytes ? third : second);
     job = await prepareRequest(bytes, options, { signal: run.signal });
   }
-  const lease = await leaseModel(job.model);
+  // A job without inference (remove_background=false) neither loads nor runs a model: its handle is null.
+  const lease = job.options.inference ? await leaseModel(job.model) : undefined;
   try {
     const { alpha, ...result } = await limiter.run(
-      () => native().removeBackground(job.input, job.options, lease.handle, job.background),
+      () => native().removeBackground(job.input, job.options, lease?.handle ?? null, job.background),
       run.priority,
       run.signal,
     );
@@ -299,6 +300,6 @@ export async function removeBackground(
     if (run.signal?.aborted && err === run.signal.reason) throw err; // dropped while waiting: the caller's own reason
     throw fromNativeError(err);
   } finally {
-    lease.release();
+    lease?.release();
   }
 }

@@ -46,6 +46,13 @@ export function extraInferenceBytes(options: Pick<NativeOptions, 'mirrorWeight' 
   return mirror + second;
 }
 
+/**
+ * format=avif: libaom's AV1 encoder holds the frame as planes of its own (YUV, with its lookahead
+ * and reference buffers) while it encodes: bytes per output pixel, an upper bound of what a 12 MP
+ * encode at bgone's effort added to the process here (about 25 bytes a pixel).
+ */
+const AVIF_BYTES_PER_PIXEL = 32;
+
 /** The most the coarse grids of a shadow or of despill take (native/shadow.h, despill.h): a few planes of under a million floats. */
 const EFFECT_GRID_BYTES = 8 * 1024 * 1024;
 
@@ -66,12 +73,14 @@ export function effectBytes(options: Pick<NativeOptions, 'opaqueInterior' | 'sha
  * background image (its probed size): its decode and the canvas-sized RGBA it becomes. The decode
  * shrinks on load to at most twice the covering size per side (JPEG; WebP scales exactly; libvips
  * streams a PNG through the resize), 4 bands of up to 2 bytes each: an upper bound whatever the
- * format. Extra inference runs add extraInferenceBytes, the effects effectBytes.
+ * format. Extra inference runs add extraInferenceBytes, the effects effectBytes, an AVIF encode
+ * its encoder's planes. A job without inference (remove_background=false) counts no model.
  */
 export function jobMemoryEstimate(
   bytes: Uint8Array,
   size: { width: number; height: number },
-  options: CropOptions & Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize' | 'opaqueInterior' | 'shadow' | 'despill'>,
+  options: CropOptions &
+    Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize' | 'opaqueInterior' | 'shadow' | 'despill' | 'format' | 'inference'>,
   runBytesPerPixel: number,
   background?: { width: number; height: number },
 ): number {
@@ -83,10 +92,12 @@ export function jobMemoryEstimate(
   let bytesNeeded = estimateJobBytes(size.width, size.height, {
     bitsPerSample: bitsPerSample(bytes),
     outputScale: outputPixels / pixels,
-    inferenceSide: options.inferenceSize,
+    // remove_background=false: no model's run and no matting at its side (keep_alpha=auto may run the model: counted).
+    inferenceSide: options.inference ? options.inferenceSize : 0,
     runBytesPerPixel,
   });
   bytesNeeded += extraInferenceBytes(options) + effectBytes(options);
+  if (options.format === 'avif') bytesNeeded += AVIF_BYTES_PER_PIXEL * outputPixels;
   if (background) {
     const { output } = cropBounds(size, options);
     const canvasPixels = output.width * output.height;

@@ -92,6 +92,8 @@ export interface JobPlan {
 /**
  * The job's plan from the request's options (the roi resolved for the image), the image's bytes
  * and probed size, the background's probed size, the model's contract, the effort and the provider.
+ * A job without inference (remove_background=false) is planned alike, its model's fields read but
+ * unused by the native core, and its memory counts no model (job-memory.ts).
  */
 export function planJob(
   requested: RequestedOptions,

@@ -125,8 +125,9 @@ interface Addon {
   /**
    * `background`: the encoded bytes of a JPEG, PNG or WebP background image (scaled to cover the
    * canvas, the subject composed over it), or null. An error caused by it carries input: 'background'.
+   * `model`: null exactly when options.inference is false (a job that runs no model).
    */
-  removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle, background: Buffer | null): Promise<NativeResult>;
+  removeBackground(input: Buffer, options: NativeOptions, model: ModelHandle | null, background: Buffer | null): Promise<NativeResult>;
   /** Sniff and header check only (no pixel decoded); throws a coded error like removeBackground. */
   probe(input: Buffer, maxSide: number): { format: 'jpg' | 'png' | 'webp'; width: number; height: number };
   /** The large blocks of native/buffers.h, in bytes. */

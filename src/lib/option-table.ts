@@ -17,7 +17,7 @@ import { MAX_URL_LENGTH } from './address-guard.js';
 import { COLOR_FORMS, parseColor, type Rgba } from './colors.js';
 import { BgoneError, type ErrorCode } from './errors.js';
 
-export const FORMATS = ['png', 'jpg', 'webp', 'zip', 'auto'] as const;
+export const FORMATS = ['png', 'jpg', 'webp', 'avif', 'zip', 'auto'] as const;
 export const CHANNELS = ['rgba', 'alpha'] as const;
 export const SIZES = ['preview', 'medium', 'hd', 'full'] as const;
 export const EFFORTS = ['standard', 'best'] as const;
@@ -26,7 +26,15 @@ export type OutputFormat = (typeof FORMATS)[number];
 /** What an encoded result is: `auto` becomes one of these. */
 export type EncodedFormat = Exclude<OutputFormat, 'auto'>;
 /** The media type of each encoded result (zip: color.jpg and alpha.png in a ZIP file). */
-export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = { png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', zip: 'application/zip' };
+export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  webp: 'image/webp',
+  avif: 'image/avif',
+  zip: 'application/zip',
+};
+/** keep_alpha: never, or auto (an image whose alpha is below 255 anywhere is its own matte). */
+export const KEEP_ALPHA = ['never', 'auto'] as const;
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 export type Effort = (typeof EFFORTS)[number];
@@ -379,6 +387,16 @@ function parseModel(value: unknown): string | undefined {
   return name === '' ? undefined : name;
 }
 
+/** A whole number from `min` to `max`, as a number or its digits (quality, dpi). */
+function parseWhole(field: string, min: number, max: number, what: string): (value: unknown) => number | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\s*\d{1,5}\s*$/.test(value) ? Number(value) : Number.NaN;
+    if (!Number.isInteger(n) || n < min || n > max) invalid(field, `${field} must be a whole number from ${min} to ${max}${what}.`, [`${min}..${max}`]);
+    return n;
+  };
+}
+
 const ALL: readonly Carrier[] = ['form', 'json', 'cli', 'batch', 'library'];
 const PERCENT_OR_PX = '(?:\\d{1,5}(?:\\.\\d+)?)(?:px|%)';
 
@@ -435,7 +453,8 @@ export const OPTIONS = {
     part: 'field',
     carriers: ALL,
     maxLength: 16,
-    values: "png, jpg, webp, zip (color.jpg and alpha.png in a ZIP, remove.bg's layout), auto (PNG when the result has any transparency, else JPG)",
+    values:
+      "png, jpg, webp, avif (AV1 in HEIF, with alpha), zip (color.jpg and alpha.png in a ZIP, remove.bg's layout), auto (PNG when the result has any transparency, else JPG)",
     default: 'png',
     description: "The result's file format.",
     example: 'auto',
@@ -458,6 +477,67 @@ export const OPTIONS = {
     schema: { type: 'string', enum: [...CHANNELS], default: 'rgba' },
     choices: CHANNELS,
     parse: oneOf('channels', CHANNELS),
+  },
+  // Export and cutout: quality, dpi, remove_background, keep_alpha (options.ts exportAndCutoutOf).
+  quality: {
+    name: 'quality',
+    key: 'quality',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: '1 to 100; with format jpg, webp, avif, zip (its color.jpg) or auto (when it gives JPG), not png',
+    default: '90',
+    description: "The lossy encoders' quality: higher is larger and closer to the original.",
+    example: '80',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^[0-9]{1,3}$', default: '90' },
+    parse: parseWhole('quality', 1, 100, ''),
+  },
+  dpi: {
+    name: 'dpi',
+    key: 'dpi',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: '72 to 1200 (dots per inch)',
+    default: "the encoder's (none for PNG, WebP and AVIF)",
+    description:
+      "The pixel density written into the file: PNG's pHYs chunk, JPEG's JFIF header, WebP's and AVIF's EXIF resolution (the only metadata written).",
+    example: '300',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: '^[0-9]{2,4}$' },
+    parse: parseWhole('dpi', 72, 1200, ' (dots per inch)'),
+  },
+  removeBackground: {
+    name: 'remove_background',
+    key: 'removeBackground',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'true, false (no model runs: the whole photo, with its own transparency, is the subject)',
+    default: 'true',
+    description:
+      "With false, only the layout, the background and the export, on the photo itself: its own alpha (opaque without one) is the matte; the effects that need the model's matte are refused.",
+    example: 'false',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['true', 'false'], default: 'true' },
+    choices: ['true', 'false'],
+    parse: parseFlag('remove_background'),
+  },
+  keepAlpha: {
+    name: 'keep_alpha',
+    key: 'keepAlpha',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'never, auto (a PNG or WebP whose alpha is below 255 anywhere is its own matte: no model runs)',
+    default: 'never',
+    description: 'With auto, an image that already has transparency keeps exactly its alpha as the matte; any other image is cut out by the model.',
+    example: 'auto',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...KEEP_ALPHA], default: 'never' },
+    choices: KEEP_ALPHA,
+    parse: oneOf('keep_alpha', KEEP_ALPHA),
   },
   size: {
     name: 'size',

@@ -111,7 +111,7 @@ export const TUNING = {
    */
   despillBand: 0.04,
   despillKeyMargin: 0.1,
-  /** JPEG and WebP quality. */
+  /** JPEG, WebP and AVIF quality when the quality option is left out (it sets its own per job). */
   quality: 90,
   /**
    * PNG deflate level (0-9): 1 is bgone's own fast encoder (native/png_deflate.cc), the others zlib's
@@ -131,7 +131,7 @@ export interface RemoveBackgroundOptions {
   imageUrl?: string;
   /** The image as base64 text, with or without a data: prefix. */
   imageFileB64?: string;
-  /** png (default), jpg, webp, zip (color.jpg and alpha.png in a ZIP file), or auto: PNG when the result has any transparency, else JPG. */
+  /** png (default), jpg, webp, avif, zip (color.jpg and alpha.png in a ZIP file), or auto: PNG when the result has any transparency, else JPG. */
   format?: OutputFormat | string;
   /** rgba (default): the cut-out; alpha: a one-channel greyscale mask. */
   channels?: Channels | string;
@@ -173,6 +173,14 @@ export interface RemoveBackgroundOptions {
   referenceBox?: string;
   /** "x1 y1 x2 y2", each px or %: the subject is looked for only inside this box. */
   roi?: string;
+  /** 1..100: the quality of jpg, webp, avif (and a zip's color.jpg, auto's JPEG); default 90. Not with png. */
+  quality?: string | number;
+  /** 72..1200: the pixel density written into the file (PNG pHYs, JPEG JFIF, WebP and AVIF EXIF). */
+  dpi?: string | number;
+  /** false: no model runs; the photo itself (its own alpha, else opaque) is the subject, laid out and exported (default true). */
+  removeBackground?: boolean | string;
+  /** never (default) or auto: an image with an alpha below 255 anywhere is its own matte, and no model runs. */
+  keepAlpha?: string;
   /** Model name from models/manifest.json; default: the manifest's default. */
   model?: string;
   /** Edge-aware matte refinement and foreground colour estimation (default true). */
@@ -270,6 +278,12 @@ export interface NativeOptions extends Readonly<typeof TUNING>, PlannedOptions {
   opaqueInterior: boolean;
   /** The screen's spill taken off the subject's edges; always false for channels=alpha (no colours). */
   despill: boolean;
+  /** Export and cutout (exportAndCutoutOf): the density written into the file, 0: none given; 72..1200 dpi. */
+  dpi: number;
+  /** false (remove_background=false): no model runs, the image's own alpha (or opaque) is the matte; the model handle is null. */
+  inference: boolean;
+  /** keep_alpha=auto: an image whose alpha is below 255 anywhere is its own matte (no inference); always false without inference. */
+  keepAlpha: boolean;
 }
 
 /** The native options a request decides, before the job plan adds what the model decides. */
@@ -368,6 +382,43 @@ function placementOf(
   };
 }
 
+/** Formats that take a quality (zip: its color.jpg; auto: when it gives a JPEG). */
+const QUALITY_FORMATS: readonly OutputFormat[] = ['jpg', 'webp', 'avif', 'zip', 'auto'];
+
+/**
+ * Export and cutout: quality (not with png, which is lossless), dpi, remove_background and
+ * keep_alpha. Without inference there is no model's matte: the options that work on it (shadow,
+ * despill, semitransparency=false, refine, effort=best) are refused naming them, as despill and
+ * semitransparency=false with keep_alpha=auto (an image that is its own matte has none either).
+ */
+function exportAndCutoutOf(parsed: ParsedOptions, format: OutputFormat): Pick<NativeOptions, 'dpi' | 'inference' | 'keepAlpha'> & { quality?: number } {
+  if (parsed.quality !== undefined && !QUALITY_FORMATS.includes(format)) {
+    invalid('quality', `quality is the quality of the lossy formats (${QUALITY_FORMATS.join(', ')}): format ${format} is lossless.`, { format });
+  }
+  const inference = parsed.removeBackground ?? true;
+  const keepAlpha = parsed.keepAlpha === 'auto';
+  const needsMatte: Array<[string, boolean]> = [
+    ['shadow', parsed.shadow !== undefined && parsed.shadow !== 'none'],
+    ['despill', parsed.despill === true],
+    ['semitransparency', parsed.semitransparency === false],
+    ['refine', parsed.refine === true],
+    ['effort', parsed.effort === 'best'],
+  ];
+  for (const [name, asked] of needsMatte) {
+    if (!asked) continue;
+    if (!inference) invalid(name, `${name} works on the model's matte, and remove_background=false runs no model.`, { fields: [name, 'remove_background'] });
+    if (keepAlpha && (name === 'despill' || name === 'semitransparency')) {
+      invalid(name, `${name} works on the model's matte, which an image kept by keep_alpha=auto does not have.`, { fields: [name, 'keep_alpha'] });
+    }
+  }
+  return {
+    dpi: parsed.dpi ?? 0,
+    inference,
+    keepAlpha: inference && keepAlpha,
+    ...(parsed.quality !== undefined ? { quality: parsed.quality } : {}),
+  };
+}
+
 function paddingArrays(padding: Padding | undefined): Pick<NativeOptions, 'paddingShare' | 'paddingPx'> {
   if (!padding) return { paddingShare: [DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding], paddingPx: [0, 0, 0, 0] };
   return {
@@ -429,6 +480,8 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     ...TUNING,
     // format=zip with channels=alpha: color.jpg holds the mask (its alpha.png is opaque).
     ...(zip && alphaOnly ? { quality: ZIP_MASK_QUALITY } : {}),
+    // Export and cutout; a quality given wins over both of the above.
+    ...exportAndCutoutOf(parsed, format),
   };
   const normalised: NormalisedOptions = {
     native,

@@ -492,3 +492,61 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
     await uncaught.check();
   });
 });
+
+describe('export and cutout through the form: format=avif, quality, dpi, remove_background, keep_alpha', () => {
+  /** Jobs that reached the native core's inference stage so far. */
+  const inferenceStages = () => nativeMemoryStats().inferenceStages;
+
+  it('remove_background=false with format=avif, quality and dpi: image/avif of the whole photo, opaque, with its EXIF density; no model run, one credit', async () => {
+    const stages = inferenceStages();
+    const res = ok(await post({ remove_background: 'false', format: 'avif', quality: '60', dpi: '300' }, { image_file: teddy }));
+    expect(res.headers.get('content-type')).toBe('image/avif');
+    expect(res.headers.get('x-credits-charged')).toBe('1');
+    expect(res.headers.get('x-uncertainty')).toBe('0.000');
+    expect([res.headers.get('x-foreground-width'), res.headers.get('x-foreground-height')]).toEqual([String(TEDDY.width), String(TEDDY.height)]);
+    expect(inferenceStages()).toBe(stages);
+    const meta = await sharp(res.body).metadata();
+    expect(meta).toMatchObject({ format: 'heif', compression: 'av1', width: TEDDY.width, height: TEDDY.height });
+    expect(meta.exif).toBeInstanceOf(Buffer);
+    const image = await decode(res.body);
+    expect(alphaOf(image).every((a) => a >= 250)).toBe(true);
+  });
+
+  it('keep_alpha=auto on a PNG with transparency: its alpha kept, no model run; jpg with quality and dpi: the JFIF density', async () => {
+    const rgba = await sharp(teddy).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+    for (let i = 0; i < rgba.info.width * 40; i++) rgba.data[i * 4 + 3] = 0;
+    const png = await sharp(rgba.data, { raw: { width: rgba.info.width, height: rgba.info.height, channels: 4 } })
+      .png()
+      .toBuffer();
+    const stages = inferenceStages();
+    const kept = ok(await post({ keep_alpha: 'auto' }, { image_file: png }));
+    expect(inferenceStages()).toBe(stages);
+    const alpha = alphaOf(await decode(kept.body));
+    expect(alpha.every((a, i) => a === (i < TEDDY.width * 40 ? 0 : 255))).toBe(true);
+    const jpg = ok(await post({ format: 'jpg', quality: '50', dpi: '200', keep_alpha: 'auto' }, { image_file: teddy }));
+    expect(inferenceStages()).toBe(stages + 1);
+    expect(jpg.headers.get('content-type')).toBe('image/jpeg');
+    expect((await sharp(jpg.body).metadata()).density).toBe(200);
+  });
+
+  it.each([
+    [{ format: 'png', quality: '80' }, 'quality'],
+    [{ format: 'jpg', quality: '0' }, 'quality'],
+    [{ dpi: '50' }, 'dpi'],
+    [{ format: 'heic' }, 'format'],
+    [{ remove_background: 'no' }, 'remove_background'],
+    [{ remove_background: 'false', shadow: 'drop' }, 'shadow'],
+    [{ remove_background: 'false', despill: 'true' }, 'despill'],
+    [{ remove_background: 'false', effort: 'best' }, 'effort'],
+    [{ keep_alpha: 'yes' }, 'keep_alpha'],
+    [{ keep_alpha: 'auto', semitransparency: 'false' }, 'semitransparency'],
+  ])('%j: 400 validation_error naming %s, nothing charged, no model run', async (fields, field) => {
+    const stages = inferenceStages();
+    const before = await credits(ts);
+    const res = await post(fields, { image_file: teddy });
+    expect(res.status, JSON.stringify(res.json)).toBe(400);
+    expect(res.json).toMatchObject({ code: 'validation_error', details: { field } });
+    expect(await credits(ts)).toEqual(before);
+    expect(inferenceStages()).toBe(stages);
+  });
+});

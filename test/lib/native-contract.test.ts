@@ -61,7 +61,7 @@ describe('removeBackground options', () => {
     ['paddingShare', 0.1, /options\.paddingShare must be an array of 4 numbers/],
     ['paddingShare', [0.1, 0.1, -0.1, 0.1], /options\.paddingShare\[2\] must be a number in \[0, 1000\]/],
     ['paddingPx', [0, 0, 0, 1.5], /options\.paddingPx\[3\] must be an integer/],
-    ['format', 'jpeg', /options\.format must be one of png, jpg, webp, auto/],
+    ['format', 'jpeg', /options\.format must be one of png, jpg, webp, auto, avif/],
     ['scale', 1.5, /options\.scale must be a number in \[0, 1\]/],
     ['position', [0.5], /options\.position must be an array of 2 numbers/],
     ['canvasWidth', 100, /options\.canvasWidth and canvasHeight must be both 0 or both set/],
@@ -86,6 +86,11 @@ describe('removeBackground options', () => {
     ['despill', 1, /options\.despill must be a boolean/],
     ['despillBand', 2, /options\.despillBand must be a number in \[0, 1\]/],
     ['despillKeyMargin', -0.5, /options\.despillKeyMargin must be a number in \[0, 1\]/],
+    ['dpi', 1201, /options\.dpi must be an integer in \[0, 1200\]/],
+    ['dpi', 71, /options\.dpi must be 0 or 72 to 1200/],
+    ['dpi', 300.5, /options\.dpi must be an integer/],
+    ['inference', 'false', /options\.inference must be a boolean/],
+    ['keepAlpha', 0, /options\.keepAlpha must be a boolean/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
@@ -95,8 +100,19 @@ describe('removeBackground options', () => {
     [{ zip: true }, /options\.zip needs format jpg/],
     [{ zip: true, format: 'webp' }, /options\.zip needs format jpg/],
     [{ secondSide: 16, secondWeight: 0.5 }, /options\.secondSide must be 0 or at least 32/],
+    [{ inference: false, keepAlpha: true }, /options\.keepAlpha needs inference/],
+    [{ inference: false, despill: true }, /options\.inference false takes no opaqueInterior, despill/],
+    [{ inference: false, opaqueInterior: true }, /options\.inference false takes no opaqueInterior/],
+    [{ inference: false, mirrorWeight: 0.5 }, /options\.inference false takes no/],
+    [{ inference: false }, /the model is null exactly when options\.inference is false/],
   ])('%j: TypeError', (fields, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, ...fields } as never, model, null), message);
+  });
+
+  it('a null model: a TypeError with inference, a result without (no model runs)', async () => {
+    expectContractError(() => native().removeBackground(teddy, options as never, null, null), /the model is null exactly when options\.inference is false/);
+    const result = await native().removeBackground(teddy, { ...options, inference: false } as never, null, null);
+    expect(result).toMatchObject({ width: 284, height: 398, channels: 4, uncertainty: 0 });
   });
 
   it('zip: the colours as a JPEG with the alpha PNG beside them (with channels alpha too); without zip, alpha is null', async () => {

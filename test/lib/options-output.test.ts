@@ -40,7 +40,7 @@ describe('formats and channels', () => {
   });
 
   it('the media types are the documented ones', () => {
-    expect(MEDIA_TYPES).toEqual({ png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', zip: 'application/zip' });
+    expect(MEDIA_TYPES).toEqual({ png: 'image/png', jpg: 'image/jpeg', webp: 'image/webp', avif: 'image/avif', zip: 'application/zip' });
   });
 
   it('png (the default): PNG bytes, RGBA, the input size, transparent background, opaque subject', async () => {

@@ -90,4 +90,21 @@ describe('jobMemoryEstimate', () => {
       2000 * 1000 * 8 + 2000 * 1000 * 4,
     );
   });
+
+  it("remove_background=false counts no model's run nor matting at its side; keep_alpha=auto, which may run the model, counts it", () => {
+    const none = planned({ removeBackground: false });
+    expect(jobMemoryEstimate(jpeg, image, none, RUN)).toBe(estimateJobBytes(2000, 1000, { inferenceSide: 0, runBytesPerPixel: RUN }));
+    expect(jobMemoryEstimate(jpeg, image, plain, RUN) - jobMemoryEstimate(jpeg, image, none, RUN)).toBe(Math.max(48, RUN) * plain.inferenceSize ** 2);
+    expect(jobMemoryEstimate(jpeg, image, planned({ keepAlpha: 'auto' }), RUN)).toBe(jobMemoryEstimate(jpeg, image, plain, RUN));
+  });
+
+  it("format=avif adds the AV1 encoder's planes, per output pixel", () => {
+    const avif = planned({ format: 'avif' });
+    const extra = jobMemoryEstimate(jpeg, image, avif, RUN) - jobMemoryEstimate(jpeg, image, plain, RUN);
+    expect(extra).toBe(32 * 2000 * 1000);
+    const canvas = { ...avif, canvasWidth: 4000, canvasHeight: 4000 };
+    expect(jobMemoryEstimate(jpeg, image, canvas, RUN) - jobMemoryEstimate(jpeg, image, { ...plain, canvasWidth: 4000, canvasHeight: 4000 }, RUN)).toBe(
+      32 * 4000 * 4000,
+    );
+  });
 });

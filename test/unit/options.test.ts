@@ -89,6 +89,9 @@ describe('defaults', () => {
         'despill',
         'despillBand',
         'despillKeyMargin',
+        'dpi',
+        'inference',
+        'keepAlpha',
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
@@ -100,6 +103,9 @@ describe('defaults', () => {
       shadowOpacity: 0.5,
       opaqueInterior: false,
       despill: false,
+      dpi: 0,
+      inference: true,
+      keepAlpha: false,
     });
   });
 
@@ -142,7 +148,7 @@ describe('defaults', () => {
 });
 
 describe('format', () => {
-  it.each(['png', 'jpg', 'webp'])('accepts %s', (format) => {
+  it.each(['png', 'jpg', 'webp', 'avif'])('accepts %s', (format) => {
     expect(native({ format }).format).toBe(format);
   });
 
@@ -151,9 +157,9 @@ describe('format', () => {
     expect(native({ format: 'WebP' }).format).toBe('webp');
   });
 
-  it.each(['jpeg', 'gif', 'tiff', 'avif', 'png8', 'p ng'])('rejects %j', (format) => {
+  it.each(['jpeg', 'gif', 'tiff', 'heic', 'png8', 'p ng'])('rejects %j', (format) => {
     const error = rejects({ format }, 'format');
-    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp', 'zip', 'auto']);
+    expect(error.details?.allowed).toEqual(['png', 'jpg', 'webp', 'avif', 'zip', 'auto']);
   });
 
   it('zip is a JPEG of the colours with its alpha beside it, one native call', () => {
@@ -430,5 +436,87 @@ describe('removeBackground validates before doing any work', () => {
   it('null options are a validation_error', async () => {
     const error = await expectBgoneError(removeBackground(image, null as never), 'validation_error');
     expect(error.details?.field).toBe('options');
+  });
+});
+
+describe('export and cutout: quality, dpi, remove_background, keep_alpha', () => {
+  it("quality: 1..100 for the lossy formats (a zip's color.jpg, auto's JPEG), default 90; it wins over the zip mask's 100", () => {
+    for (const format of ['jpg', 'webp', 'avif', 'zip', 'auto']) expect(native({ format, quality: 42 }).quality, format).toBe(42);
+    expect(native({ format: 'jpg', quality: '7' }).quality).toBe(7);
+    expect(native({ format: 'avif' }).quality).toBe(90);
+    expect(native({ format: 'zip', channels: 'alpha', quality: 80 }).quality).toBe(80);
+    for (const quality of [1, 100]) expect(native({ format: 'webp', quality }).quality).toBe(quality);
+  });
+
+  it.each([0, 101, 50.5, '9x', 'high', true])('quality %j: validation_error naming quality', (quality) => {
+    rejects({ format: 'jpg', quality }, 'quality');
+  });
+
+  it('quality with png (named, or the default format): validation_error naming quality', () => {
+    expect(rejects({ format: 'png', quality: 80 }, 'quality').details).toMatchObject({ format: 'png' });
+    rejects({ quality: 80 }, 'quality');
+  });
+
+  it('dpi: 72..1200 into the native field (0 when left out), with every format', () => {
+    expect(native({}).dpi).toBe(0);
+    for (const format of ['png', 'jpg', 'webp', 'avif', 'zip', 'auto']) expect(native({ format, dpi: 300 }).dpi, format).toBe(300);
+    expect(native({ dpi: '72' }).dpi).toBe(72);
+    expect(native({ dpi: 1200 }).dpi).toBe(1200);
+  });
+
+  it.each([71, 1201, 0, 299.5, '300dpi', '-300', false])('dpi %j: validation_error naming dpi', (dpi) => {
+    rejects({ dpi }, 'dpi');
+  });
+
+  it('remove_background: true by default; false is a job without inference; keep_alpha auto sets keepAlpha where the model may run', () => {
+    expect(native({})).toMatchObject({ inference: true, keepAlpha: false });
+    expect(native({ removeBackground: 'false' })).toMatchObject({ inference: false, keepAlpha: false });
+    expect(native({ removeBackground: true, keepAlpha: 'auto' })).toMatchObject({ inference: true, keepAlpha: true });
+    expect(native({ keepAlpha: 'never' })).toMatchObject({ inference: true, keepAlpha: false });
+    // With remove_background=false the image's own alpha is the matte anyway: keep_alpha=auto asks nothing more.
+    expect(native({ removeBackground: false, keepAlpha: 'auto' })).toMatchObject({ inference: false, keepAlpha: false });
+  });
+
+  it.each([['maybe'], [1], ['no']])('remove_background %j: validation_error naming remove_background', (value) => {
+    rejects({ removeBackground: value }, 'remove_background');
+  });
+
+  it.each([['always'], ['true'], [true]])('keep_alpha %j: validation_error naming keep_alpha', (value) => {
+    rejects({ keepAlpha: value }, 'keep_alpha');
+  });
+
+  it.each([
+    [{ shadow: 'drop' }, 'shadow'],
+    [{ shadow: 'contact', shadowOpacity: '40%' }, 'shadow'],
+    [{ despill: true }, 'despill'],
+    [{ semitransparency: false }, 'semitransparency'],
+    [{ refine: true }, 'refine'],
+    [{ effort: 'best' }, 'effort'],
+  ])("remove_background=false with %j: validation_error naming %s (it works on the model's matte)", (options, field) => {
+    const error = rejects({ removeBackground: false, ...options }, field);
+    expect(error.details).toMatchObject({ fields: [field, 'remove_background'] });
+  });
+
+  it('remove_background=false with what asks nothing of the matte: accepted', () => {
+    expect(native({ removeBackground: false, shadow: 'none', despill: false, semitransparency: true, refine: false, effort: 'standard' })).toMatchObject({
+      inference: false,
+      shadow: 'none',
+      despill: false,
+      opaqueInterior: false,
+    });
+    expect(native({ removeBackground: false, crop: true, bgColor: 'red', outputSize: '500x500', channels: 'alpha' }).inference).toBe(false);
+  });
+
+  it.each([
+    [{ despill: true }, 'despill'],
+    [{ semitransparency: false }, 'semitransparency'],
+  ])("keep_alpha=auto with %j: validation_error naming %s (an image kept as its own matte has no model's matte)", (options, field) => {
+    const error = rejects({ keepAlpha: 'auto', ...options }, field);
+    expect(error.details).toMatchObject({ fields: [field, 'keep_alpha'] });
+  });
+
+  it('keep_alpha=auto with a shadow, refine or effort=best: accepted (the shadow is made from whichever matte; the others apply when the model runs)', () => {
+    expect(native({ keepAlpha: 'auto', shadow: 'drop', refine: false })).toMatchObject({ keepAlpha: true, shadow: 'drop', refine: false });
+    expect(normaliseOptions({ keepAlpha: 'auto', effort: 'best' }).effort).toBe('best');
   });
 });
