@@ -89,6 +89,12 @@ describe('defaults', () => {
         'despill',
         'despillBand',
         'despillKeyMargin',
+        'outline',
+        'outlineWidth',
+        'outlineBlur',
+        'bgBlur',
+        'bgBlurRadius',
+        'bgFit',
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
