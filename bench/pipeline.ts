@@ -147,7 +147,7 @@ const SETTLED_RSS_LIMIT_MB = 500;
 const RETURNED_SHARE = 0.5;
 const returnedShare = (idle: number, peak: number, held: number): number => (peak - held) / Math.max(1, peak - idle);
 
-const STAGES = ['decode', 'preprocess', 'inference', 'inferenceCpu', 'queue', 'resize', 'matting', 'encode', 'total'] as const;
+const STAGES = ['decode', 'preprocess', 'inference', 'inferenceCpu', 'queue', 'resize', 'matting', 'encode', 'effects', 'total'] as const;
 type Stage = (typeof STAGES)[number];
 type Timings = Record<Stage, number>;
 

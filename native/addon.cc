@@ -141,6 +141,19 @@ JobOptions read_options(const Napi::Value& value) {
   j.despill = o.boolean("despill");
   j.despill_band = o.number("despillBand", 0, 1);
   j.despill_key_margin = static_cast<float>(o.number("despillKeyMargin", 0, 1));
+  // The outline and the background's effects (outline.h, bg_blur.h).
+  const std::vector<double> outline = o.nullable_numbers("outline", 4, 0, 255, true);
+  j.outline = !outline.empty();
+  for (size_t i = 0; i < outline.size(); ++i) j.outline_color[i] = static_cast<uint8_t>(outline[i]);
+  j.outline_width = o.number("outlineWidth", 0, 0.1);
+  j.outline_blur = o.number("outlineBlur", 0, 0.025);
+  j.bg_blur = o.choice<BgBlur>("bgBlur", {{"none", BgBlur::None}, {"gaussian", BgBlur::Gaussian}, {"bokeh", BgBlur::Bokeh}});
+  j.bg_blur_radius = o.number("bgBlurRadius", 0, 0.05);
+  if ((j.bg_blur == BgBlur::None) != (j.bg_blur_radius == 0))
+    throw ContractError("options.bgBlurRadius must be above 0 with bgBlur gaussian or bokeh, and 0 with none");
+  j.bg_contain = o.choice<bool>("bgFit", {{"cover", false}, {"contain", true}});
+  if (j.alpha_only && (j.outline || j.bg_blur != BgBlur::None)) throw ContractError("options.outline and bgBlur need channels rgba");
+  if (j.bg_blur != BgBlur::None && j.has_background) throw ContractError("options.bgBlur and background are two backgrounds");
   j.quality = static_cast<int>(o.integer("quality", 1, 100));
   j.png_compression = static_cast<int>(o.integer("pngCompression", 0, 9));
   // Export and cutout.
@@ -348,6 +361,7 @@ class RemoveBackgroundCall : public NativeCall {
     timings.Set("resize", t.resize);
     timings.Set("matting", t.matting);
     timings.Set("encode", t.encode);
+    timings.Set("effects", t.effects);
     timings.Set("total", t.total);
     out.Set("timings", timings);
     deferred_.Resolve(out);

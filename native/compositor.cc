@@ -18,11 +18,14 @@ const uint8_t kNoColour[3] = {0, 0, 0};  // outside the alpha plane
 }  // namespace
 
 Composer::Composer(const JobOptions& o, OutputFormat format, const Plane& alpha, const Buffer<uint8_t>& fg, const Placement& at,
-                   const Pixels* background, const ShadowLayer* shadow, Composed part)
-    : o_(o), alpha_(alpha), fg_(fg), at_(at), bg_image_(background), shadow_(shadow) {
+                   const Pixels* background, const ShadowLayer* shadow, Composed part, const OutlineLayer* outline)
+    : o_(o), alpha_(alpha), fg_(fg), at_(at), bg_image_(background), shadow_(shadow), outline_(outline) {
   if (o.alpha_only || part == Composed::ZipAlpha) {
     bg_image_ = nullptr;
-    if (o.alpha_only) shadow_ = nullptr;  // a mask is the subject's alone
+    if (o.alpha_only) {  // a mask is the subject's alone
+      shadow_ = nullptr;
+      outline_ = nullptr;
+    }
     if (part == Composed::ZipAlpha) {
       mode_ = o.alpha_only ? Mode::Opaque : Mode::ZipAlpha;
     } else {
@@ -90,7 +93,7 @@ void Composer::row(int y, uint8_t* out) const {
     std::memset(out, 255, W);
     return;
   }
-  if (mode_ == Mode::Mask || (mode_ == Mode::ZipAlpha && shadow_ == nullptr)) {
+  if (mode_ == Mode::Mask || (mode_ == Mode::ZipAlpha && shadow_ == nullptr && outline_ == nullptr)) {
     std::memset(out, 0, x0);
     for (int x = x0; x < x1; ++x) out[x] = unit_to_byte(alpha[x - x0]);
     std::memset(out + x1, 0, W - x1);
@@ -102,6 +105,10 @@ void Composer::row(int y, uint8_t* out) const {
     return;
   }
   const uint8_t* fg = inside ? fg_.data() + static_cast<size_t>(ay) * w * 3 : nullptr;
+  if (outline_ != nullptr) {
+    outlined_row(y, alpha, fg, x0, x1, out);
+    return;
+  }
   // The shadow's alpha along the row, where there is one.
   thread_local std::vector<float> shade;
   const float* shadow = nullptr;
@@ -175,6 +182,57 @@ void Composer::shadowed_row(const float* alpha, const uint8_t* fg, int x0, int x
     const float share = a8 == 0 ? (mode_ == Mode::Colours ? 1.f : 0.f) : a / out_a;
     for (int c = 0; c < 3; ++c) px[c] = unit_to_byte(f[c] / 255.f * share);
     if (mode_ == Mode::Transparent) px[3] = a8;
+  }
+}
+
+void Composer::outlined_row(int y, const float* alpha, const uint8_t* fg, int x0, int x1, uint8_t* out) const {
+  const int W = at_.canvas_w;
+  thread_local std::vector<float> edge, shade;
+  edge.resize(W);
+  outline_->row(y, edge.data());
+  const float* shadow = nullptr;
+  if (shadow_ != nullptr) {
+    shade.resize(W);
+    shadow_->row(y, shade.data());
+    shadow = shade.data();
+  }
+  const float* oc = outline_->colour();
+  const bool on_bg = mode_ == Mode::OnBackground;
+  const uint8_t* bg_row = on_bg && bg_image_ != nullptr ? bg_image_->data.data() + static_cast<size_t>(y) * W * bg_image_->bands : nullptr;
+  const int bg_bands = bg_image_ != nullptr ? bg_image_->bands : 0;
+  for (int x = 0; x < W; ++x) {
+    const bool in = x >= x0 && x < x1;
+    const float a = (in ? unit_to_byte(alpha[x - x0]) : 0) / 255.f;
+    const uint8_t* f = in ? fg + static_cast<size_t>(x - x0) * 3 : kNoColour;
+    float bg[3] = {bg_[0], bg_[1], bg_[2]}, bg_a = on_bg ? bg_a_ : 0.f;
+    if (bg_row != nullptr) {
+      const uint8_t* b = bg_row + static_cast<size_t>(x) * bg_bands;
+      for (int c = 0; c < 3; ++c) bg[c] = b[c] / 255.f;
+      bg_a = bg_bands == 4 ? b[3] / 255.f : 1.f;
+    }
+    // "Over", layer by layer: the subject, the outline (its colour), the shadow (black), the
+    // background; each takes its share of what the layers above leave.
+    const float o = edge[x], s = shadow != nullptr ? shadow[x] : 0.f;
+    const float w_outline = (1.f - a) * o, w_shadow = (1.f - a) * (1.f - o) * s;
+    const float under = bg_a * (1.f - a) * (1.f - o) * (1.f - s);
+    float out_a = a + w_outline + w_shadow + under;
+    if (mode_ == Mode::ZipAlpha) {
+      out[x] = unit_to_byte(out_a);
+      continue;
+    }
+    uint8_t* px = out + static_cast<size_t>(x) * bands_;
+    float rgb[3];
+    for (int c = 0; c < 3; ++c) rgb[c] = out_a > 0 ? (f[c] / 255.f * a + oc[c] * w_outline + bg[c] * under) / out_a : 0.f;
+    if (mode_ == Mode::Colours && unit_to_byte(out_a) == 0) {  // nothing shows: zip's colours as they are
+      for (int c = 0; c < 3; ++c) rgb[c] = f[c] / 255.f;
+    }
+    if (on_bg && !keep_alpha_ && out_a < 1.f) {  // JPEG with a translucent background: flatten on white
+      for (int c = 0; c < 3; ++c) rgb[c] = rgb[c] * out_a + (1.f - out_a);
+      out_a = 1.f;
+    }
+    for (int c = 0; c < 3; ++c) px[c] = unit_to_byte(rgb[c]);
+    if (mode_ == Mode::Transparent && unit_to_byte(out_a) == 0) px[0] = px[1] = px[2] = 0;
+    if (keep_alpha_) px[3] = unit_to_byte(out_a);
   }
 }
 

@@ -3,7 +3,7 @@
 // alpha and colours cover a rectangle of the canvas (Placement); the rest of the canvas is
 // transparent, or the background where there is one (a colour, or an image of the canvas' size).
 // A shadow (shadow.h), where there is one, lies between the subject and the background, over the
-// whole canvas.
+// whole canvas; an outline (outline.h), where there is one, between the subject and the shadow.
 // For zip without a background the output is the colours themselves, 3 bands, black outside the
 // rectangle (and under the shadow): the alpha, encoded beside them (Composed::ZipAlpha), makes them
 // the cut-out. For zip with channels=alpha they are the mask as grey, and the alpha beside them is
@@ -13,6 +13,7 @@
 
 #include "buffers.h"
 #include "options.h"
+#include "outline.h"
 #include "pixels.h"
 #include "plane.h"
 #include "shadow.h"
@@ -25,9 +26,11 @@ enum class Composed { Image, ZipAlpha };
 class Composer {
  public:
   // `format` is the one encoded (never Auto); `background`, when not null, is canvas-sized RGB or
-  // RGBA; `shadow`, when not null, is composed under the subject (not into a mask).
+  // RGBA; `shadow` and `outline`, when not null, are composed under the subject (not into a mask),
+  // the outline over the shadow.
   Composer(const JobOptions& o, OutputFormat format, const Plane& alpha, const Buffer<uint8_t>& fg, const Placement& at,
-           const Pixels* background, const ShadowLayer* shadow = nullptr, Composed part = Composed::Image);
+           const Pixels* background, const ShadowLayer* shadow = nullptr, Composed part = Composed::Image,
+           const OutlineLayer* outline = nullptr);
 
   int width() const { return at_.canvas_w; }
   int height() const { return at_.canvas_h; }
@@ -56,6 +59,10 @@ class Composer {
   // the whole row, the colours un-premultiplied.
   void shadowed_row(const float* alpha, const uint8_t* fg, int x0, int x1, const float* shadow, uint8_t* out) const;
 
+  // A row with an outline, in any mode but the masks': the subject over the outline over the
+  // shadow (where there is one) over the background (where there is one).
+  void outlined_row(int y, const float* alpha, const uint8_t* fg, int x0, int x1, uint8_t* out) const;
+
   bool covers_canvas() const;
 
   const JobOptions& o_;
@@ -64,6 +71,7 @@ class Composer {
   const Placement at_;
   const Pixels* bg_image_;
   const ShadowLayer* shadow_;
+  const OutlineLayer* outline_;
   Mode mode_ = Mode::Transparent;
   bool keep_alpha_ = true;
   float bg_[3] = {1, 1, 1}, bg_a_ = 1;

@@ -9,11 +9,13 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "decode_progress.h"
 #include "errors.h"
 #include "jpeg_scan.h"
 #include "model_resample.h"
+#include "parallel.h"
 
 namespace bgone {
 namespace {
@@ -380,14 +382,92 @@ Pixels model_input_from_decoded(const DecodedImage& image, const Region* region,
   return resample_for_model(first, r.w, r.h, in->Bands, width, height, stride);
 }
 
-Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height) {
+namespace {
+
+// bg_fit=contain: `image` (8-bit sRGB, 3 or 4 bands) fitted inside width x height keeping its
+// ratio, centred on a transparent canvas of that size: 4 bands.
+Pixels contained(VipsImage* image, int width, int height) {
+  const double scale = std::min(static_cast<double>(width) / image->Xsize, static_cast<double>(height) / image->Ysize);
+  const int fw = std::clamp(static_cast<int>(std::lround(image->Xsize * scale)), 1, width);
+  const int fh = std::clamp(static_cast<int>(std::lround(image->Ysize * scale)), 1, height);
+  VipsRef exact = resize_exact(image, fw, fh);
+  Pixels fitted;
+  copy_pixels(exact.get() != nullptr ? exact.get() : image, fitted, ErrorCode::InvalidImage);
+  if (fitted.width != fw || fitted.height != fh || (fitted.bands != 3 && fitted.bands != 4))
+    throw PipelineError(ErrorCode::Internal, "background has an unexpected shape");
+  Pixels out;
+  out.width = width;
+  out.height = height;
+  out.bands = 4;
+  out.data.assign(static_cast<size_t>(width) * height * 4, 0);
+  const int x0 = (width - fw) / 2, y0 = (height - fh) / 2;
+  for (int y = 0; y < fh; ++y) {
+    const uint8_t* in = fitted.data.data() + static_cast<size_t>(y) * fw * fitted.bands;
+    uint8_t* px = out.data.data() + (static_cast<size_t>(y0 + y) * width + x0) * 4;
+    for (int x = 0; x < fw; ++x, in += fitted.bands, px += 4) {
+      px[0] = in[0];
+      px[1] = in[1];
+      px[2] = in[2];
+      px[3] = fitted.bands == 4 ? in[3] : 255;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Pixels shrink_box(const DecodedImage& decoded, int x, int y, int w, int h, int factor) {
+  const VipsImage* in = decoded.image.get();
+  // decode_full made it 8-bit sRGB with 3 or 4 bands, in `pixels`; read in place.
+  const int bands = in->Bands;
+  if (bands != 3 && bands != 4) throw PipelineError(ErrorCode::Internal, "decoded image has an unexpected shape");
+  if (x < 0 || y < 0 || w < 1 || h < 1 || x + w > in->Xsize || y + h > in->Ysize || factor < 1)
+    throw PipelineError(ErrorCode::Internal, "the box to shrink is outside the image");
+  const size_t stride = static_cast<size_t>(in->Xsize) * bands;
+  Pixels out;
+  out.width = (w + factor - 1) / factor;
+  out.height = (h + factor - 1) / factor;
+  out.bands = 3;
+  out.data.resize(static_cast<size_t>(out.width) * out.height * 3);
+  parallel_rows(out.height, [&](int first, int end) {
+    std::vector<uint64_t> sums(static_cast<size_t>(out.width) * 3);
+    for (int oy = first; oy < end; ++oy) {
+      std::fill(sums.begin(), sums.end(), 0);
+      const int y0 = y + oy * factor, y1 = std::min(y + h, y0 + factor);
+      for (int yy = y0; yy < y1; ++yy) {
+        const uint8_t* row = decoded.pixels.data() + static_cast<size_t>(yy) * stride + static_cast<size_t>(x) * bands;
+        for (int ox = 0; ox < out.width; ++ox) {
+          uint64_t* sum = sums.data() + static_cast<size_t>(ox) * 3;
+          const int x1 = std::min(w, (ox + 1) * factor);
+          for (int xx = ox * factor; xx < x1; ++xx) {
+            const uint8_t* p = row + static_cast<size_t>(xx) * bands;
+            if (bands == 3) {
+              for (int c = 0; c < 3; ++c) sum[c] += p[c];
+            } else {  // flattened on white
+              for (int c = 0; c < 3; ++c) sum[c] += (p[c] * p[3] + 255 * (255 - p[3]) + 127) / 255;
+            }
+          }
+        }
+      }
+      uint8_t* o = out.data.data() + static_cast<size_t>(oy) * out.width * 3;
+      for (int ox = 0; ox < out.width; ++ox) {
+        const uint64_t count = static_cast<uint64_t>(std::min(w, (ox + 1) * factor) - ox * factor) * (y1 - y0);
+        for (int c = 0; c < 3; ++c) o[ox * 3 + c] = static_cast<uint8_t>((sums[static_cast<size_t>(ox) * 3 + c] + count / 2) / count);
+      }
+    }
+  });
+  return out;
+}
+
+Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height, bool contain) {
   const InputFormat format = sniff_format(data, length);
   const HeaderInfo header = read_header(data, length, format, max_side);
   if (format == InputFormat::Jpeg) check_jpeg_scans(data, length);
-  // Scaled to cover width x height (the larger of the two ratios), cropped about its centre. JPEG
-  // and WebP shrink on load as far as the covering size allows; the loader is the sniffed one, as
-  // strict as for an input.
-  const double cover = std::max(static_cast<double>(width) / header.width, static_cast<double>(height) / header.height);
+  // Scaled to cover width x height (the larger of the two ratios), cropped about its centre; with
+  // `contain`, to fit inside it (the smaller ratio). JPEG and WebP shrink on load as far as that
+  // size allows; the loader is the sniffed one, as strict as for an input.
+  const double wide = static_cast<double>(width) / header.width, high = static_cast<double>(height) / header.height;
+  const double cover = contain ? std::min(wide, high) : std::max(wide, high);
   VipsImage* loaded = nullptr;
   void* buf = const_cast<uint8_t*>(data);
   int rc = -1;
@@ -414,6 +494,7 @@ Pixels decode_background(const uint8_t* data, size_t length, int max_side, int w
   }
   VipsRef srgb = to_srgb8(current.get());
   VipsImage* cur = srgb.get();
+  if (contain) return contained(cur, width, height);
   // The centred part of the canvas' proportions, then exactly the canvas' size.
   const double w = cur->Xsize, h = cur->Ysize;
   const int cw = std::clamp(static_cast<int>(std::lround(std::min(w, h * width / height))), 1, cur->Xsize);

@@ -55,8 +55,10 @@ Pixels decode_for_model(const uint8_t* data, size_t length, InputFormat format, 
 Pixels model_input_from_decoded(const DecodedImage& image, const Region* region, int width, int height);
 
 // A background image (JPEG, PNG or WebP bytes, sniffed and header-checked like an input) scaled to
-// cover width x height, centred and cropped: 8-bit sRGB, 3 bands, or 4 with its alpha.
-Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height);
+// cover width x height, centred and cropped: 8-bit sRGB, 3 bands, or 4 with its alpha. With
+// `contain` (bg_fit=contain) it is scaled to fit inside instead, centred, and the rest of the
+// canvas is transparent: always 4 bands.
+Pixels decode_background(const uint8_t* data, size_t length, int max_side, int width, int height, bool contain = false);
 // True when decode_for_model decodes fewer pixels than the full image (JPEG at least twice the
 // model's side, WebP larger than it).
 bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, int height);
@@ -65,6 +67,12 @@ bool shrinks_on_load(InputFormat format, const HeaderInfo& header, int width, in
 // resizes it to out_w x out_h. Returns RGB, and the input's alpha (or an empty Pixels if opaque).
 // The image's pixels may be taken over (no crop, no resize): it is not to be used afterwards.
 void crop_and_resize(DecodedImage& image, int x, int y, int w, int h, int out_w, int out_h, Pixels& rgb, Pixels& alpha);
+
+// The box (x, y, w, h; inside the image, not empty) of the decoded image shrunk by `factor` (at
+// least 1): each pixel the mean of its factor x factor pixels (fewer in the last row and column),
+// 3 bands, an alpha flattened on white as the model's input is (bg_blur.h). The image's pixels are
+// read in place, never taken over.
+Pixels shrink_box(const DecodedImage& image, int x, int y, int w, int h, int factor);
 
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
 // with free_encoded (it is handed to JavaScript without a copy). options.dpi > 0 is written as the

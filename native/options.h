@@ -11,6 +11,8 @@ namespace bgone {
 enum class OutputFormat { Png, Jpeg, Webp, Auto, Avif };
 enum class CropMode { None, Subject, Aspect };
 enum class ShadowKind { None, Drop, Contact };
+// bg_blur (bg_blur.h): the blurred original behind the subject, and its kernel.
+enum class BgBlur { None, Gaussian, Bokeh };
 // The placement layout (pipeline.cc place()): its canvas is the exact canvas, the region's size, or the subject's box's size.
 enum class PlacementCanvas { None, Canvas, Original, Subject };
 
@@ -87,6 +89,19 @@ struct JobOptions {
   bool despill = false;
   double despill_band = 0;
   float despill_key_margin = 0;
+  // The effects of the outline and the background (outline.h, bg_blur.h; docs/contract.md,
+  // "Effects"). An outline of outline_color (RGBA) under the subject: the subject dilated by
+  // outline_width, its outer edge blurred by outline_blur (a Gaussian's standard deviation; 0: crisp,
+  // antialiased), both shares of the canvas' larger side. bg_blur: the original photo, placed as the
+  // subject is, blurred behind it (Gaussian: bg_blur_radius of the canvas' larger side is the
+  // standard deviation; Bokeh: a flat disc of twice that radius). bg_contain: the background image
+  // fitted inside the canvas (bg_fit=contain), else it covers it.
+  bool outline = false;
+  uint8_t outline_color[4] = {};
+  double outline_width = 0, outline_blur = 0;
+  BgBlur bg_blur = BgBlur::None;
+  double bg_blur_radius = 0;
+  bool bg_contain = false;
   int quality = 0;  // JPEG / WebP / AVIF quality
   int png_compression = 0;
   // Export and cutout (remove_background, keep_alpha, dpi). dpi: the pixel density written into

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 
+#include "bg_blur.h"
 #include "compositor.h"
 #include "decode_progress.h"
 #include "despill.h"
@@ -19,6 +20,7 @@
 #include "interior.h"
 #include "jpeg_scan.h"
 #include "model_resample.h"
+#include "outline.h"
 #include "pixels.h"
 #include "png_writer.h"
 #include "shadow.h"
@@ -348,8 +350,9 @@ Layout layout(const JobOptions& o, const SubjectBox& subject, const Region& regi
 // The side of the grid the guided filter is fitted on (see run_job).
 constexpr double kFitSide = 256;
 
-// The stages of one job, in order: decode_stage, inference_stage, crop_stage, matting_stage,
-// encode_stage. run_job (below) strings them together and times them.
+// The stages of one job, in order: decode_stage, inference_stage, [bg_blur_stage], crop_stage,
+// matting_stage, [despill_stage], [outline_stage], encode_stage (the bracketed ones only when the
+// job asks for them). run_job (below) strings them together and times them.
 
 // What the decode hands on: the model's input (in_w x in_h, RGB) and the full-resolution image.
 struct DecodedInputs {
@@ -707,12 +710,38 @@ Plane own_matte_stage(const Cut& cut, Timings& t) {
   return alpha;
 }
 
+// bg_blur: the original photo on the canvas by the layout's map (the same as the cut-out's: the box
+// resized to the content's size at x, y), blurred, as a canvas-sized background image. Read from
+// the full decode before crop_stage releases it; its time counts as the effects'.
+Pixels bg_blur_stage(const JobOptions& o, const DecodedImage& full, const Layout& l, Timings& t) {
+  const auto step = Clock::now();
+  CanvasMap map;
+  map.canvas_w = l.canvas_w;
+  map.canvas_h = l.canvas_h;
+  map.kx = static_cast<double>(l.box.w) / l.out_w;
+  map.ky = static_cast<double>(l.box.h) / l.out_h;
+  map.ax = l.box.x - l.x * map.kx;
+  map.ay = l.box.y - l.y * map.ky;
+  Pixels blurred = blurred_background(o, full, map);
+  t.effects += ms_since(step);
+  return blurred;
+}
+
+// outline_color: the outline's layer from the finished matte, made before composing; its time counts
+// as the effects'.
+std::unique_ptr<OutlineLayer> outline_stage(const JobOptions& o, const Plane& alpha, const Layout& l, Timings& t) {
+  const auto step = Clock::now();
+  auto outline = std::make_unique<OutlineLayer>(o, alpha, Placement{l.canvas_w, l.canvas_h, l.x, l.y});
+  t.effects += ms_since(step);
+  return outline;
+}
+
 // The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
 // counts as encoding. format=auto is decided here: PNG where any pixel of the output is translucent
 // (a scan of the alpha, composed on the background), else JPEG. With zip, the alpha is encoded
 // too, as a one-band PNG, from the same plane. The shadow, where there is one, is made here.
 void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, const Layout& l, const ForegroundBox& subject,
-                  const Pixels* background, JobResult& result) {
+                  const Pixels* background, const OutlineLayer* outline, JobResult& result) {
   const auto step = Clock::now();
   const Placement at{l.canvas_w, l.canvas_h, l.x, l.y};
   std::unique_ptr<ShadowLayer> shadow;
@@ -724,7 +753,7 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
     const Composer probe(o, OutputFormat::Png, alpha, fg, at, background);
     chosen.format = probe.translucent() ? OutputFormat::Png : OutputFormat::Jpeg;
   }
-  const Composer composer(chosen, chosen.format, alpha, fg, at, background, shadow.get());
+  const Composer composer(chosen, chosen.format, alpha, fg, at, background, shadow.get(), Composed::Image, outline);
   if (chosen.format == OutputFormat::Png && png_writer_available()) {
     result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression, o.dpi,
                                      [&composer](int y, uint8_t* row) { composer.row(y, row); });
@@ -733,8 +762,8 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
   }
   if (o.zip) {
     // The alpha beside the colours: the mask channels=alpha gives for the same options, with the
-    // shadow where there is one; opaque for channels=alpha, whose colours are the mask.
-    const Composer alpha_part(o, OutputFormat::Png, alpha, fg, at, nullptr, shadow.get(), Composed::ZipAlpha);
+    // shadow and the outline where there are; opaque for channels=alpha, whose colours are the mask.
+    const Composer alpha_part(o, OutputFormat::Png, alpha, fg, at, nullptr, shadow.get(), Composed::ZipAlpha, outline);
     try {
       if (png_writer_available()) {
         result.alpha = encode_png_rows(alpha_part.width(), alpha_part.height(), alpha_part.bands(), o.png_compression, o.dpi,
@@ -767,6 +796,8 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   JobResult result;
   Timings& t = result.timings;
   const bool has_bg_image = background != nullptr && !o.alpha_only;
+  const bool blurred_bg = o.bg_blur != BgBlur::None && !o.alpha_only;
+  if (blurred_bg && has_bg_image) throw PipelineError(ErrorCode::Internal, "bg_blur and a background image are two backgrounds");
 
   const auto header_start = Clock::now();
   const InputFormat format = sniff_format(data, length);
@@ -850,12 +881,13 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
 
   const SubjectBox subject = subject_box(stats, region, in_w, in_h);
   const Layout l = layout(o, subject, region, image_w, image_h);
-  Cut cut = crop_stage(l, in.full, t);
   Pixels bg_pixels;
+  if (blurred_bg) bg_pixels = bg_blur_stage(o, *in.full, l, t);
+  Cut cut = crop_stage(l, in.full, t);
   if (has_bg_image) {
     const auto step = Clock::now();
     try {
-      bg_pixels = decode_background(background, background_length, o.max_side, l.canvas_w, l.canvas_h);
+      bg_pixels = decode_background(background, background_length, o.max_side, l.canvas_w, l.canvas_h, o.bg_contain);
     } catch (const PipelineError& e) {
       throw PipelineError(e.code(), e.what(), true);
     }
@@ -866,7 +898,9 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   if (o.despill && !o.alpha_only && !own_matte) despill_stage(o, in.small, mask, alpha, result.foreground, cut, t);
   Buffer<uint8_t> fg;
   if (!o.alpha_only) fg = std::move(cut.rgb.data);
-  encode_stage(o, alpha, fg, l, result.foreground, has_bg_image ? &bg_pixels : nullptr, result);
+  std::unique_ptr<OutlineLayer> outline;
+  if (o.outline && !o.alpha_only && o.outline_width > 0) outline = outline_stage(o, alpha, l, t);
+  encode_stage(o, alpha, fg, l, result.foreground, has_bg_image || blurred_bg ? &bg_pixels : nullptr, outline.get(), result);
   t.total = ms_since(start);
   return result;
 }

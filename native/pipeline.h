@@ -23,6 +23,9 @@ struct Timings {
   double resize = 0;   // crop, canvas and output-size resampling of the colour image
   double matting = 0;  // mask -> alpha at output resolution, foreground colours
   double encode = 0;   // compositing the output's pixels and encoding them (for PNG, row by row together)
+  // The outline's and the blurred background's layers, made before composing (outline.h,
+  // bg_blur.h); their sampling row by row counts as encoding.
+  double effects = 0;
   double total = 0;
 };
 

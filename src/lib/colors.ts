@@ -10,8 +10,8 @@ export const COLOR_FORMS = ['#RGB', '#RRGGBB', '#RRGGBBAA', 'rgb(r, g, b)', 'a C
 
 export type Rgba = [number, number, number, number];
 
-/** Parses a bg_color value (case- and surrounding-whitespace-insensitive) into RGBA bytes. */
-export function parseColor(input: string): Rgba {
+/** Parses a bg_color value (or another colour option's, named by `field`; case- and surrounding-whitespace-insensitive) into RGBA bytes. */
+export function parseColor(input: string, field = 'bg_color'): Rgba {
   const value = input.trim().toLowerCase();
   // Own keys only: the table is a plain object, and "constructor" is not a colour.
   if (Object.hasOwn(namedColors, value)) {
@@ -29,5 +29,5 @@ export function parseColor(input: string): Rgba {
     const channels = rgb.slice(1, 4).map(Number);
     if (channels.every((c) => c <= 255)) return [channels[0]!, channels[1]!, channels[2]!, 255];
   }
-  throw new BgoneError('validation_error', `bg_color must be ${COLOR_FORMS.join(', ')}.`, { field: 'bg_color', allowed: COLOR_FORMS });
+  throw new BgoneError('validation_error', `${field} must be ${COLOR_FORMS.join(', ')}.`, { field, allowed: COLOR_FORMS });
 }

@@ -57,13 +57,36 @@ const AVIF_BYTES_PER_PIXEL = 32;
 const EFFECT_GRID_BYTES = 8 * 1024 * 1024;
 
 /**
- * The working memory of the effects: semitransparency=false marks the background and what stays
- * transparent at the inference side and keeps what it filled (native/interior.h: a byte and two
- * float planes a pixel); a shadow and despill each work on a coarse grid (EFFECT_GRID_BYTES).
+ * The most cells of the outline's and the blurred background's grids (native/outline.cc,
+ * bg_blur.cc: at most 1024 cells along the larger side, one more for a partial cell), or the
+ * canvas's pixels where they are fewer (a cell is at least a pixel).
  */
-export function effectBytes(options: Pick<NativeOptions, 'opaqueInterior' | 'shadow' | 'despill' | 'inferenceSize'>): number {
+const EFFECT_MAX_CELLS = 1025 * 1025;
+/** The outline's grid: the subject as squared distances and the distances, a float each per cell. */
+const OUTLINE_BYTES_PER_CELL = 8;
+/**
+ * The blurred background's grid: the photo shrunk to one to four pixels a cell (RGB, at most 12
+ * bytes a cell), the grid (3 floats) and its blur's second buffer (3 floats for the Gaussian; the
+ * bokeh's running sums, 3 doubles, and its output, 3 floats).
+ */
+const BG_BLUR_BYTES_PER_CELL = 12 + 12 + 24 + 12;
+
+/**
+ * The working memory of the effects, for a result of `canvasPixels`: semitransparency=false marks
+ * the background and what stays transparent at the inference side and keeps what it filled
+ * (native/interior.h: a byte and two float planes a pixel); a shadow and despill each work on a
+ * coarse grid (EFFECT_GRID_BYTES); the outline on its grid; the blurred background on its grid,
+ * then sampled to the canvas as RGB (3 bytes a pixel, composed as a background image).
+ */
+export function effectBytes(
+  options: Pick<NativeOptions, 'opaqueInterior' | 'shadow' | 'despill' | 'inferenceSize' | 'outline' | 'outlineWidth' | 'bgBlur'>,
+  canvasPixels = 0,
+): number {
   const interior = options.opaqueInterior ? 9 * options.inferenceSize ** 2 : 0;
-  return interior + (options.shadow !== 'none' ? EFFECT_GRID_BYTES : 0) + (options.despill ? EFFECT_GRID_BYTES : 0);
+  const cells = Math.min(canvasPixels, EFFECT_MAX_CELLS);
+  const outline = options.outline !== null && options.outlineWidth > 0 ? OUTLINE_BYTES_PER_CELL * cells : 0;
+  const blurred = options.bgBlur !== 'none' ? BG_BLUR_BYTES_PER_CELL * cells + 3 * canvasPixels : 0;
+  return interior + (options.shadow !== 'none' ? EFFECT_GRID_BYTES : 0) + (options.despill ? EFFECT_GRID_BYTES : 0) + outline + blurred;
 }
 
 /**
@@ -73,14 +96,29 @@ export function effectBytes(options: Pick<NativeOptions, 'opaqueInterior' | 'sha
  * background image (its probed size): its decode and the canvas-sized RGBA it becomes. The decode
  * shrinks on load to at most twice the covering size per side (JPEG; WebP scales exactly; libvips
  * streams a PNG through the resize), 4 bands of up to 2 bytes each: an upper bound whatever the
- * format. Extra inference runs add extraInferenceBytes, the effects effectBytes, an AVIF encode
- * its encoder's planes. A job without inference (remove_background=false) counts no model.
+ * format. Extra inference runs add extraInferenceBytes, the effects effectBytes (at the result's
+ * largest size), an AVIF encode its encoder's planes. A job without inference
+ * (remove_background=false) counts no model.
  */
 export function jobMemoryEstimate(
   bytes: Uint8Array,
   size: { width: number; height: number },
   options: CropOptions &
-    Pick<NativeOptions, 'mirrorWeight' | 'secondSide' | 'inferenceSize' | 'opaqueInterior' | 'shadow' | 'despill' | 'format' | 'inference'>,
+    Pick<
+      NativeOptions,
+      | 'mirrorWeight'
+      | 'secondSide'
+      | 'inferenceSize'
+      | 'opaqueInterior'
+      | 'shadow'
+      | 'despill'
+      | 'format'
+      | 'inference'
+      | 'outline'
+      | 'outlineWidth'
+      | 'bgBlur'
+      | 'bgFit'
+    >,
   runBytesPerPixel: number,
   background?: { width: number; height: number },
 ): number {
@@ -96,14 +134,15 @@ export function jobMemoryEstimate(
     inferenceSide: options.inference ? options.inferenceSize : 0,
     runBytesPerPixel,
   });
-  bytesNeeded += extraInferenceBytes(options) + effectBytes(options);
+  const { output } = cropBounds(size, options);
+  const canvasPixels = output.width * output.height;
+  bytesNeeded += extraInferenceBytes(options) + effectBytes(options, canvasPixels);
   if (options.format === 'avif') bytesNeeded += AVIF_BYTES_PER_PIXEL * outputPixels;
   if (background) {
-    const { output } = cropBounds(size, options);
-    const canvasPixels = output.width * output.height;
+    // bg_fit=contain scales it less than cover does, and fits it into a canvas-sized RGBA of its own.
     const cover = Math.max(output.width / background.width, output.height / background.height);
     const decoded = background.width * background.height * Math.min(1, 4 * cover * cover);
-    bytesNeeded += decoded * 4 * 2 + canvasPixels * 4;
+    bytesNeeded += decoded * 4 * 2 + canvasPixels * 4 + (options.bgFit === 'contain' ? canvasPixels * 4 : 0);
   }
   return bytesNeeded;
 }

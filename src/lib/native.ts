@@ -31,6 +31,8 @@ export interface NativeTimings {
   resize: number;
   matting: number;
   encode: number;
+  /** The outline's and the blurred background's layers, made before composing (their sampling row by row counts as encode). */
+  effects: number;
   total: number;
 }
 

@@ -379,6 +379,29 @@ function parseShadowOpacity(value: unknown): number | undefined {
   return v.endsWith('%') ? Number(v.slice(0, -1)) / 100 : Number(v);
 }
 
+/** outline_color: a colour in the forms of bg_color. */
+function parseOutlineColor(value: unknown): Rgba | undefined {
+  if (absent(value)) return undefined;
+  if (typeof value !== 'string') invalid('outline_color', 'outline_color must be a string.', COLOR_FORMS);
+  return parseColor(value, 'outline_color');
+}
+
+/** A fraction below 1 as decimal text: 0, 0.03, .5 (the effects' shares of the result's larger side). */
+export const FRACTION_PATTERN = /^\s*(?:0(?:\.\d+)?|\.\d+)\s*$/;
+
+/** A share of the result's larger side: a number, or its decimal text, from min (excluded when `above`) to max. */
+function parseShare(field: string, min: number, max: number, above = false): (value: unknown) => number | undefined {
+  return (value) => {
+    if (absent(value)) return undefined;
+    const n = typeof value === 'number' ? value : typeof value === 'string' && FRACTION_PATTERN.test(value) ? Number(value) : Number.NaN;
+    if (!(above ? n > min : n >= min) || !(n <= max))
+      invalid(field, `${field} must be a fraction of the result's larger side, ${above ? 'above' : 'from'} ${min} ${above ? 'and at most' : 'to'} ${max}.`, [
+        `${min}..${max}`,
+      ]);
+    return n;
+  };
+}
+
 function parseModel(value: unknown): string | undefined {
   if (absent(value)) return undefined;
   if (typeof value !== 'string') invalid('model', 'model must be a string.');
@@ -612,6 +635,53 @@ export const OPTIONS = {
     schema: { type: 'string', format: 'uri', maxLength: MAX_URL_LENGTH },
     parse: url('bg_image_url'),
   },
+  // The background's effects: the image's fit, the blurred original (native/bg_blur.h).
+  bgFit: {
+    name: 'bg_fit',
+    key: 'bgFit',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 8,
+    values: 'cover, contain; only with bg_image_file or bg_image_url',
+    default: 'cover',
+    description:
+      'How the background image is scaled to the result: covering it (centred, what overflows cut off), or fitted inside it (centred, the rest transparent).',
+    example: 'contain',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['cover', 'contain'], default: 'cover' },
+    choices: ['cover', 'contain'],
+    parse: oneOf('bg_fit', ['cover', 'contain'] as const),
+  },
+  bgBlur: {
+    name: 'bg_blur',
+    key: 'bgBlur',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: "a fraction above 0 and at most 0.05 of the result's larger side; not with bg_color, bg_image_file, bg_image_url or channels=alpha",
+    default: '',
+    description:
+      "The original photo, placed as the subject is (its edge repeated where the result reaches past it), blurred behind the sharp subject: the blur's standard deviation (gaussian) or half its disc's radius (bokeh).",
+    example: '0.01',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: FRACTION_PATTERN.source },
+    parse: parseShare('bg_blur', 0, 0.05, true),
+  },
+  bgBlurMode: {
+    name: 'bg_blur_mode',
+    key: 'bgBlurMode',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: 'gaussian, bokeh (a flat disc); only with bg_blur',
+    default: 'gaussian',
+    description: "The blur's kernel: a Gaussian, or a flat disc of twice bg_blur's radius (the same spread, a lens's look).",
+    example: 'bokeh',
+    code: 'validation_error',
+    schema: { type: 'string', enum: ['gaussian', 'bokeh'], default: 'gaussian' },
+    choices: ['gaussian', 'bokeh'],
+    parse: oneOf('bg_blur_mode', ['gaussian', 'bokeh'] as const),
+  },
   crop: {
     name: 'crop',
     key: 'crop',
@@ -829,6 +899,49 @@ export const OPTIONS = {
     code: 'validation_error',
     schema: { type: 'string', pattern: OPACITY_PATTERN.source, default: '50%' },
     parse: parseShadowOpacity,
+  },
+  // The outline under the subject (native/outline.h).
+  outlineColor: {
+    name: 'outline_color',
+    key: 'outlineColor',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 256,
+    values: 'a colour in the forms of bg_color; not with channels=alpha',
+    default: '',
+    description: 'A sticker outline of this colour under the subject: the subject dilated by outline_width, between it and the background.',
+    example: '#ffffff',
+    code: 'validation_error',
+    schema: { type: 'string', maxLength: 256 },
+    parse: parseOutlineColor,
+  },
+  outlineWidth: {
+    name: 'outline_width',
+    key: 'outlineWidth',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: "a fraction 0..0.1 of the result's larger side; only with outline_color",
+    default: '0.03',
+    description: "The outline's width, from the subject's edge to its own; its corners round.",
+    example: '0.05',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: FRACTION_PATTERN.source, default: '0.03' },
+    parse: parseShare('outline_width', 0, 0.1),
+  },
+  outlineBlur: {
+    name: 'outline_blur',
+    key: 'outlineBlur',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: "a fraction 0..0.025 of the result's larger side; only with outline_color",
+    default: '0',
+    description: "The blur of the outline's outer edge (a Gaussian's standard deviation); 0: a crisp edge, antialiased.",
+    example: '0.005',
+    code: 'validation_error',
+    schema: { type: 'string', pattern: FRACTION_PATTERN.source, default: '0' },
+    parse: parseShare('outline_blur', 0, 0.025),
   },
   semitransparency: {
     name: 'semitransparency',

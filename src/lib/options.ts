@@ -60,6 +60,11 @@ const DEFAULTS = {
   shadowOpacity: 0.5,
   semitransparency: true,
   despill: false,
+  /** The outline's width and blur, shares of the result's larger side; the background blur's kernel and the background image's fit. */
+  outlineWidth: 0.03,
+  outlineBlur: 0,
+  bgBlurMode: 'gaussian',
+  bgFit: 'cover',
 } as const satisfies {
   format: OutputFormat;
   channels: Channels;
@@ -70,6 +75,10 @@ const DEFAULTS = {
   shadowOpacity: number;
   semitransparency: boolean;
   despill: boolean;
+  outlineWidth: number;
+  outlineBlur: number;
+  bgBlurMode: 'gaussian' | 'bokeh';
+  bgFit: 'cover' | 'contain';
 };
 
 /** The JPEG quality of a zip's color.jpg when it holds the mask (channels=alpha): high, for little ringing at the mask's edges. */
@@ -193,6 +202,18 @@ export interface RemoveBackgroundOptions {
   semitransparency?: boolean;
   /** true: a green or blue screen's colour spill taken off the subject's edges (default false). */
   despill?: boolean;
+  /** A sticker outline of this colour under the subject (the forms of bgColor); not with channels alpha. */
+  outlineColor?: string;
+  /** The outline's width, a fraction 0..0.1 of the result's larger side (default 0.03); only with outlineColor. */
+  outlineWidth?: string | number;
+  /** The blur of the outline's outer edge, a fraction 0..0.025 of the result's larger side (default 0); only with outlineColor. */
+  outlineBlur?: string | number;
+  /** The original photo blurred behind the subject: a fraction above 0, at most 0.05, of the result's larger side. */
+  bgBlur?: string | number;
+  /** gaussian (default) or bokeh (a flat disc); only with bgBlur. */
+  bgBlurMode?: string;
+  /** cover (default) or contain: how the background image is scaled to the result; only with bgImageFile or bgImageUrl. */
+  bgFit?: string;
 }
 
 /**
@@ -284,6 +305,18 @@ export interface NativeOptions extends Readonly<typeof TUNING>, PlannedOptions {
   inference: boolean;
   /** keep_alpha=auto: an image whose alpha is below 255 anywhere is its own matte (no inference); always false without inference. */
   keepAlpha: boolean;
+  /**
+   * The effects of the outline and the background (native/outline.h, bg_blur.h): the outline's
+   * colour (null: none), its width and its edge's blur as shares of the result's larger side; the
+   * blurred original behind the subject (none, or its kernel) and its radius (0 with none); the
+   * background image's fit.
+   */
+  outline: Rgba | null;
+  outlineWidth: number;
+  outlineBlur: number;
+  bgBlur: 'none' | 'gaussian' | 'bokeh';
+  bgBlurRadius: number;
+  bgFit: 'cover' | 'contain';
 }
 
 /** The native options a request decides, before the job plan adds what the model decides. */
@@ -419,6 +452,48 @@ function exportAndCutoutOf(parsed: ParsedOptions, format: OutputFormat): Pick<Na
   };
 }
 
+/**
+ * The outline's and the background's effects (native/outline.h, bg_blur.h): each only with what it
+ * modifies (outline_width and outline_blur with outline_color, bg_blur_mode with bg_blur, bg_fit
+ * with a background image), the blurred original a background of its own (not beside another), and
+ * neither in a mask (channels=alpha is the subject's alone): refused, naming the field, never ignored.
+ */
+function effectsOf(
+  parsed: ParsedOptions,
+  alphaOnly: boolean,
+): Pick<NativeOptions, 'outline' | 'outlineWidth' | 'outlineBlur' | 'bgBlur' | 'bgBlurRadius' | 'bgFit'> {
+  for (const key of ['outlineWidth', 'outlineBlur'] as const) {
+    if (parsed[key] !== undefined && parsed.outlineColor === undefined)
+      invalid(OPTIONS[key].name, `${OPTIONS[key].name} shapes an outline: give it with outline_color.`);
+  }
+  if (parsed.outlineColor !== undefined && alphaOnly)
+    invalid('outline_color', "outline_color draws an outline under the subject, and channels=alpha is the subject's mask alone: give one of them.", {
+      fields: ['outline_color', 'channels'],
+    });
+  if (parsed.bgBlurMode !== undefined && parsed.bgBlur === undefined) invalid('bg_blur_mode', 'bg_blur_mode is the kernel of a blur: give it with bg_blur.');
+  if (parsed.bgBlur !== undefined) {
+    if (alphaOnly)
+      invalid('bg_blur', "bg_blur puts the blurred photo behind the subject, and channels=alpha is the subject's mask alone: give one of them.", {
+        fields: ['bg_blur', 'channels'],
+      });
+    const other = (['bgColor', 'bgImageFile', 'bgImageUrl'] as const).find((key) => parsed[key] !== undefined);
+    if (other) {
+      const name = OPTIONS[other].name;
+      invalid('bg_blur', `bg_blur and ${name} were both given: give at most one background.`, { fields: ['bg_blur', name] });
+    }
+  }
+  if (parsed.bgFit !== undefined && parsed.bgImageFile === undefined && parsed.bgImageUrl === undefined)
+    invalid('bg_fit', 'bg_fit scales a background image: give it with bg_image_file or bg_image_url.');
+  return {
+    outline: parsed.outlineColor ?? null,
+    outlineWidth: parsed.outlineWidth ?? DEFAULTS.outlineWidth,
+    outlineBlur: parsed.outlineBlur ?? DEFAULTS.outlineBlur,
+    bgBlur: parsed.bgBlur === undefined ? 'none' : (parsed.bgBlurMode ?? DEFAULTS.bgBlurMode),
+    bgBlurRadius: parsed.bgBlur ?? 0,
+    bgFit: parsed.bgFit ?? DEFAULTS.bgFit,
+  };
+}
+
 function paddingArrays(padding: Padding | undefined): Pick<NativeOptions, 'paddingShare' | 'paddingPx'> {
   if (!padding) return { paddingShare: [DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding, DEFAULTS.padding], paddingPx: [0, 0, 0, 0] };
   return {
@@ -477,6 +552,7 @@ export function normaliseOptions(options: RemoveBackgroundOptions = {}): Normali
     shadowOpacity: parsed.shadowOpacity ?? DEFAULTS.shadowOpacity,
     opaqueInterior: !(parsed.semitransparency ?? DEFAULTS.semitransparency),
     despill: !alphaOnly && (parsed.despill ?? DEFAULTS.despill),
+    ...effectsOf(parsed, alphaOnly),
     ...TUNING,
     // format=zip with channels=alpha: color.jpg holds the mask (its alpha.png is opaque).
     ...(zip && alphaOnly ? { quality: ZIP_MASK_QUALITY } : {}),

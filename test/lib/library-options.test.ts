@@ -104,8 +104,20 @@ describe('the idempotency fingerprint', () => {
       (row) => [row.name, row] as const,
     ),
   )('%s changes it', (_, row) => {
-    // Options that mean something only beside another: padding with a crop, the opacity with a shadow.
-    const extra = row.name === 'padding' ? { crop: 'true' } : row.name === 'shadow_opacity' ? { shadow: 'drop' } : {};
+    // Options that mean something only beside another: padding with a crop, the opacity with a shadow,
+    // a canvas's bounds with a canvas made from the image, the outline's shape with its colour, the
+    // blur's kernel with the blur, the fit with a background image.
+    const besides: Record<string, Record<string, unknown>> = {
+      padding: { crop: 'true' },
+      shadow_opacity: { shadow: 'drop' },
+      max_width: { outputSize: 'original' },
+      max_height: { outputSize: 'original' },
+      outline_width: { outlineColor: 'white' },
+      outline_blur: { outlineColor: 'white' },
+      bg_blur_mode: { bgBlur: '0.01' },
+      bg_fit: { bgImageFile: teddy },
+    };
+    const extra = besides[row.name] ?? {};
     const withOption = requestFingerprint(prepareJob(teddy, { ...extra, [row.key]: row.example }));
     const without = requestFingerprint(prepareJob(teddy, extra));
     expect(withOption).not.toBe(without);

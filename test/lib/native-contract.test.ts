@@ -115,6 +115,45 @@ describe('removeBackground options', () => {
     expect(result).toMatchObject({ width: 284, height: 398, channels: 4, uncertainty: 0 });
   });
 
+  // The outline's and the background's effects (native/outline.h, bg_blur.h).
+  it.each([
+    [{ outline: [255, 0, 0] }, /options\.outline must be an array of 4 numbers/],
+    [{ outline: [255, 0, 0, 256] }, /options\.outline\[3\] must be an integer in \[0, 255\]/],
+    [{ outlineWidth: 0.2 }, /options\.outlineWidth must be a number in \[0, 0\.1\]/],
+    [{ outlineBlur: -0.01 }, /options\.outlineBlur must be a number in \[0, 0\.025\]/],
+    [{ bgBlur: 'box' }, /options\.bgBlur must be one of none, gaussian, bokeh/],
+    [{ bgBlur: 'gaussian', bgBlurRadius: 0 }, /options\.bgBlurRadius must be above 0 with bgBlur gaussian or bokeh, and 0 with none/],
+    [{ bgBlurRadius: 0.01 }, /options\.bgBlurRadius must be above 0 with bgBlur gaussian or bokeh, and 0 with none/],
+    [{ bgBlur: 'bokeh', bgBlurRadius: 0.06 }, /options\.bgBlurRadius must be a number in \[0, 0\.05\]/],
+    [{ bgFit: 'fill' }, /options\.bgFit must be one of cover, contain/],
+    [{ outline: [0, 0, 0, 255], channels: 'alpha' }, /options\.outline and bgBlur need channels rgba/],
+    [{ bgBlur: 'gaussian', bgBlurRadius: 0.01, channels: 'alpha' }, /options\.outline and bgBlur need channels rgba/],
+    [{ bgBlur: 'gaussian', bgBlurRadius: 0.01, background: [0, 0, 0, 255] }, /options\.bgBlur and background are two backgrounds/],
+  ])('%j: TypeError', (fields, message) => {
+    expectContractError(() => native().removeBackground(teddy, { ...options, ...fields } as never, model, null), message);
+  });
+
+  it('bgBlur beside a background image: an internal error, no crash', async () => {
+    const grey = await (await import('sharp'))
+      .default({ create: { width: 8, height: 8, channels: 3, background: '#888' } })
+      .png()
+      .toBuffer();
+    await expect(native().removeBackground(teddy, { ...options, bgBlur: 'gaussian', bgBlurRadius: 0.01 } as never, model, grey)).rejects.toMatchObject({
+      code: 'internal_error',
+    });
+  });
+
+  it('the outline and the blurred background on the edges of their ranges: a result, no crash', async () => {
+    for (const fields of [
+      { outline: [0, 0, 0, 0], outlineWidth: 0.1, outlineBlur: 0.025, bgBlur: 'bokeh', bgBlurRadius: 0.05, shadow: 'drop' },
+      { outline: [255, 255, 255, 255], outlineWidth: 1e-6, outlineBlur: 0, bgBlur: 'gaussian', bgBlurRadius: 1e-6, format: 'jpg', zip: true },
+      { outline: [9, 9, 9, 255], outlineWidth: 0.1, bgBlur: 'gaussian', bgBlurRadius: 0.05, canvasWidth: 3000, canvasHeight: 20, position: [0, 1] },
+    ]) {
+      const result = await native().removeBackground(teddy, { ...options, ...fields } as never, model, null);
+      expect(result.width).toBeGreaterThan(0);
+    }
+  });
+
   it('zip: the colours as a JPEG with the alpha PNG beside them (with channels alpha too); without zip, alpha is null', async () => {
     const zipped = await native().removeBackground(teddy, { ...options, format: 'jpg', zip: true } as never, model, null);
     expect(zipped).toMatchObject({ format: 'jpg', channels: 3, width: 284, height: 398 });

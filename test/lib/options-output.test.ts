@@ -57,7 +57,7 @@ describe('formats and channels', () => {
 
   it('the result carries the per-stage timings of the native core', () => {
     const { timings } = out.png.result;
-    for (const key of ['decode', 'preprocess', 'queue', 'inference', 'inferenceCpu', 'resize', 'matting', 'encode', 'total']) {
+    for (const key of ['decode', 'preprocess', 'queue', 'inference', 'inferenceCpu', 'resize', 'matting', 'encode', 'effects', 'total']) {
       expect(typeof timings[key as keyof typeof timings], key).toBe('number');
       expect(timings[key as keyof typeof timings], key).toBeGreaterThanOrEqual(0);
     }

@@ -77,6 +77,28 @@ describe('jobMemoryEstimate', () => {
     expect(effectBytes(all)).toBe(9 * 1024 * 1024 + 2 * 8 * 1024 * 1024);
   });
 
+  it('the outline and the blurred background add their grids (at most 1025² cells, else a cell a pixel) and the blurred canvas as RGB', () => {
+    const pixels = 2000 * 1000;
+    const cells = 1025 * 1025;
+    const outline = planned({ outlineColor: 'white' });
+    expect(effectBytes(outline, pixels)).toBe(8 * cells);
+    expect(effectBytes(outline, 100 * 100)).toBe(8 * 100 * 100);
+    expect(effectBytes(planned({ outlineColor: 'white', outlineWidth: 0 }), pixels)).toBe(0);
+    const blurred = planned({ bgBlur: 0.01 });
+    expect(effectBytes(blurred, pixels)).toBe(60 * cells + 3 * pixels);
+    expect(effectBytes(blurred)).toBe(0);
+    const both = planned({ bgBlur: 0.01, bgBlurMode: 'bokeh', outlineColor: 'white' });
+    // The canvas of a full-size job on the photo is the photo.
+    expect(jobMemoryEstimate(jpeg, image, both, RUN) - jobMemoryEstimate(jpeg, image, plain, RUN)).toBe(effectBytes(both, pixels));
+    expect(effectBytes(both, pixels)).toBe(68 * cells + 3 * pixels);
+  });
+
+  it('bg_fit=contain adds the fitted background beside the canvas-sized RGBA', () => {
+    const background = { width: 500, height: 500 };
+    const fill = jobMemoryEstimate(jpeg, image, planned({ bgImageFile: JPEG }), RUN, background);
+    expect(jobMemoryEstimate(jpeg, image, planned({ bgImageFile: JPEG, bgFit: 'contain' }), RUN, background) - fill).toBe(2000 * 1000 * 4);
+  });
+
   it('a background image adds its decode (shrunk on load to at most twice the covering size per side) and its canvas-sized RGBA', () => {
     const canvas = { ...plain, canvasWidth: 1000, canvasHeight: 1000 };
     const base = jobMemoryEstimate(jpeg, image, canvas, RUN);

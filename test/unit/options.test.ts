@@ -92,6 +92,12 @@ describe('defaults', () => {
         'dpi',
         'inference',
         'keepAlpha',
+        'outline',
+        'outlineWidth',
+        'outlineBlur',
+        'bgBlur',
+        'bgBlurRadius',
+        'bgFit',
       ].sort(),
     );
     for (const [field, value] of Object.entries(n)) expect(value, field).not.toBeUndefined();
