@@ -183,6 +183,29 @@ describe('POST /v2/edit: imageFile, the layout, the background, the export', () 
     }
   });
 
+  it('outline.color and background.blur: an outline round the subject, the photo blurred behind it', async () => {
+    const plain = await decode(ok(await postEdit({ ...EXACT })).body);
+    const outlined = await decode(ok(await postEdit({ ...EXACT, 'outline.color': 'FF0000', 'outline.width': '0.02' })).body);
+    // Red, opaque pixels where the plain cut-out is transparent: the outline, outside the subject.
+    let red = 0;
+    for (let y = 0; y < 600; y += 2) {
+      for (let x = 0; x < 600; x += 2) {
+        const [r, g, b, a] = pixel(outlined, x, y);
+        if (pixel(plain, x, y)[3] === 0 && a === 255 && r! > 200 && g! < 60 && b! < 60) red++;
+      }
+    }
+    expect(red).toBeGreaterThan(100);
+    const blurred = await decode(ok(await postEdit({ ...EXACT, 'background.blur.mode': 'gaussian', 'background.blur.radius': '0.02' })).body);
+    // Opaque everywhere: the blurred photo is the background.
+    for (const [x, y] of [
+      [0, 0],
+      [599, 0],
+      [0, 599],
+      [300, 5],
+    ] as const)
+      expect(blurred.channels === 3 || pixel(blurred, x, y)[3] === 255).toBe(true);
+  });
+
   it('without imageFile: 400 naming it; a parameter in the query string: 400 naming it; nothing charged', async () => {
     const before = await credits(ts);
     expectV2Error(await postEdit(EXACT, { imageFile: null }), 400, 'imageFile');

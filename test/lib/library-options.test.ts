@@ -106,7 +106,7 @@ describe('the idempotency fingerprint', () => {
   )('%s changes it', (_, row) => {
     // Options that mean something only beside another: padding with a crop, the opacity with a shadow,
     // a canvas's bounds with a canvas made from the image, the outline's shape with its colour, the
-    // blur's kernel with the blur, the fit with a background image.
+    // blur's kernel with the blur, the fit with a background image, a quality with a lossy format.
     const besides: Record<string, Record<string, unknown>> = {
       padding: { crop: 'true' },
       shadow_opacity: { shadow: 'drop' },
@@ -116,6 +116,7 @@ describe('the idempotency fingerprint', () => {
       outline_blur: { outlineColor: 'white' },
       bg_blur_mode: { bgBlur: '0.01' },
       bg_fit: { bgImageFile: teddy },
+      quality: { format: 'jpg' },
     };
     const extra = besides[row.name] ?? {};
     const withOption = requestFingerprint(prepareJob(teddy, { ...extra, [row.key]: row.example }));
