@@ -118,10 +118,10 @@ const REFERENCE_WARMUP = 1;
  * Variants against the plain job, by megapixels, interleaved in the case's child once its memory is
  * measured (bench/helpers/pipeline-case.ts names them).
  */
-const VARIANTS_BY_MP: Record<number, string[]> = { 2: ['background', 'roi', 'best'], 12: ['best'] };
+const VARIANTS_BY_MP: Record<number, string[]> = { 2: ['background', 'roi', 'best', 'product'], 12: ['best'] };
 const VARIANT_ITERATIONS = QUICK ? 3 : 5;
 /** Median of a variant / median of the plain job, timed in the same child, interleaved. */
-const VARIANT_TARGETS: Record<string, number> = { background: 1.1, roi: 1.0, best: 2.2 };
+const VARIANT_TARGETS: Record<string, number> = { background: 1.1, roi: 1.0, best: 2.2, product: 1.2 };
 /** Jobs in flight at each count of the in-flight table (BENCH_INFLIGHT). */
 const INFLIGHT = parseCounts('BENCH_INFLIGHT', process.env.BENCH_INFLIGHT || '1,4,16');
 const THROUGHPUT_MP = 2;

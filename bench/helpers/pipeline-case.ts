@@ -17,7 +17,9 @@
  *   {"cmd":"variants","n":5,"names":[...]} -> {"type":"result", ms: { plain[], <name>[]... }}: the input as PNG
  *     through the addon directly (the options prepareJob gives), plain and each named variant
  *     interleaved: background = the input itself as the background image on an exact 1000 x 1000
- *     canvas; roi = the centre 50 % x 50 %; best = effort=best
+ *     canvas; roi = the centre 50 % x 50 %; best = effort=best; product = a product layout: an exact
+ *     1000 x 1000 canvas with margins and area padding, snapping, the photo blurred behind the
+ *     subject and a white outline
  *   {"cmd":"settle","ms":1000}           -> {"type":"settled", rssMB, rssAfterGcMB, maxRssMB}
  *   {"cmd":"exit"}
  * rssBeforeMB is the RSS when the job is asked for, i.e. between two jobs (the previous one ended a
@@ -148,6 +150,18 @@ async function main(): Promise<void> {
           background: () => prepareJob(input, { format: 'png', model, outputSize: '1000x1000', bgImageFile: input }),
           roi: () => prepareJob(input, { format: 'png', model, roi: '25% 25% 75% 75%' }),
           best: () => prepareJob(input, { format: 'png', model, effort: 'best' }),
+          product: () =>
+            prepareJob(input, {
+              format: 'png',
+              model,
+              outputSize: '1000x1000',
+              margin: '0.05',
+              areaPadding: '0.1',
+              snap: 'both',
+              bgBlur: '0.01',
+              outlineColor: 'white',
+              outlineWidth: '0.02',
+            }),
         };
         const variants: Record<string, PreparedJob> = { plain: prepareJob(input, { format: 'png', model }) };
         for (const name of (cmd.names ?? []) as string[]) {

@@ -241,7 +241,7 @@ export const V2_PARAMS: readonly V2Param[] = [
     values: ['png', 'jpeg', 'jpg', 'webp', 'avif'],
     default: 'png',
     option: 'format',
-    does: '`jpeg`, `jpg` → `jpg` (with `quality=80` where the server has `quality`); `png`, `webp`, `avif` as they are',
+    does: '`jpeg`, `jpg` → `jpg` with `quality=80`; `png`, `webp`, `avif` as they are (WebP and AVIF at quality 90)',
   }),
   param({ name: 'export.dpi', read: 'number', range: [72, 1200], option: 'dpi', does: '`dpi`' }),
   param({
@@ -544,7 +544,7 @@ export function v2Options(form: ParsedForm, method: 'GET' | 'POST'): Record<stri
   // The export: Photoroom's JPEG quality is 80 (WebP and AVIF: 90, bgone's default).
   const format = value('export.format');
   if (format !== 'png') set('format', format === 'jpeg' ? 'jpg' : format, 'export.format');
-  if ((format === 'jpeg' || format === 'jpg') && optionByName('quality')) set('quality', '80', 'export.format');
+  if (format === 'jpeg' || format === 'jpg') set('quality', '80', 'export.format');
   if (given.has('export.dpi')) set('dpi', given.get('export.dpi'), 'export.dpi');
 
   // Each option against the option table: a row that takes the value, or a 400 naming the parameter.
