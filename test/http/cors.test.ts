@@ -120,11 +120,11 @@ describe('preflights', () => {
   });
 
   it('a path no route has under the prefixes (Photoroom’s /v2/) is answered too, so that the page can read its 404', async () => {
-    const pre = await preflight(`${ts.url}/v2/edit`, 'POST');
+    const pre = await preflight(`${ts.url}/v2/templates`, 'POST');
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-origin')).toBe('*');
     expect(pre.headers.get('access-control-allow-methods')).toMatch(/POST/);
-    const missing = await call(`${ts.url}/v2/edit`, { method: 'POST', headers: { 'x-api-key': ts.key } });
+    const missing = await call(`${ts.url}/v2/templates`, { method: 'POST', headers: { 'x-api-key': ts.key } });
     expect(missing.status).toBe(404);
     expectOpen(missing);
   });
