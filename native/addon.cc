@@ -162,6 +162,14 @@ JobOptions read_options(const Napi::Value& value) {
   j.inference = o.boolean("inference");
   j.keep_alpha = o.boolean("keepAlpha");
   if (!j.inference && j.keep_alpha) throw ContractError("options.keepAlpha needs inference");
+  j.metadata = o.choice<MetadataMode>("metadata", {{"none", MetadataMode::None},
+                                                   {"xmp", MetadataMode::Xmp},
+                                                   {"exif_subset", MetadataMode::ExifSubset},
+                                                   {"exif_subset_xmp", MetadataMode::ExifSubsetXmp}});
+  j.keep_icc = o.choice<bool>("colorSpace", {{"srgb", false}, {"original", true}});
+  if (j.keep_icc && (j.format != OutputFormat::Png || j.dpi != 0 || j.keep_alpha || j.metadata == MetadataMode::ExifSubset ||
+                     j.metadata == MetadataMode::ExifSubsetXmp))
+    throw ContractError("options.colorSpace original needs format png, no dpi, no keepAlpha and no EXIF metadata");
   if (!j.inference && (j.opaque_interior || j.despill || j.mirror_weight > 0 || j.second_side > 0))
     throw ContractError("options.inference false takes no opaqueInterior, despill, mirrorWeight or secondSide");
   o.finish();

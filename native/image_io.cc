@@ -278,6 +278,23 @@ HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, i
   return info;
 }
 
+InputMetadata read_metadata(const uint8_t* data, size_t length, InputFormat format) {
+  VipsRef image = open_image(data, length, format);
+  InputMetadata meta;
+  auto blob = [&](const char* name, std::vector<uint8_t>& out) {
+    const void* bytes = nullptr;
+    size_t size = 0;
+    if (vips_image_get_typeof(image.get(), name) != 0 && vips_image_get_blob(image.get(), name, &bytes, &size) == 0 && bytes != nullptr) {
+      out.assign(static_cast<const uint8_t*>(bytes), static_cast<const uint8_t*>(bytes) + size);
+    }
+    vips_error_clear();
+  };
+  blob(VIPS_META_XMP_NAME, meta.xmp);
+  blob(VIPS_META_EXIF_NAME, meta.exif);
+  blob(VIPS_META_ICC_NAME, meta.icc);
+  return meta;
+}
+
 namespace {
 
 // Flattens alpha on white and stretches to exactly width x height: the model's input. Two ways,
@@ -628,9 +645,52 @@ Encoded with_jfif(Encoded& jpeg, int dpi) {
   return out;
 }
 
+// Inserts APP1 segments (the EXIF block, then the XMP packet) after the JPEG's SOI and its APP0
+// if there is one. A member too large for one segment is left out. `jpeg` is released.
+Encoded with_app1(Encoded& jpeg, const OutputMetadata& meta) {
+  static const char kExif[] = "Exif\0";                       // with the terminating NUL: "Exif\0\0"
+  static const char kXmp[] = "http://ns.adobe.com/xap/1.0/";  // and its NUL
+  std::vector<uint8_t> segments;
+  auto add = [&](const char* id, size_t id_length, const std::vector<uint8_t>& body) {
+    const size_t length = 2 + id_length + body.size();
+    if (body.empty() || length > 0xFFFF) return;
+    const uint8_t head[4] = {0xFF, 0xE1, static_cast<uint8_t>(length >> 8), static_cast<uint8_t>(length & 0xFF)};
+    segments.insert(segments.end(), head, head + 4);
+    segments.insert(segments.end(), id, id + id_length);
+    segments.insert(segments.end(), body.begin(), body.end());
+  };
+  add(kExif, sizeof(kExif), meta.exif);
+  add(kXmp, sizeof(kXmp), meta.xmp);
+  const uint8_t* in = static_cast<const uint8_t*>(jpeg.data);
+  if (jpeg.length < 4 || in[0] != 0xFF || in[1] != 0xD8) {
+    free_encoded(jpeg.data, jpeg.own);
+    throw PipelineError(ErrorCode::Internal, "the JPEG does not start as jpegsave writes it");
+  }
+  size_t after = 2;
+  if (in[2] == 0xFF && in[3] == 0xE0 && jpeg.length >= 6) after = std::min(jpeg.length, 4 + static_cast<size_t>(in[4] << 8 | in[5]));
+  Encoded out;
+  out.length = jpeg.length + segments.size();
+  out.data = g_try_malloc(out.length);
+  if (out.data == nullptr) {
+    free_encoded(jpeg.data, jpeg.own);
+    throw std::bad_alloc();
+  }
+  uint8_t* p = static_cast<uint8_t*>(out.data);
+  std::memcpy(p, in, after);
+  if (!segments.empty()) std::memcpy(p + after, segments.data(), segments.size());
+  std::memcpy(p + after + segments.size(), in + after, jpeg.length - after);
+  free_encoded(jpeg.data, jpeg.own);
+  return out;
+}
+
+// Sets a blob on the image (libvips copies it).
+void set_blob(VipsImage* image, const char* name, const std::vector<uint8_t>& bytes) {
+  if (!bytes.empty()) vips_image_set_blob_copy(image, name, bytes.data(), bytes.size());
+}
+
 }  // namespace
 
-Encoded encode(const Pixels& pixels, const JobOptions& options) {
+Encoded encode(const Pixels& pixels, const JobOptions& options, const OutputMetadata& meta) {
   VipsImage* image =
       vips_image_new_from_memory(pixels.data.data(), pixels.data.size(), pixels.width, pixels.height, pixels.bands, VIPS_FORMAT_UCHAR);
   if (image == nullptr) fail(ErrorCode::Internal, "cannot wrap the result");
@@ -642,7 +702,29 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
   // writes no JFIF header at all: with_jfif adds one.
   const bool dpi = options.dpi > 0;
   if (dpi) image->Xres = image->Yres = options.dpi / 25.4;
-  const VipsForeignKeep exif_keep = dpi ? VIPS_FOREIGN_KEEP_EXIF : VIPS_FOREIGN_KEEP_NONE;
+  // The metadata kept (metadata.h): for the savers other than JPEG's, set on the image and kept by
+  // their `keep`. An EXIF block of ours goes as libvips holds one, with its "Exif\0\0" prefix;
+  // libvips updates its resolution from the image's, the same as ours.
+  int keep = dpi ? VIPS_FOREIGN_KEEP_EXIF : VIPS_FOREIGN_KEEP_NONE;
+  if (options.format != OutputFormat::Jpeg) {
+    if (!meta.exif.empty()) {
+      std::vector<uint8_t> exif = {'E', 'x', 'i', 'f', 0, 0};
+      exif.insert(exif.end(), meta.exif.begin(), meta.exif.end());
+      set_blob(image, VIPS_META_EXIF_NAME, exif);
+      keep |= VIPS_FOREIGN_KEEP_EXIF;
+    }
+    if (!meta.xmp.empty()) {
+      set_blob(image, VIPS_META_XMP_NAME, meta.xmp);
+      keep |= VIPS_FOREIGN_KEEP_XMP;
+    }
+    if (!meta.icc.empty() && options.format == OutputFormat::Png) {
+      set_blob(image, VIPS_META_ICC_NAME, meta.icc);
+      keep |= VIPS_FOREIGN_KEEP_ICC;
+    }
+  }
+  const VipsForeignKeep exif_keep = static_cast<VipsForeignKeep>(keep);
+  // PNG's pHYs is no EXIF: its own keep is the metadata alone.
+  const VipsForeignKeep png_keep = static_cast<VipsForeignKeep>(keep & ~(dpi && meta.exif.empty() ? VIPS_FOREIGN_KEEP_EXIF : 0));
   Encoded out;
   int rc = -1;
   switch (options.format) {
@@ -650,7 +732,7 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
       // Low zlib effort with the "up" row filter: a photo's rows resemble the row above, so the
       // differences deflate well even at level 1, smaller than level 3 without filters in less time.
       rc = vips_pngsave_buffer(image, &out.data, &out.length, "compression", options.png_compression, "filter", VIPS_FOREIGN_PNG_FILTER_UP,
-                               "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
+                               "keep", png_keep, nullptr);
       break;
     case OutputFormat::Jpeg:
       rc = vips_jpegsave_buffer(image, &out.data, &out.length, "Q", options.quality, "keep", VIPS_FOREIGN_KEEP_NONE, nullptr);
@@ -668,7 +750,10 @@ Encoded encode(const Pixels& pixels, const JobOptions& options) {
       fail(ErrorCode::Internal, "no format decided");
   }
   if (rc != 0) fail(ErrorCode::Internal, "encode failed");
-  if (dpi && options.format == OutputFormat::Jpeg) return with_jfif(out, options.dpi);
+  if (options.format == OutputFormat::Jpeg) {
+    if (dpi) out = with_jfif(out, options.dpi);
+    if (!meta.exif.empty() || !meta.xmp.empty()) out = with_app1(out, meta);
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "buffers.h"
+#include "metadata.h"
 #include "options.h"
 #include "pixels.h"
 
@@ -28,6 +29,13 @@ struct HeaderInfo {
 };
 // Reads only the header; throws image_too_large for a side over max_side, invalid_image if unreadable.
 HeaderInfo read_header(const uint8_t* data, size_t length, InputFormat format, int max_side);
+
+// The metadata blobs of the input, read from its header (no pixels decoded): each empty where the
+// file has none. Untrusted bytes: parse them with metadata.h.
+struct InputMetadata {
+  std::vector<uint8_t> xmp, exif, icc;
+};
+InputMetadata read_metadata(const uint8_t* data, size_t length, InputFormat format);
 
 // Opaque handle on the decoded full-resolution image in memory (auto-rotated, 8-bit sRGB).
 struct DecodedImage;
@@ -77,7 +85,9 @@ Pixels shrink_box(const DecodedImage& image, int x, int y, int w, int h, int fac
 // Encodes interleaved 8-bit pixels (1, 3 or 4 bands). The returned buffer is g_malloc'ed: release it
 // with free_encoded (it is handed to JavaScript without a copy). options.dpi > 0 is written as the
 // file's density: JPEG's JFIF header, PNG's pHYs, WebP's and AVIF's EXIF (the only metadata kept).
-Encoded encode(const Pixels& pixels, const JobOptions& options);
+// `meta`'s members are written too: JPEG as APP1 segments of ours (EXIF, then XMP), the other
+// formats through libvips' savers (its exif-data, xmp-data and icc-profile-data).
+Encoded encode(const Pixels& pixels, const JobOptions& options, const OutputMetadata& meta = OutputMetadata());
 void free_encoded(void* data, bool own);
 
 }  // namespace bgone

@@ -15,6 +15,8 @@ enum class ShadowKind { None, Drop, Contact };
 enum class BgBlur { None, Gaussian, Bokeh };
 // The placement layout (pipeline.cc place()): its canvas is the exact canvas, the region's size, or the subject's box's size.
 enum class PlacementCanvas { None, Canvas, Original, Subject };
+// metadata (metadata.h): what of the input's metadata the output carries.
+enum class MetadataMode { None, Xmp, ExifSubset, ExifSubsetXmp };
 
 struct JobOptions {
   OutputFormat format = OutputFormat::Png;
@@ -112,6 +114,12 @@ struct JobOptions {
   int dpi = 0;
   bool inference = false;
   bool keep_alpha = false;
+  // metadata: none, the input's XMP packet as it is, or its EXIF Copyright and UserComment in a
+  // minimal EXIF block of ours (and, with ExifSubsetXmp, the same two as a minimal XMP packet).
+  // keep_icc (color_space=original): the input's RGB ICC profile written into the output (PNG
+  // iCCP); its pixels are never converted to sRGB by it (image_io.cc to_srgb8 applies no profile).
+  MetadataMode metadata = MetadataMode::None;
+  bool keep_icc = false;
 };
 
 }  // namespace bgone

@@ -19,6 +19,7 @@
 #include "guided_filter.h"
 #include "interior.h"
 #include "jpeg_scan.h"
+#include "metadata.h"
 #include "model_resample.h"
 #include "outline.h"
 #include "pixels.h"
@@ -736,12 +737,49 @@ std::unique_ptr<OutlineLayer> outline_stage(const JobOptions& o, const Plane& al
   return outline;
 }
 
+// The input's metadata the job keeps (options.metadata, options.keep_icc), read from its header
+// before any pixel is decoded.
+struct KeptMetadata {
+  std::vector<uint8_t> xmp;  // the input's packet (metadata=xmp)
+  ExifSubset exif;           // its Copyright and UserComment (the EXIF-subset modes)
+  std::vector<uint8_t> icc;  // its RGB profile (keep_icc)
+};
+
+KeptMetadata kept_metadata(const uint8_t* data, size_t length, InputFormat format, const JobOptions& o) {
+  KeptMetadata kept;
+  if (o.metadata == MetadataMode::None && !o.keep_icc) return kept;
+  InputMetadata in = read_metadata(data, length, format);
+  if (o.metadata == MetadataMode::Xmp) {
+    kept.xmp = std::move(in.xmp);
+    while (!kept.xmp.empty() && kept.xmp.back() == 0) kept.xmp.pop_back();
+  }
+  if (o.metadata == MetadataMode::ExifSubset || o.metadata == MetadataMode::ExifSubsetXmp)
+    kept.exif = parse_exif_subset(in.exif.data(), in.exif.size());
+  if (o.keep_icc && is_rgb_icc(in.icc.data(), in.icc.size())) kept.icc = std::move(in.icc);
+  return kept;
+}
+
+// What the output of `format` carries: the EXIF block holds the density where the format keeps it
+// in EXIF (WebP, AVIF), beside the kept tags; the ICC profile only in a PNG.
+OutputMetadata output_metadata(const KeptMetadata& kept, const JobOptions& o, OutputFormat format) {
+  OutputMetadata meta;
+  meta.xmp = kept.xmp;
+  const bool subset = kept.exif.has_copyright || kept.exif.has_comment;
+  if (subset) {
+    const bool exif_density = format == OutputFormat::Webp || format == OutputFormat::Avif;
+    meta.exif = build_exif(kept.exif, exif_density ? o.dpi : 0);
+    if (o.metadata == MetadataMode::ExifSubsetXmp) meta.xmp = build_xmp(kept.exif);
+  }
+  if (format == OutputFormat::Png) meta.icc = kept.icc;
+  return meta;
+}
+
 // The output's pixels composed and encoded: for PNG row by row inside the writer, so composing
 // counts as encoding. format=auto is decided here: PNG where any pixel of the output is translucent
 // (a scan of the alpha, composed on the background), else JPEG. With zip, the alpha is encoded
 // too, as a one-band PNG, from the same plane. The shadow, where there is one, is made here.
 void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>& fg, const Layout& l, const ForegroundBox& subject,
-                  const Pixels* background, const OutlineLayer* outline, JobResult& result) {
+                  const Pixels* background, const OutlineLayer* outline, const KeptMetadata& kept, JobResult& result) {
   const auto step = Clock::now();
   const Placement at{l.canvas_w, l.canvas_h, l.x, l.y};
   std::unique_ptr<ShadowLayer> shadow;
@@ -754,11 +792,14 @@ void encode_stage(const JobOptions& o, const Plane& alpha, const Buffer<uint8_t>
     chosen.format = probe.translucent() ? OutputFormat::Png : OutputFormat::Jpeg;
   }
   const Composer composer(chosen, chosen.format, alpha, fg, at, background, shadow.get(), Composed::Image, outline);
+  // The metadata go with the image (with zip: color.jpg), never with zip's alpha.png.
+  const OutputMetadata meta = output_metadata(kept, o, chosen.format);
   if (chosen.format == OutputFormat::Png && png_writer_available()) {
-    result.encoded = encode_png_rows(composer.width(), composer.height(), composer.bands(), o.png_compression, o.dpi,
-                                     [&composer](int y, uint8_t* row) { composer.row(y, row); });
+    result.encoded = encode_png_rows(
+        composer.width(), composer.height(), composer.bands(), o.png_compression, o.dpi,
+        [&composer](int y, uint8_t* row) { composer.row(y, row); }, meta);
   } else {
-    result.encoded = encode(composer.whole(), chosen);
+    result.encoded = encode(composer.whole(), chosen, meta);
   }
   if (o.zip) {
     // The alpha beside the colours: the mask channels=alpha gives for the same options, with the
@@ -802,6 +843,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   const auto header_start = Clock::now();
   const InputFormat format = sniff_format(data, length);
   const HeaderInfo header = read_header(data, length, format, o.max_side);
+  const KeptMetadata kept = kept_metadata(data, length, format, o);
   t.decode += ms_since(header_start);
   // The background now, so that bytes that are no image, or whose data do not decode, fail before
   // any work: its header, then its data decoded whole at the smallest scale the loader offers (a
@@ -900,7 +942,7 @@ JobResult run_job(const uint8_t* data, size_t length, const JobOptions& o, Model
   if (!o.alpha_only) fg = std::move(cut.rgb.data);
   std::unique_ptr<OutlineLayer> outline;
   if (o.outline && !o.alpha_only && o.outline_width > 0) outline = outline_stage(o, alpha, l, t);
-  encode_stage(o, alpha, fg, l, result.foreground, has_bg_image || blurred_bg ? &bg_pixels : nullptr, outline.get(), result);
+  encode_stage(o, alpha, fg, l, result.foreground, has_bg_image || blurred_bg ? &bg_pixels : nullptr, outline.get(), kept, result);
   t.total = ms_since(start);
   return result;
 }

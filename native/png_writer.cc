@@ -188,11 +188,30 @@ void close_chunk(const Zlib& z, uint8_t*& p, const char* type, size_t length) {
   put32(p, static_cast<uint32_t>(crc));
 }
 
+// A whole zlib stream (header, deflate, Adler-32) of `in`, at zlib's default level: the iCCP's.
+std::vector<uint8_t> zlib_compress(const Zlib& z, const std::vector<uint8_t>& in) {
+  ZStream s{};
+  constexpr int kZlibWindowBits = 15, kDefaultLevel = 6;
+  if (z.deflate_init2(&s, kDefaultLevel, kZDeflated, kZlibWindowBits, kMemLevel, kZDefaultStrategy, "1", sizeof(ZStream)) != kZOk)
+    throw PipelineError(ErrorCode::Internal, "zlib failed");
+  std::vector<uint8_t> out(z.deflate_bound(&s, static_cast<unsigned long>(in.size())) + 16);
+  s.next_in = in.data();
+  s.avail_in = static_cast<unsigned>(in.size());
+  s.next_out = out.data();
+  s.avail_out = static_cast<unsigned>(out.size());
+  const int rc = z.deflate(&s, kZFinish);
+  const size_t written = s.total_out;
+  z.deflate_end(&s);
+  if (rc != kZStreamEnd) throw PipelineError(ErrorCode::Internal, "zlib failed");
+  out.resize(written);
+  return out;
+}
+
 }  // namespace
 
 bool png_writer_available() { return zlib() != nullptr; }
 
-Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows) {
+Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows, const OutputMetadata& meta) {
   const Zlib* z = zlib();
   if (z == nullptr) throw PipelineError(ErrorCode::Internal, "no zlib in this process");
   const Image px{width, height, bands, rows};
@@ -222,7 +241,18 @@ Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, co
   const size_t idat = 2 + compressed + 4;  // zlib header, the deflate stream, Adler-32
   if (idat > kMaxChunk) throw PipelineError(ErrorCode::Internal, "the PNG's data does not fit in one chunk");
   const size_t phys = dpi > 0 ? 12 + 9 : 0;  // pHYs: x and y pixels per unit, the unit (1: metre)
-  const size_t total = sizeof(kSignature) + (12 + 13) + phys + (12 + idat) + 12;
+  // The metadata's chunks: iCCP (keyword, NUL, method 0, the zlib stream), eXIf (the TIFF block),
+  // iTXt (keyword, NUL, not compressed, method 0, no language, no translated keyword, the text).
+  static const char kIccName[] = "ICC profile";
+  static const char kXmpName[] = "XML:com.adobe.xmp";
+  const std::vector<uint8_t> icc = meta.icc.empty() ? std::vector<uint8_t>() : zlib_compress(*z, meta.icc);
+  const size_t iccp = icc.empty() ? 0 : sizeof(kIccName) + 1 + icc.size();
+  const size_t exif = meta.exif.size();
+  const size_t itxt = meta.xmp.empty() ? 0 : sizeof(kXmpName) + 4 + meta.xmp.size();
+  for (size_t chunk : {iccp, exif, itxt})
+    if (chunk > kMaxChunk) throw PipelineError(ErrorCode::Internal, "the PNG's metadata does not fit in one chunk");
+  const size_t extra = (iccp ? 12 + iccp : 0) + (exif ? 12 + exif : 0) + (itxt ? 12 + itxt : 0);
+  const size_t total = sizeof(kSignature) + (12 + 13) + phys + extra + (12 + idat) + 12;
   Encoded out;
   out.data = alloc_output(total);
   out.length = total;
@@ -238,6 +268,13 @@ Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, co
     std::memcpy(data, rest, 5);
     close_chunk(*z, p, "IHDR", 13);
   }
+  if (iccp > 0) {  // before the IDAT (and any PLTE)
+    uint8_t* data = p + 8;
+    std::memcpy(data, kIccName, sizeof(kIccName));
+    data[sizeof(kIccName)] = 0;  // compression method: deflate
+    std::memcpy(data + sizeof(kIccName) + 1, icc.data(), icc.size());
+    close_chunk(*z, p, "iCCP", iccp);
+  }
   if (dpi > 0) {  // before the IDAT, as the format requires
     uint8_t* data = p + 8;
     const uint32_t per_metre = static_cast<uint32_t>(std::lround(dpi / 0.0254));
@@ -245,6 +282,20 @@ Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, co
     put32(data, per_metre);
     *data = 1;
     close_chunk(*z, p, "pHYs", 9);
+  }
+  if (exif > 0) {
+    std::memcpy(p + 8, meta.exif.data(), exif);
+    close_chunk(*z, p, "eXIf", exif);
+  }
+  if (itxt > 0) {
+    uint8_t* data = p + 8;
+    std::memcpy(data, kXmpName, sizeof(kXmpName));  // with its NUL
+    data += sizeof(kXmpName);
+    const uint8_t flags[3] = {0, 0, 0};  // not compressed, method 0, empty language tag (its NUL)
+    std::memcpy(data, flags, 3);
+    data[3] = 0;  // empty translated keyword's NUL
+    std::memcpy(data + 4, meta.xmp.data(), meta.xmp.size());
+    close_chunk(*z, p, "iTXt", itxt);
   }
   {
     uint8_t* data = p + 8;

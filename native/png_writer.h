@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "metadata.h"
 #include "pixels.h"
 
 namespace bgone {
@@ -30,7 +31,10 @@ using PngRows = std::function<void(int y, uint8_t* row)>;
 bool png_writer_available();
 // Encodes an 8-bit image with 1 (grey), 3 (RGB) or 4 (RGBA) bands at level 0-9 (1: our deflate,
 // the others zlib's). dpi > 0: a pHYs chunk of round(dpi / 0.0254) pixels per metre on both axes
-// (0: none). The result is g_malloc'ed, exactly its size: release it with free_encoded.
-Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows);
+// (0: none). `meta`'s members as chunks before the IDAT: the ICC profile as iCCP ("ICC profile",
+// zlib-compressed), the EXIF block as eXIf, the XMP packet as an uncompressed iTXt of keyword
+// "XML:com.adobe.xmp". The result is g_malloc'ed, exactly its size: release it with free_encoded.
+Encoded encode_png_rows(int width, int height, int bands, int level, int dpi, const PngRows& rows,
+                        const OutputMetadata& meta = OutputMetadata());
 
 }  // namespace bgone

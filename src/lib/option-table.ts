@@ -35,6 +35,12 @@ export const MEDIA_TYPES: Readonly<Record<EncodedFormat, string>> = {
 };
 /** keep_alpha: never, or auto (an image whose alpha is below 255 anywhere is its own matte). */
 export const KEEP_ALPHA = ['never', 'auto'] as const;
+/** metadata: what of the input's metadata the output carries (docs/contract.md, "Export and cutout"). */
+export const METADATA = ['none', 'xmp', 'exif_subset', 'exif_subset_xmp'] as const;
+/** color_space: srgb, or original (the input's ICC profile kept; a pure PNG cutout only). */
+export const COLOR_SPACES = ['srgb', 'original'] as const;
+export type MetadataMode = (typeof METADATA)[number];
+export type ColorSpace = (typeof COLOR_SPACES)[number];
 export type Channels = (typeof CHANNELS)[number];
 export type SizePreset = (typeof SIZES)[number];
 export type Effort = (typeof EFFORTS)[number];
@@ -561,6 +567,39 @@ export const OPTIONS = {
     schema: { type: 'string', enum: [...KEEP_ALPHA], default: 'never' },
     choices: KEEP_ALPHA,
     parse: oneOf('keep_alpha', KEEP_ALPHA),
+  },
+  metadata: {
+    name: 'metadata',
+    key: 'metadata',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values:
+      "none; xmp (the input's XMP packet); exif_subset (its EXIF Copyright and UserComment, nothing else); exif_subset_xmp (the same, also as XMP dc:rights and exif:UserComment)",
+    default: 'none',
+    description:
+      "The input's metadata kept in the output; with none, the output carries none of it (only what dpi writes). An input without it: nothing written.",
+    example: 'xmp',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...METADATA], default: 'none' },
+    choices: METADATA,
+    parse: oneOf('metadata', METADATA),
+  },
+  colorSpace: {
+    name: 'color_space',
+    key: 'colorSpace',
+    part: 'field',
+    carriers: ALL,
+    maxLength: 16,
+    values: "srgb, original (the input's RGB ICC profile kept in a PNG; only for a plain cutout to PNG)",
+    default: 'srgb',
+    description:
+      "With original, the input's ICC profile is written into the PNG (iCCP) and its pixels are left in that colour space; any other operation or format beside it is refused.",
+    example: 'original',
+    code: 'validation_error',
+    schema: { type: 'string', enum: [...COLOR_SPACES], default: 'srgb' },
+    choices: COLOR_SPACES,
+    parse: oneOf('color_space', COLOR_SPACES),
   },
   size: {
     name: 'size',

@@ -10,9 +10,12 @@ import type { Rgba } from './colors.js';
 import { BgoneError } from './errors.js';
 import {
   type Channels,
+  type ColorSpace,
   type Effort,
   MAX_SIDE,
+  type MetadataMode,
   OPTIONS,
+  type OptionKey,
   type OutputFormat,
   type Padding,
   type ParsedOptions,
@@ -190,6 +193,10 @@ export interface RemoveBackgroundOptions {
   removeBackground?: boolean | string;
   /** never (default) or auto: an image with an alpha below 255 anywhere is its own matte, and no model runs. */
   keepAlpha?: string;
+  /** none (default), xmp, exif_subset or exif_subset_xmp: the input's metadata kept in the output. */
+  metadata?: string;
+  /** srgb (default) or original: the input's ICC profile kept (a plain cutout to PNG only). */
+  colorSpace?: string;
   /** Model name from models/manifest.json; default: the manifest's default. */
   model?: string;
   /** Edge-aware matte refinement and foreground colour estimation (default true). */
@@ -305,6 +312,10 @@ export interface NativeOptions extends Readonly<typeof TUNING>, PlannedOptions {
   inference: boolean;
   /** keep_alpha=auto: an image whose alpha is below 255 anywhere is its own matte (no inference); always false without inference. */
   keepAlpha: boolean;
+  /** metadata (native/metadata.h): none, xmp, exif_subset or exif_subset_xmp. */
+  metadata: MetadataMode;
+  /** color_space: srgb, or original (the input's RGB ICC profile written into the PNG). */
+  colorSpace: ColorSpace;
   /**
    * The effects of the outline and the background (native/outline.h, bg_blur.h): the outline's
    * colour (null: none), its width and its edge's blur as shares of the result's larger side; the
@@ -424,7 +435,10 @@ const QUALITY_FORMATS: readonly OutputFormat[] = ['jpg', 'webp', 'avif', 'zip', 
  * despill, semitransparency=false, refine, effort=best) are refused naming them, as despill and
  * semitransparency=false with keep_alpha=auto (an image that is its own matte has none either).
  */
-function exportAndCutoutOf(parsed: ParsedOptions, format: OutputFormat): Pick<NativeOptions, 'dpi' | 'inference' | 'keepAlpha'> & { quality?: number } {
+function exportAndCutoutOf(
+  parsed: ParsedOptions,
+  format: OutputFormat,
+): Pick<NativeOptions, 'dpi' | 'inference' | 'keepAlpha' | 'metadata' | 'colorSpace'> & { quality?: number } {
   if (parsed.quality !== undefined && !QUALITY_FORMATS.includes(format)) {
     invalid('quality', `quality is the quality of the lossy formats (${QUALITY_FORMATS.join(', ')}): format ${format} is lossless.`, { format });
   }
@@ -444,13 +458,65 @@ function exportAndCutoutOf(parsed: ParsedOptions, format: OutputFormat): Pick<Na
       invalid(name, `${name} works on the model's matte, which an image kept by keep_alpha=auto does not have.`, { fields: [name, 'keep_alpha'] });
     }
   }
+  const colorSpace = parsed.colorSpace ?? 'srgb';
+  if (colorSpace === 'original') originalColorSpace(parsed, format);
   return {
     dpi: parsed.dpi ?? 0,
     inference,
     keepAlpha: inference && keepAlpha,
+    metadata: parsed.metadata ?? 'none',
+    colorSpace,
     ...(parsed.quality !== undefined ? { quality: parsed.quality } : {}),
   };
 }
+
+/**
+ * color_space=original is a plain cutout to PNG (Photoroom's rule): the input's profile describes
+ * its own pixels, and only those, unchanged but for the matte, may carry it. Every other operation
+ * beside it is refused, naming the first option that conflicts.
+ */
+function originalColorSpace(parsed: ParsedOptions, format: OutputFormat): void {
+  const conflicts: Array<[OptionKey, boolean]> = [
+    ['format', format !== 'png'],
+    ['channels', parsed.channels === 'alpha'],
+    ['removeBackground', parsed.removeBackground === false],
+    ['keepAlpha', parsed.keepAlpha === 'auto'],
+    ['dpi', parsed.dpi !== undefined],
+    ['metadata', parsed.metadata === 'exif_subset' || parsed.metadata === 'exif_subset_xmp'],
+    ['size', parsed.size !== undefined && parsed.size !== 'full'],
+    ['bgColor', parsed.bgColor !== undefined],
+    ['bgImageFile', parsed.bgImageFile !== undefined],
+    ['bgImageUrl', parsed.bgImageUrl !== undefined],
+    ['bgBlur', parsed.bgBlur !== undefined],
+    ['shadow', parsed.shadow !== undefined && parsed.shadow !== 'none'],
+    ['outlineColor', parsed.outlineColor !== undefined],
+    ['despill', parsed.despill === true],
+    ['crop', parsed.crop !== undefined && parsed.crop.crop !== 'none'],
+    ...GEOMETRY_KEYS.map((key): [OptionKey, boolean] => [key, parsed[key] !== undefined]),
+  ];
+  const found = conflicts.find(([, given]) => given);
+  if (!found) return;
+  const name = OPTIONS[found[0]].name;
+  invalid(name, `color_space=original keeps the input's colour profile on a plain cutout to PNG: ${name} cannot be given with it.`, {
+    fields: [name, 'color_space'],
+  });
+}
+
+/** The geometry's options: any of them changes the image's layout. */
+const GEOMETRY_KEYS = [
+  'padding',
+  'scale',
+  'position',
+  'outputSize',
+  'maxWidth',
+  'maxHeight',
+  'margin',
+  'areaPadding',
+  'fit',
+  'snap',
+  'referenceBox',
+  'roi',
+] as const satisfies readonly OptionKey[];
 
 /**
  * The outline's and the background's effects (native/outline.h, bg_blur.h): each only with what it

@@ -14,6 +14,7 @@ import { exchange, field, head, hexBoundary, multipart, type WireAnswer } from '
 import { PHOTOS } from '../helpers/constants.js';
 import { trackUncaught } from '../helpers/http-assert.js';
 import { alphaOf, bbox, decode, gtMask, pixel } from '../helpers/image.js';
+import { exifBlock, jpegWith, pngChunks, pngIcc, pngXmp, xmpPacket } from '../helpers/metadata.js';
 import { readPhoto } from '../helpers/paths.js';
 import { blob, credits, type HttpResult, keyWithoutCredits, servePhoto, startTestServer, type TestServer, toResult } from '../helpers/server.js';
 
@@ -323,8 +324,25 @@ describe('refusals: 400 in the v2 body naming the parameter, nothing charged', (
       'removeBackground must be boolean (true or false).',
     );
     expectV2Error(await getEdit({ ...EXACT, 'background.color': 'FF00' }), 400, 'background.color');
-    expectV2Error(await postEdit({ ...EXACT, preserveMetadata: 'xmp' }), 400, 'preserveMetadata');
+    expectV2Error(await postEdit({ ...EXACT, preserveMetadata: 'all' }), 400, 'preserveMetadata');
+    expectV2Error(await postEdit({ colorSpace: 'original', 'export.dpi': '300' }), 400, 'export.dpi');
     expect(await credits(ts)).toEqual(before);
+  });
+
+  it("preserveMetadata and colorSpace=original: the input's XMP, EXIF subset and ICC profile read back from the PNG", async () => {
+    const xmp = xmpPacket('v2-input');
+    const p3 = await sharp(teddy).withIccProfile('p3').jpeg().toBuffer();
+    const input = jpegWith(p3, { exif: exifBlock({ copyright: 'Studio', comment: 'hello' }), xmp });
+    const kept = await postEdit({ colorSpace: 'original', preserveMetadata: 'xmp' }, { imageFile: input });
+    expect(kept.status, JSON.stringify(kept.json)).toBe(200);
+    expect(pngXmp(kept.body)).toBe(xmp);
+    expect(pngIcc(kept.body)!.profile.equals((await sharp(p3).metadata()).icc!)).toBe(true);
+    const subset = await postEdit({ preserveMetadata: 'exifSubsetWithXmpCompatibility' }, { imageFile: input });
+    expect(subset.status, JSON.stringify(subset.json)).toBe(200);
+    expect(pngXmp(subset.body)).toContain('<dc:rights><rdf:Alt><rdf:li xml:lang="x-default">Studio</rdf:li>');
+    expect(pngChunks(subset.body).map((c) => c.type)).toContain('eXIf');
+    const never = await postEdit({}, { imageFile: input });
+    expect(pngChunks(never.body).map((c) => c.type)).toEqual(['IHDR', 'IDAT', 'IEND']);
   });
 
   it('402 with {"error": {"detail"}} for an account without credits; 403 for a missing or wrong key', async () => {

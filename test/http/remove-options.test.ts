@@ -17,6 +17,7 @@ import { expectConforms, openApi, trackUncaught } from '../helpers/http-assert.j
 import { jpegCutInScan, pngClaiming } from '../helpers/http-images.js';
 import type { OpenApiDocument } from '../helpers/http-openapi.js';
 import { alphaOf, decode, type Raw } from '../helpers/image.js';
+import { exifBlock, jpegExif, jpegSegments, jpegWith, pngChunks, pngIcc, readTiff, xmpPacket } from '../helpers/metadata.js';
 import { readFixture, readPhoto } from '../helpers/paths.js';
 import { blob, credits, get, type HttpResult, startTestServer, type TestServer, toResult, waitFor } from '../helpers/server.js';
 
@@ -494,6 +495,19 @@ describe('refusals: a clear 4xx with its code, nothing charged, the process up',
 });
 
 describe('export and cutout through the form: format=avif, quality, dpi, remove_background, keep_alpha', () => {
+  it("metadata and color_space: the input's EXIF subset in the JPEG, its ICC profile in the PNG; none by default", async () => {
+    const p3 = await sharp(teddy).withIccProfile('p3').jpeg().toBuffer();
+    const input = jpegWith(p3, { exif: exifBlock({ copyright: 'Studio' }), xmp: xmpPacket('form') });
+    const jpg = ok(await post({ metadata: 'exif_subset', format: 'jpg', remove_background: 'false' }, { image_file: input }));
+    const read = readTiff(jpegExif(jpg.body)!);
+    expect(read.ifd0.map((e) => e.tag)).toEqual([0x0112, 0x8298]);
+    expect(jpegSegments(jpg.body).filter((s) => s.marker === 0xe2)).toEqual([]);
+    const png = ok(await post({ color_space: 'original' }, { image_file: input }));
+    expect(pngIcc(png.body)!.profile.equals((await sharp(p3).metadata()).icc!)).toBe(true);
+    const plain = ok(await post({ remove_background: 'false' }, { image_file: input }));
+    expect(pngChunks(plain.body).map((c) => c.type)).toEqual(['IHDR', 'IDAT', 'IEND']);
+  });
+
   /** Jobs that reached the native core's inference stage so far. */
   const inferenceStages = () => nativeMemoryStats().inferenceStages;
 
@@ -540,6 +554,10 @@ describe('export and cutout through the form: format=avif, quality, dpi, remove_
     [{ remove_background: 'false', effort: 'best' }, 'effort'],
     [{ keep_alpha: 'yes' }, 'keep_alpha'],
     [{ keep_alpha: 'auto', semitransparency: 'false' }, 'semitransparency'],
+    [{ metadata: 'everything' }, 'metadata'],
+    [{ color_space: 'adobe' }, 'color_space'],
+    [{ color_space: 'original', format: 'webp' }, 'format'],
+    [{ color_space: 'original', bg_color: 'red' }, 'bg_color'],
   ])('%j: 400 validation_error naming %s, nothing charged, no model run', async (fields, field) => {
     const stages = inferenceStages();
     const before = await credits(ts);

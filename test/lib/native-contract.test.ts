@@ -91,6 +91,8 @@ describe('removeBackground options', () => {
     ['dpi', 300.5, /options\.dpi must be an integer/],
     ['inference', 'false', /options\.inference must be a boolean/],
     ['keepAlpha', 0, /options\.keepAlpha must be a boolean/],
+    ['metadata', 'all', /options\.metadata must be one of none, xmp, exif_subset, exif_subset_xmp/],
+    ['colorSpace', 'p3', /options\.colorSpace must be one of srgb, original/],
   ])('%s = %j: TypeError', (field, value, message) => {
     expectContractError(() => native().removeBackground(teddy, { ...options, [field]: value } as never, model, null), message);
   });
@@ -101,6 +103,10 @@ describe('removeBackground options', () => {
     [{ zip: true, format: 'webp' }, /options\.zip needs format jpg/],
     [{ secondSide: 16, secondWeight: 0.5 }, /options\.secondSide must be 0 or at least 32/],
     [{ inference: false, keepAlpha: true }, /options\.keepAlpha needs inference/],
+    [{ colorSpace: 'original', format: 'jpg' }, /options\.colorSpace original needs format png/],
+    [{ colorSpace: 'original', dpi: 300 }, /options\.colorSpace original needs format png, no dpi/],
+    [{ colorSpace: 'original', keepAlpha: true }, /options\.colorSpace original needs/],
+    [{ colorSpace: 'original', metadata: 'exif_subset' }, /options\.colorSpace original needs/],
     [{ inference: false, despill: true }, /options\.inference false takes no opaqueInterior, despill/],
     [{ inference: false, opaqueInterior: true }, /options\.inference false takes no opaqueInterior/],
     [{ inference: false, mirrorWeight: 0.5 }, /options\.inference false takes no/],

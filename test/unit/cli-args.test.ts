@@ -177,7 +177,7 @@ describe('usage errors', () => {
     [['keys', 'list', '--email', 'a@b.c'], 'unknown option --email for "keys list" (it takes --db, --database-url, --json, --account)'],
     [
       ['remove', 'a.jpg', '--speed', '9'],
-      'unknown option --speed for "remove" (it takes --out, --format, --channels, --quality, --dpi, --remove-background, --keep-alpha, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --bg-fit, --bg-blur, --bg-blur-mode, --crop, --padding, --scale, --position, --output-size, --max-width, --max-height, --margin, --area-padding, --fit, --snap, --reference-box, --roi, --shadow, --shadow-opacity, --outline-color, --outline-width, --outline-blur, --semitransparency, --despill, --model)',
+      'unknown option --speed for "remove" (it takes --out, --format, --channels, --quality, --dpi, --remove-background, --keep-alpha, --metadata, --color-space, --size, --effort, --bg-color, --bg-image-file, --bg-image-url, --bg-fit, --bg-blur, --bg-blur-mode, --crop, --padding, --scale, --position, --output-size, --max-width, --max-height, --margin, --area-padding, --fit, --snap, --reference-box, --roi, --shadow, --shadow-opacity, --outline-color, --outline-width, --outline-blur, --semitransparency, --despill, --model)',
     ],
   ])('%j: %s', (line, message) => {
     expect(usageError(line)).toBe(message);

@@ -92,6 +92,8 @@ describe('defaults', () => {
         'dpi',
         'inference',
         'keepAlpha',
+        'metadata',
+        'colorSpace',
         'outline',
         'outlineWidth',
         'outlineBlur',
@@ -112,6 +114,8 @@ describe('defaults', () => {
       dpi: 0,
       inference: true,
       keepAlpha: false,
+      metadata: 'none',
+      colorSpace: 'srgb',
     });
   });
 

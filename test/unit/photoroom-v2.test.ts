@@ -257,6 +257,15 @@ describe('the translation, against the option table as it is', () => {
     });
   });
 
+  it("preserveMetadata and colorSpace: bgone's metadata and color_space", () => {
+    expect(get({ preserveMetadata: 'never' }).metadata).toBeUndefined();
+    expect(get({ preserveMetadata: 'xmp' }).metadata).toBe('xmp');
+    expect(get({ preserveMetadata: 'exifSubset' }).metadata).toBe('exif_subset');
+    expect(get({ preserveMetadata: 'exifSubsetWithXmpCompatibility' }).metadata).toBe('exif_subset_xmp');
+    expect(get({ colorSpace: 'sRGB' }).color_space).toBeUndefined();
+    expect(get({ colorSpace: 'original', 'export.format': 'png', preserveMetadata: 'xmp' })).toMatchObject({ color_space: 'original', metadata: 'xmp' });
+  });
+
   it("Photoroom's rules between parameters, each a 400 naming the parameter", () => {
     const cases: Array<[Record<string, string>, string]> = [
       [{ ...EXACT, maxWidth: '200' }, 'maxWidth'],
@@ -265,8 +274,12 @@ describe('the translation, against the option table as it is', () => {
       [{ ...EXACT, 'outline.width': '0.05' }, 'outline.width'],
       [{ ...EXACT, 'background.color': 'red', 'background.imageUrl': 'https://example.com/b.jpg' }, 'background.color'],
       [{ ...EXACT, removeBackground: 'false' }, 'ignorePaddingAndSnapOnCroppedSides'],
-      [{ ...EXACT, preserveMetadata: 'xmp' }, 'preserveMetadata'],
-      [{ ...EXACT, colorSpace: 'original' }, 'colorSpace'],
+      [{ ...EXACT, preserveMetadata: 'all' }, 'preserveMetadata'],
+      [{ ...EXACT, colorSpace: 'original' }, 'outputSize'],
+      [{ colorSpace: 'original', imageUrl: 'https://example.com/a.jpg', 'export.dpi': '300' }, 'export.dpi'],
+      [{ colorSpace: 'original', imageUrl: 'https://example.com/a.jpg', 'export.format': 'webp' }, 'export.format'],
+      [{ colorSpace: 'original', imageUrl: 'https://example.com/a.jpg', preserveMetadata: 'exifSubset' }, 'preserveMetadata'],
+      [{ colorSpace: 'original', imageUrl: 'https://example.com/a.jpg', keepExistingAlphaChannel: 'auto' }, 'keepExistingAlphaChannel'],
     ];
     for (const [fields, name] of cases) expect(thrown(() => get(fields)).details?.field, JSON.stringify(fields)).toBe(name);
   });

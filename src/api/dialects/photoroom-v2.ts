@@ -249,18 +249,16 @@ export const V2_PARAMS: readonly V2Param[] = [
     read: 'enum',
     values: ['never', 'xmp', 'exifSubset', 'exifSubsetWithXmpCompatibility'],
     default: 'never',
-    option: '',
-    refused: 'unsupported value',
-    does: '`never` only (bgone writes no metadata of the input); any other value: 400',
+    option: 'metadata',
+    does: '`metadata`: `never` → `none`, `xmp`, `exifSubset` → `exif_subset` (Copyright and UserComment only), `exifSubsetWithXmpCompatibility` → `exif_subset_xmp`',
   }),
   param({
     name: 'colorSpace',
     read: 'enum',
     values: ['sRGB', 'original'],
     default: 'sRGB',
-    option: '',
-    refused: 'unsupported value',
-    does: '`sRGB` only (bgone always writes sRGB); `original`: 400',
+    option: 'color_space',
+    does: "`color_space`: `original` keeps the input's RGB ICC profile, only on a plain cutout to PNG (anything else beside it: 400 naming it)",
   }),
   // Generative features.
   ...['directionOverride', 'intensityOverride', 'mode', 'softnessOverride', 'spreadOverride', 'subjectPoseOverride'].map((n) => generative(`shadow.${n}`)),
@@ -546,6 +544,33 @@ export function v2Options(form: ParsedForm, method: 'GET' | 'POST'): Record<stri
   if (format !== 'png') set('format', format === 'jpeg' ? 'jpg' : format, 'export.format');
   if (format === 'jpeg' || format === 'jpg') set('quality', '80', 'export.format');
   if (given.has('export.dpi')) set('dpi', given.get('export.dpi'), 'export.dpi');
+  const metadata = value('preserveMetadata');
+  const METADATA: Readonly<Record<string, string>> = { xmp: 'xmp', exifSubset: 'exif_subset', exifSubsetWithXmpCompatibility: 'exif_subset_xmp' };
+  if (metadata !== 'never') set('metadata', METADATA[metadata], 'preserveMetadata');
+  if (value('colorSpace') === 'original') {
+    // Photoroom's rule: a plain cutout to PNG only; the first other parameter given is named.
+    const plain: Readonly<Record<string, (v: string) => boolean>> = {
+      colorSpace: () => true,
+      imageUrl: () => true,
+      removeBackground: (v) => v === 'true',
+      keepExistingAlphaChannel: (v) => v === 'never',
+      'export.format': (v) => v === 'png',
+      preserveMetadata: (v) => v === 'never' || v === 'xmp',
+    };
+    for (const [name, v] of given) {
+      if (!(plain[name]?.(v) ?? false))
+        throw refuse(name, `colorSpace=original keeps the input's colour profile on a plain cutout to PNG: ${name}=${v} cannot be given with it.`);
+    }
+    if (file('background.imageFile'))
+      throw refuse(
+        'background.imageFile',
+        "colorSpace=original keeps the input's colour profile on a plain cutout to PNG: background.imageFile cannot be given with it.",
+      );
+    // A plain cutout: the layout its defaults give (the photo's own size, the subject where it is)
+    // is bgone's plain cutout, which color_space=original takes alone.
+    for (const option of [...out.keys()]) if (!['image_url', 'image_file', 'metadata'].includes(option)) out.delete(option);
+    set('color_space', 'original', 'colorSpace');
+  }
 
   // Each option against the option table: a row that takes the value, or a 400 naming the parameter.
   const named: Record<string, unknown> = {};
@@ -574,6 +599,7 @@ const PHOTOROOM_NAMES: Readonly<Record<string, string>> = {
   bg_image_url: 'background.imageUrl',
   bg_image_file: 'background.imageFile',
   bg_color: 'background.color',
+  color_space: 'colorSpace',
 };
 const BGONE_NAMES = new RegExp(`\\b(?:${Object.keys(PHOTOROOM_NAMES).join('|')})\\b`, 'g');
 
