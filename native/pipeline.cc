@@ -55,6 +55,16 @@ struct MaskStats {
   size_t subject_pixels = 0;
   size_t faint_pixels = 0;               // 0.1 < mask < 0.5: what the model is least sure of (uncertainty, below)
   int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
+
+  // Adds the counts and the box of `part` (another band of rows) to these.
+  void merge(const MaskStats& part) {
+    subject_pixels += part.subject_pixels;
+    faint_pixels += part.faint_pixels;
+    u0 = std::min(u0, part.u0);
+    u1 = std::max(u1, part.u1);
+    v0 = std::min(v0, part.v0);
+    v1 = std::max(v1, part.v1);
+  }
 };
 
 // Finds the subject in the mask (in 0..1: Model::infer's), on the free cores (it is on the critical
@@ -90,12 +100,7 @@ MaskStats analyse_mask(const Plane& mask) {
       b.v1 = std::max(b.v1, y);
     }
     const std::lock_guard<std::mutex> lock(merge);
-    s.subject_pixels += b.subject_pixels;
-    s.faint_pixels += b.faint_pixels;
-    s.u0 = std::min(s.u0, b.u0);
-    s.u1 = std::max(s.u1, b.u1);
-    s.v0 = std::min(s.v0, b.v0);
-    s.v1 = std::max(s.v1, b.v1);
+    s.merge(b);
   });
   return s;
 }
@@ -676,11 +681,7 @@ MaskStats own_matte_stats(const DecodedImage& image, const Region& region) {
       b.v1 = std::max(b.v1, v);
     }
     const std::lock_guard<std::mutex> lock(merge);
-    s.subject_pixels += b.subject_pixels;
-    s.u0 = std::min(s.u0, b.u0);
-    s.u1 = std::max(s.u1, b.u1);
-    s.v0 = std::min(s.v0, b.v0);
-    s.v1 = std::max(s.v1, b.v1);
+    s.merge(b);
   });
   return s;
 }
