@@ -6,9 +6,10 @@
  * everywhere, and not one value on an image with something in it), then runs one whole job on the
  * image's PNG. It writes one line of JSON: { ok: true, ms, runBytesPerPixel } or { ok: false,
  * problem }: runBytesPerPixel is ONNX Runtime's working memory for one run, its input and output
- * included, per pixel of the side's square: the most the process's resident size grew during one
- * of the model's runs (Linux: VmHWM, reset through /proc/self/clear_refs before each run; elsewhere
- * the native core's blocks, which hold the run's large buffers). The process runs nothing else.
+ * included, per pixel of the side's square: the most the memory grew during one of the model's
+ * runs, the larger of the process's resident size's growth (Linux: VmHWM, reset through
+ * /proc/self/clear_refs before each run) and the native core's blocks' (memoryGrowth). The process
+ * runs nothing else.
  */
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -115,22 +116,26 @@ function residentKb(field: 'VmRSS' | 'VmHWM'): number | undefined {
   }
 }
 
-/** A mark to measure the memory a run takes from: the resident size with its peak reset, or the blocks in use. */
-function memoryMark(): { rss: number } | { blocks: number } {
+/** A mark to measure the memory a run takes from: the native core's blocks in use, and the resident size with its peak reset (Linux). */
+function memoryMark(): { blocks: number; rss: number | undefined } {
+  const blocks = native().memoryStats().inUse;
   try {
     writeFileSync('/proc/self/clear_refs', '5');
-    const rss = residentKb('VmRSS');
-    if (rss !== undefined) return { rss };
+    return { blocks, rss: residentKb('VmRSS') };
   } catch {
-    // not Linux
+    return { blocks, rss: undefined }; // not Linux
   }
-  return { blocks: native().memoryStats().inUse };
 }
 
-/** How much the memory grew at its most since the mark. */
-function memoryGrowth(mark: { rss: number } | { blocks: number }): number {
-  if ('rss' in mark) return (residentKb('VmHWM') ?? mark.rss) - mark.rss;
-  return native().memoryStats().peak - mark.blocks;
+/**
+ * How much the memory grew at its most since the mark: the larger of the resident size's growth
+ * (what ONNX Runtime allocates outside the native core's blocks included) and the blocks' (which
+ * hold the run's large buffers, counted whether or not their pages were already resident).
+ */
+function memoryGrowth(mark: { blocks: number; rss: number | undefined }): number {
+  const blocks = native().memoryStats().peak - mark.blocks;
+  const rss = mark.rss === undefined ? 0 : (residentKb('VmHWM') ?? mark.rss) - mark.rss;
+  return Math.max(blocks, rss);
 }
 
 async function prove(request: ProveRequest): Promise<{ ok: true; ms: number; runBytesPerPixel: number } | { ok: false; problem: string }> {
