@@ -56,6 +56,14 @@ struct MaskStats {
   size_t faint_pixels = 0;               // 0.1 < mask < 0.5: what the model is least sure of (uncertainty, below)
   int u0 = 0, v0 = 0, u1 = -1, v1 = -1;  // inclusive bounding box of mask >= 0.5
 
+  // Adds a row's `count` subject pixels, from column `left` to `right`, on row `y`.
+  void add_row(int count, int left, int right, int y) {
+    subject_pixels += count;
+    u0 = std::min(u0, left);
+    u1 = std::max(u1, right);
+    v0 = std::min(v0, y);
+    v1 = std::max(v1, y);
+  }
   // Adds the counts and the box of `part` (another band of rows) to these.
   void merge(const MaskStats& part) {
     subject_pixels += part.subject_pixels;
@@ -90,14 +98,10 @@ MaskStats analyse_mask(const Plane& mask) {
       int count = 0;
       for (int x = 0; x < w; ++x) count += row[x] >= 0.5f ? 1 : 0;
       if (count == 0) continue;
-      b.subject_pixels += count;
       int left = 0, right = w - 1;
       while (row[left] < 0.5f) ++left;
       while (row[right] < 0.5f) --right;
-      b.u0 = std::min(b.u0, left);
-      b.u1 = std::max(b.u1, right);
-      b.v0 = std::min(b.v0, y);
-      b.v1 = std::max(b.v1, y);
+      b.add_row(count, left, right, y);
     }
     const std::lock_guard<std::mutex> lock(merge);
     s.merge(b);
@@ -674,11 +678,7 @@ MaskStats own_matte_stats(const DecodedImage& image, const Region& region) {
         right = u;
       }
       if (count == 0) continue;
-      b.subject_pixels += count;
-      b.u0 = std::min(b.u0, left);
-      b.u1 = std::max(b.u1, right);
-      b.v0 = std::min(b.v0, v);
-      b.v1 = std::max(b.v1, v);
+      b.add_row(count, left, right, v);
     }
     const std::lock_guard<std::mutex> lock(merge);
     s.merge(b);
