@@ -131,11 +131,13 @@ export const JS = `
 
   form.addEventListener('submit', function (event) {
     event.preventDefault();
-    // Every control of the form that holds something: a chosen file, or a value.
+    // Every control of the form that holds something: a chosen file, a value, or a choice other
+    // than the API's default (a default is left out, as a client leaves it out).
     var data = new FormData();
     Array.prototype.forEach.call(form.elements, function (field) {
       if (!field.name) return;
       if (field.type === 'file') { if (field.files[0]) data.append(field.name, field.files[0], field.files[0].name); }
+      else if (field.tagName === 'SELECT' && field.value === field.getAttribute('data-default')) return;
       else if (field.value.trim() !== '') data.append(field.name, field.value.trim());
     });
     if (!data.has('image_file') && !data.has('image_url')) { status.textContent = 'Choose an image first, or give its URL.'; return; }

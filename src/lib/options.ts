@@ -388,7 +388,7 @@ function measureArrays(box: Padding | undefined): { share: NativeOptions['margin
 
 /**
  * The placement layout's native fields: on when a placement row is given or output_size is original
- * or subject. It frames the subject itself, so crop and scale are refused beside it; max_width and
+ * or subject; without output_size its canvas is the image's size (output_size=original). It frames the subject itself, so crop and scale are refused beside it; max_width and
  * max_height bound a canvas it makes, so they need output_size original or subject.
  */
 function placementOf(
@@ -414,7 +414,7 @@ function placementOf(
   const margin = measureArrays(parsed.margin);
   const area = measureArrays(parsed.areaPadding);
   return {
-    placement: !on ? 'none' : derived ? size : 'canvas',
+    placement: !on ? 'none' : derived ? size : Array.isArray(size) ? 'canvas' : 'original',
     maxCanvas: [parsed.maxWidth ?? 0, parsed.maxHeight ?? 0],
     marginShare: margin.share,
     marginPx: margin.px,

@@ -155,8 +155,10 @@ describe('the placement layout puts the subject where the positioning rules say'
     await expectPlaced({ outputSize: 'subject', maxWidth: 100 }, { canvas: small });
   });
 
-  it("output_size=original: the photo's size, the subject fitted in the area", async () => {
+  it("output_size=original: the photo's size, the subject fitted in the area; the canvas of a placement option without output_size", async () => {
     await expectPlaced({ outputSize: 'original', areaPadding: '0.1' }, { canvas: [image.w, image.h], padding: [0.1, 0.1, 0.1, 0.1] });
+    await expectPlaced({ areaPadding: '0.1' }, { canvas: [image.w, image.h], padding: [0.1, 0.1, 0.1, 0.1] });
+    await expectPlaced({ fit: 'contain' }, { canvas: [image.w, image.h] });
   });
 });
 

@@ -36,7 +36,7 @@ function control(row: OptionRow): SafeHtml {
   }
   if (row.choices) {
     const selected = TRY_DEFAULTS[row.name] ?? row.default;
-    return html`<div><label for="${row.name}">${label}</label><select id="${row.name}" name="${row.name}" title="${title}">${row.choices.map(
+    return html`<div><label for="${row.name}">${label}</label><select id="${row.name}" name="${row.name}" data-default="${row.default}" title="${title}">${row.choices.map(
       (choice) => html`<option value="${choice}"${choice === selected ? html` selected` : ''}>${choice}</option>`,
     )}</select></div>`;
   }
