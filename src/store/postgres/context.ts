@@ -17,7 +17,7 @@ export interface PostgresContext {
   now(): number;
   /** One transaction (READ COMMITTED), retried as a whole on a serialization failure or a deadlock. */
   transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T>;
-  /** The account row, locked (FOR UPDATE) until the transaction ends; undefined: no such account. */
+  /** The account row, locked (ACCOUNT_LOCK) until the transaction ends; undefined: no such account. */
   lockAccount(client: Queryable, accountId: number): Promise<AccountRow | undefined>;
   /** The account's current cycle, read in one statement. */
   balance(client: Queryable, row: AccountRow, nowMs: number): Promise<Balance>;

@@ -1,18 +1,18 @@
 /**
  * Credits on PostgreSQL: reservations, charges, grants and balances. Credits stay exact across
- * nodes because a reservation is admitted while its account row is locked (SELECT ... FOR UPDATE)
+ * nodes because a reservation is admitted while its account row is locked (ACCOUNT_LOCK, pool.ts)
  * and the balance it checks is read in one statement (one snapshot) after the lock is held.
  *
  * The metering path's writes go in groups (../groups.ts): the reservations this node is asked
- * for close together are admitted in one transaction (the accounts locked in id order, so groups
- * of several nodes never deadlock; each item decided on its own, in the order it came), and the
- * charges and the releases each in one statement; one durable commit per group.
+ * for close together are admitted in one statement (reserve-group.ts: the accounts locked in id
+ * order, so groups of several nodes never deadlock; each item decided on its own, in the order it
+ * came), and the charges and the releases each in one statement; one durable commit per group.
  *
  * A reservation is owned by the node that made it; a dead node's are released by recover(), never
  * a live node's (node.ts keeps this node's heartbeat).
  */
 import type pg from 'pg';
-import { cycleAt } from '../cycles.js';
+import { type Cycle, cycleAt } from '../cycles.js';
 import { Grouped, type Settled } from '../groups.js';
 import type { PlanTable } from '../plans.js';
 import { ACCOUNT_COLUMNS, type AccountRow, type ReservationRow } from '../rows.js';
@@ -20,7 +20,7 @@ import { checkGrant, checkId, effectivePlanAt, IDEMPOTENCY_TTL_MS } from '../rul
 import type { Balance, CommitResult, CreditStore, ReserveOptions, ReserveResult } from '../store.js';
 import { DB_NOW_MS, type Queryable } from './context.js';
 import { notFound } from './errors.js';
-import { accountRow, inTransaction, inTransactionOpening, retryingStatement } from './pool.js';
+import { accountRow, inTransaction, retryingStatement } from './pool.js';
 
 /** Expired idempotency records are deleted at most this often (lazily, on a reservation). */
 const PURGE_INTERVAL_MS = 10 * 60 * 1000;
@@ -28,41 +28,46 @@ const PURGE_INTERVAL_MS = 10 * 60 * 1000;
 /** Items per group: bounds a statement's arrays and a group's transaction. */
 const MAX_GROUP = 256;
 
+/** Accounts whose sign-up time (their cycles' anchor) is remembered; forgotten all at once past this. */
+const MAX_SIGN_UPS = 100_000;
+
 interface ReserveItem {
   accountId: number;
   options: ReserveOptions;
 }
 
-const idemKey = (accountId: number, key: string) => `${accountId}\u0000${key}`;
-
-/**
- * Per (account, cycle) of $1/$2: the cycle's usage and its reservations ('counts'); per (account,
- * Idempotency-Key) of $3/$4: the key's reservation in flight and its charge within the TTL ('key').
- * One statement: one snapshot.
- */
-const GROUP_COUNTS_SQL = `SELECT 'counts' AS kind, c.account_id, NULL::text AS key,
-    coalesce(u.used, 0) AS used, coalesce(u.granted, 0) AS granted,
-    (SELECT count(*) FROM reservations r WHERE r.account_id = c.account_id AND r.cycle_index = c.cycle_index) AS reserved,
-    NULL::text AS in_flight_hash, NULL::text AS charged_hash
+/** Per (account, cycle) of $1/$2: the cycle's usage and its reservations, in one statement (one snapshot). */
+const GROUP_COUNTS_SQL = `SELECT c.account_id, coalesce(u.used, 0) AS used, coalesce(u.granted, 0) AS granted,
+    (SELECT count(*) FROM reservations r WHERE r.account_id = c.account_id AND r.cycle_index = c.cycle_index) AS reserved
   FROM unnest($1::bigint[], $2::int[]) AS c(account_id, cycle_index)
-  LEFT JOIN cycle_usage u ON u.account_id = c.account_id AND u.cycle_index = c.cycle_index
-  UNION ALL
-  SELECT 'key', k.account_id, k.key, 0, 0, 0,
-    (SELECT image_hash FROM reservations r WHERE r.account_id = k.account_id AND r.idempotency_key = k.key),
-    (SELECT image_hash FROM idempotency_keys i WHERE i.account_id = k.account_id AND i.idempotency_key = k.key AND i.created_at > $5)
-  FROM unnest($3::bigint[], $4::text[]) AS k(account_id, key)`;
+  LEFT JOIN cycle_usage u ON u.account_id = c.account_id AND u.cycle_index = c.cycle_index`;
 
-/** The admitted reservations of a group, with ids drawn first so that each comes back with its place (ord, from 1). */
-const INSERT_RESERVATIONS_SQL = `WITH input AS MATERIALIZED (
-    SELECT t.*, nextval(pg_get_serial_sequence('reservations', 'id')) AS id
-    FROM unnest($1::bigint[], $2::bigint[], $4::text[], $5::text[], $6::text[], $7::int[]) WITH ORDINALITY
-      AS t(account_id, api_key_id, request_id, idempotency_key, image_hash, cycle_index, ord)
-  ), inserted AS (
-    INSERT INTO reservations (id, account_id, api_key_id, owner, request_id, idempotency_key, image_hash, cycle_index, created_at)
-    OVERRIDING SYSTEM VALUE
-    SELECT id, account_id, api_key_id, $3, request_id, idempotency_key, image_hash, cycle_index, $8 FROM input ORDER BY ord
-  )
-  SELECT ord, id FROM input`;
+/** One group of reservations: reserve-group.ts. */
+const RESERVE_GROUP_SQL = 'SELECT ord, outcome, reservation_id, remaining FROM bgone_reserve_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)';
+
+type GroupOutcome = 'not_found' | 'account_disabled' | 'idempotency_in_progress' | 'idempotency_conflict' | 'already_charged' | 'payment_required' | 'reserved';
+
+/** An item's row of bgone_reserve_group as the store answers it. */
+function groupOutcome(
+  r: { outcome: GroupOutcome; reservation_id: number | null; remaining: number | null },
+  accountId: number,
+  cycle: Cycle,
+): Settled<ReserveResult> {
+  switch (r.outcome) {
+    case 'not_found':
+      return { error: notFound(accountId) };
+    case 'account_disabled':
+    case 'idempotency_in_progress':
+    case 'idempotency_conflict':
+      return { value: { ok: false, reason: r.outcome } };
+    case 'payment_required':
+      return { value: { ok: false, reason: 'payment_required', resetsAt: cycle.end } };
+    case 'already_charged':
+      return { value: { ok: true, reservationId: null, alreadyCharged: true, remainingAfterCharge: r.remaining! } };
+    case 'reserved':
+      return { value: { ok: true, reservationId: r.reservation_id!, alreadyCharged: false, remainingAfterCharge: r.remaining! } };
+  }
+}
 
 /**
  * A group of charges ($1: the reservation ids; $2: now): what commitIn does for one, for all of
@@ -111,6 +116,7 @@ const CYCLE_COUNTS_SQL = `SELECT
 
 export class PostgresCredits implements CreditStore {
   #lastIdemPurgeMs = Number.NEGATIVE_INFINITY;
+  readonly #signUps = new Map<number, number>();
   readonly #reserves: Grouped<ReserveItem, ReserveResult>;
   readonly #commits: Grouped<number, CommitResult | null>;
   readonly #releases: Grouped<number, boolean>;
@@ -128,10 +134,10 @@ export class PostgresCredits implements CreditStore {
   }
 
   /**
-   * Holds one credit. Joins this node's next group of reservations (#reserveGroup): one short
-   * transaction in which the accounts are locked (reserves of one account queue there, from any
-   * node), then one statement reads each cycle's usage, its reservations and the Idempotency-Keys'
-   * state, and a reservation is inserted only while used + reserved < allowance.
+   * Holds one credit. Joins this node's next group of reservations (#reserveGroup): one statement
+   * in which the accounts are locked (reserves of one account queue there, from any node), then
+   * each cycle's usage, its reservations and the Idempotency-Keys' state are read, and a
+   * reservation is inserted only while used + reserved < allowance.
    */
   async reserve(accountId: number, options: ReserveOptions): Promise<ReserveResult> {
     checkId('requestId', options.requestId, true);
@@ -155,12 +161,11 @@ export class PostgresCredits implements CreditStore {
   }
 
   /**
-   * One group of reservations in one transaction. The accounts are locked in id order (groups of
-   * several nodes take the same locks in the same order, so they never deadlock), then one
-   * statement, after the locks are held, reads each account's cycle counts and the state of each
-   * Idempotency-Key asked for. Each item is decided in the order it came, against what the items
-   * before it took: its own outcome (an unknown account is its error alone). The admitted
-   * reservations are inserted by one statement.
+   * One group of reservations in one statement (bgone_reserve_group, reserve-group.ts): the
+   * accounts locked in id order, each item decided in the order it came against what the items
+   * before it took, the admitted reservations inserted; one durable commit, and no round trip to
+   * this node while the locks are held. The cycle of each account is computed here from its
+   * sign-up time, read once per account (#learnSignUps); an account without one is no account.
    */
   async #reserveGroup(items: ReserveItem[]): Promise<Settled<ReserveResult>[]> {
     await this.ensureAlive();
@@ -169,89 +174,54 @@ export class PostgresCredits implements CreditStore {
       this.#lastIdemPurgeMs = now;
       await this.pool.query('DELETE FROM idempotency_keys WHERE created_at <= $1', [now - IDEMPOTENCY_TTL_MS]);
     }
-    // Account ids go into the opening statement as literals: only safe integers (another id is no account).
-    const ids = [...new Set(items.map((i) => i.accountId).filter((id) => Number.isSafeInteger(id)))].sort((a, b) => a - b);
-    const lockSql = `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = ANY('{${ids.join(',')}}'::bigint[]) ORDER BY id FOR UPDATE`;
-    return inTransactionOpening<Settled<ReserveResult>[], AccountRow>(this.pool, lockSql, async (c, locked) => {
-      const rows = new Map(locked.map((r) => [r.id, r]));
-      const live = locked.filter((r) => r.disabled_at === null);
-      const cycles = new Map(live.map((r) => [r.id, cycleAt(new Date(r.created_at), new Date(now)).index]));
-      const keyed = items.filter((i) => i.options.idempotencyKey !== undefined && cycles.has(i.accountId));
-      const { rows: counted } =
-        cycles.size === 0
-          ? { rows: [] }
-          : await c.query<
-              CycleCounts & { account_id: number; kind: 'counts' | 'key'; key: string | null; in_flight_hash: string | null; charged_hash: string | null }
-            >({ name: 'bgone_group_counts', text: GROUP_COUNTS_SQL }, [
-              [...cycles.keys()],
-              [...cycles.values()],
-              keyed.map((i) => i.accountId),
-              keyed.map((i) => i.options.idempotencyKey!),
-              now - IDEMPOTENCY_TTL_MS,
-            ]);
-      const balances = new Map<number, Balance>();
-      const keyStates = new Map<string, { inFlight: string | null; charged: string | null }>();
-      for (const r of counted) {
-        if (r.kind === 'counts') balances.set(r.account_id, this.compute(rows.get(r.account_id)!, now, r));
-        else keyStates.set(idemKey(r.account_id, r.key!), { inFlight: r.in_flight_hash, charged: r.charged_hash });
-      }
-      const outcomes: Settled<ReserveResult>[] = [];
-      const admitted: Array<{ at: number; item: ReserveItem; cycleIndex: number; remaining: number }> = [];
-      for (const item of items) {
-        const row = rows.get(item.accountId);
-        if (!row) {
-          outcomes.push({ error: notFound(item.accountId) });
-          continue;
-        }
-        if (row.disabled_at !== null) {
-          outcomes.push({ value: { ok: false, reason: 'account_disabled' } });
-          continue;
-        }
-        const b = balances.get(row.id)!;
-        const { idempotencyKey, imageHash } = item.options;
-        if (idempotencyKey !== undefined) {
-          const state = keyStates.get(idemKey(row.id, idempotencyKey))!;
-          if (state.inFlight !== null) {
-            outcomes.push({ value: { ok: false, reason: state.inFlight === imageHash ? 'idempotency_in_progress' : 'idempotency_conflict' } });
-            continue;
-          }
-          if (state.charged !== null) {
-            outcomes.push(
-              state.charged !== imageHash
-                ? { value: { ok: false, reason: 'idempotency_conflict' } }
-                : { value: { ok: true, reservationId: null, alreadyCharged: true, remainingAfterCharge: b.remaining } },
-            );
-            continue;
-          }
-        }
-        if (b.remaining <= 0) {
-          outcomes.push({ value: { ok: false, reason: 'payment_required', resetsAt: b.cycleEnd } });
-          continue;
-        }
-        // Taken: the next item of this account sees one credit less, and the next with this key sees it in flight.
-        balances.set(row.id, { ...b, reserved: b.reserved + 1, remaining: b.remaining - 1 });
-        if (idempotencyKey !== undefined) keyStates.set(idemKey(row.id, idempotencyKey), { inFlight: imageHash!, charged: null });
-        admitted.push({ at: outcomes.length, item, cycleIndex: b.cycleIndex, remaining: b.remaining - 1 });
-        outcomes.push({ value: { ok: false, reason: 'payment_required', resetsAt: b.cycleEnd } }); // replaced below
-      }
-      if (admitted.length > 0) {
-        const { rows: inserted } = await c.query<{ ord: number; id: number }>({ name: 'bgone_insert_reservations', text: INSERT_RESERVATIONS_SQL }, [
-          admitted.map((a) => a.item.accountId),
-          admitted.map((a) => a.item.options.keyId ?? null),
-          this.nodeId,
-          admitted.map((a) => a.item.options.requestId),
-          admitted.map((a) => a.item.options.idempotencyKey ?? null),
-          admitted.map((a) => (a.item.options.idempotencyKey !== undefined ? a.item.options.imageHash! : null)),
-          admitted.map((a) => a.cycleIndex),
-          now,
-        ]);
-        const idByOrd = new Map(inserted.map((r) => [Number(r.ord), r.id]));
-        admitted.forEach((a, n) => {
-          outcomes[a.at] = { value: { ok: true, reservationId: idByOrd.get(n + 1)!, alreadyCharged: false, remainingAfterCharge: a.remaining } };
-        });
-      }
-      return outcomes;
+    // Only safe integers are account ids: another id is no account.
+    const ids = [...new Set(items.map((i) => i.accountId).filter((id) => Number.isSafeInteger(id)))];
+    await this.#learnSignUps(ids);
+    const outcomes: Settled<ReserveResult>[] = new Array(items.length);
+    const sent: Array<{ at: number; item: ReserveItem; cycle: Cycle }> = [];
+    items.forEach((item, at) => {
+      const createdAt = this.#signUps.get(item.accountId);
+      if (createdAt === undefined) outcomes[at] = { error: notFound(item.accountId) };
+      else sent.push({ at, item, cycle: cycleAt(new Date(createdAt), new Date(now)) });
     });
+    if (sent.length === 0) return outcomes;
+    const plans = Object.values(this.plans);
+    const { rows } = await retryingStatement(() =>
+      this.pool.query<{ ord: number; outcome: GroupOutcome; reservation_id: number | null; remaining: number | null }>(
+        { name: 'bgone_reserve_group', text: RESERVE_GROUP_SQL },
+        [
+          sent.map((s) => s.item.accountId),
+          sent.map((s) => s.cycle.index),
+          sent.map((s) => s.item.options.keyId ?? null),
+          sent.map((s) => s.item.options.requestId),
+          sent.map((s) => s.item.options.idempotencyKey ?? null),
+          sent.map((s) => (s.item.options.idempotencyKey !== undefined ? s.item.options.imageHash! : null)),
+          this.nodeId,
+          now,
+          now - IDEMPOTENCY_TTL_MS,
+          plans.map((p) => p.name),
+          plans.map((p) => p.credits),
+        ],
+      ),
+    );
+    if (rows.length !== sent.length) throw new Error(`a group of ${sent.length} reservations got ${rows.length} outcomes`);
+    for (const r of rows) {
+      const { at, item, cycle } = sent[r.ord - 1]!;
+      outcomes[at] = groupOutcome(r, item.accountId, cycle);
+    }
+    return outcomes;
+  }
+
+  /** Remembers the sign-up times (which never change) of the accounts not seen before, in one statement. */
+  async #learnSignUps(ids: number[]): Promise<void> {
+    const unknown = ids.filter((id) => !this.#signUps.has(id));
+    if (unknown.length === 0) return;
+    const { rows } = await this.pool.query<{ id: number; created_at: number }>(
+      { name: 'bgone_sign_ups', text: 'SELECT id, created_at FROM accounts WHERE id = ANY($1::bigint[])' },
+      [unknown],
+    );
+    if (this.#signUps.size + rows.length > MAX_SIGN_UPS) this.#signUps.clear();
+    for (const r of rows) this.#signUps.set(r.id, r.created_at);
   }
 
   /**
@@ -303,12 +273,9 @@ export class PostgresCredits implements CreditStore {
     const result = new Map<number, number>();
     if (accountRows.length === 0) return result;
     const cycles = accountRows.map((r) => cycleAt(new Date(r.created_at), new Date(nowMs)).index);
-    const { rows } = await this.pool.query<CycleCounts & { account_id: number; kind: 'counts' }>({ name: 'bgone_group_counts', text: GROUP_COUNTS_SQL }, [
+    const { rows } = await this.pool.query<CycleCounts & { account_id: number }>({ name: 'bgone_group_counts', text: GROUP_COUNTS_SQL }, [
       accountRows.map((r) => r.id),
       cycles,
-      [],
-      [],
-      nowMs,
     ]);
     const byId = new Map(accountRows.map((r) => [r.id, r]));
     for (const r of rows) result.set(r.account_id, this.compute(byId.get(r.account_id)!, nowMs, r).remaining);

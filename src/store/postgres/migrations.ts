@@ -11,6 +11,7 @@
 import type { PoolClient } from 'pg';
 import { StoreError } from '../errors.js';
 import { outboxEndedMigration } from '../outbox-ended-migration.js';
+import { RESERVE_GROUP_FUNCTION } from './reserve-group.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: accounts, API keys, credits, sessions, and the nodes that own reservations.
@@ -240,6 +241,9 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE nodes ADD COLUMN secret_digests TEXT[];
   `,
+  // 7: a group of reservations admitted in one statement (credits.ts): the accounts locked, then
+  // each request decided and its reservation inserted, with no round trip while the locks are held.
+  RESERVE_GROUP_FUNCTION,
 ];
 
 /** The schema version this build writes and understands. */

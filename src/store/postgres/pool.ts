@@ -72,30 +72,12 @@ export async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient, d
 
 /** One transaction on its own connection, retried as a whole on a serialization failure or a deadlock. */
 export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  return inTransactionOpening(pool, undefined, (client) => fn(client));
-}
-
-/**
- * inTransaction, whose first statement (`opening`, without parameters: the caller puts only
- * checked integers in it) goes in the same round trip as BEGIN; `fn` gets its rows.
- */
-export async function inTransactionOpening<T, R extends pg.QueryResultRow = pg.QueryResultRow>(
-  pool: pg.Pool,
-  opening: string | undefined,
-  fn: (client: pg.PoolClient, openingRows: R[]) => Promise<T>,
-): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await withClient(pool, async (client, discard) => {
-        let openingRows: R[] = [];
-        if (opening === undefined) await client.query('BEGIN');
+        await client.query('BEGIN');
         try {
-          if (opening !== undefined) {
-            // A failure here may leave the BEGIN open: the ROLLBACK below ends it.
-            const results = (await client.query(`BEGIN; ${opening}`)) as unknown as pg.QueryResult<R>[];
-            openingRows = results[1]!.rows;
-          }
-          const result = await fn(client, openingRows);
+          const result = await fn(client);
           await client.query('COMMIT');
           return result;
         } catch (err) {
@@ -125,8 +107,19 @@ export async function retryingStatement<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The account row; locked (FOR UPDATE) until the transaction ends when `forUpdate`. */
+/**
+ * An account row's lock for a change that depends on it (a reservation, a grant, a plan change):
+ * FOR NO KEY UPDATE, which such changes take in turn, but which leaves the account's key free. A
+ * row inserted with a reference to the account (a charge, a reservation) checks that key (FOR KEY
+ * SHARE) and so never waits for a reservation's lock held elsewhere: were it FOR UPDATE, a charge
+ * holding its usage rows and waiting for an account locked by a reservation that waits for another
+ * account, locked by a charge that waits for those usage rows, would close a deadlock.
+ * reserve-group.ts takes the same lock.
+ */
+export const ACCOUNT_LOCK = 'FOR NO KEY UPDATE';
+
+/** The account row; locked (ACCOUNT_LOCK) until the transaction ends when `forUpdate`. */
 export async function accountRow(q: Queryable, id: number, forUpdate = false): Promise<AccountRow | undefined> {
-  const { rows } = await q.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [id]);
+  const { rows } = await q.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1${forUpdate ? ` ${ACCOUNT_LOCK}` : ''}`, [id]);
   return rows[0];
 }
