@@ -66,6 +66,21 @@ describe('metadata', () => {
     expect(pngChunks(png).map((c) => c.type)).toEqual(['IHDR', 'IDAT', 'IEND']);
   });
 
+  it("xmp and exif_subset from a PNG (libvips' zTXt, eXIf) and a WebP (XMP, EXIF chunks): the input's packet byte for byte, and its two tags", async () => {
+    for (const format of ['png', 'webp'] as const) {
+      const input = await sharp(tagged).keepExif().keepXmp().toFormat(format).toBuffer();
+      const carried = format === 'png' ? pngChunks(input).map((c) => c.type) : webpChunks(input).map((c) => c.type);
+      expect(carried, format).toEqual(expect.arrayContaining(format === 'png' ? ['zTXt', 'eXIf'] : ['XMP ', 'EXIF']));
+      expect(pngXmp((await removeBackground(input, { ...PLAIN, metadata: 'xmp' })).data), format).toBe(XMP);
+      const png = (await removeBackground(input, { ...PLAIN, metadata: 'exif_subset' })).data;
+      const read = readTiff(pngChunks(png).find((c) => c.type === 'eXIf')!.data);
+      expect(tags(read.ifd0), format).toEqual([0x0112, 0x8298, 0x8769]);
+      expect(text(read.ifd0[1]!.value), format).toBe(COPYRIGHT);
+      expect(read.exif[0]!.value.subarray(8).toString('latin1'), format).toBe(COMMENT);
+      expect(pngXmp(png), format).toBeUndefined();
+    }
+  });
+
   it('exif_subset: Copyright and UserComment only, with Orientation 1, in PNG eXIf and JPEG APP1; no XMP', async () => {
     const png = (await removeBackground(tagged, { ...PLAIN, metadata: 'exif_subset' })).data;
     const exif = pngChunks(png).find((c) => c.type === 'eXIf')!.data;
