@@ -389,6 +389,20 @@ describe.each(STORE_KINDS)('%s store', (kind) => {
   });
 
   describe('credits', () => {
+    it("reservations follow the effective plan: a cancelled Pro's credits until cancel_at, Free's from then, a grant on top", async () => {
+      const store = await t.open();
+      const a = await store.accounts.create({ email: 'a@example.com', plan: 'pro' }); // anchor 2024-03-10T08:00Z
+      await store.accounts.cancel(a.id); // Free from 2024-04-10T08:00Z, cycle 1
+      expect(await store.credits.reserve(a.id, { requestId: 'req_pro' })).toMatchObject({ ok: true, remainingAfterCharge: 9_999 });
+      t.clock.set('2024-04-10T08:00:00.000Z');
+      const free = await Promise.all(Array.from({ length: 101 }, (_, i) => store.credits.reserve(a.id, { requestId: `req_free${i}` })));
+      expect(countOutcomes(free)).toEqual({ ok: 100, payment_required: 1 });
+      expect(free.filter((r) => r.ok).map((r) => (r as { remainingAfterCharge: number }).remainingAfterCharge)).toContain(0);
+      await store.credits.grant(a.id, 2);
+      const granted = await Promise.all(Array.from({ length: 3 }, (_, i) => store.credits.reserve(a.id, { requestId: `req_granted${i}` })));
+      expect(countOutcomes(granted)).toEqual({ ok: 2, payment_required: 1 });
+    });
+
     it('reserve holds a credit, commit charges exactly one, release gives it back', async () => {
       const store = await t.open();
       const a = await store.accounts.create({ email: 'a@example.com' });
