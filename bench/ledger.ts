@@ -15,9 +15,9 @@
  * flight are on distinct accounts, the same ones on every node at once), and at random (each
  * request draws its account: independent clients, whose requests in flight share accounts within a
  * node and across nodes). Every run is bounded by a request count; nodes start together once all
- * have opened their store. Everything runs on this
- * machine, the database included: the figures are what 2 shared cores give, a lower bound for a
- * database on a machine of its own. BENCH_QUICK=1: fewer requests, for a smoke run.
+ * have opened their store. Everything runs on this machine, the database included: the figures are
+ * what 2 shared cores give, a lower bound for a database on a machine of its own. BENCH_QUICK=1:
+ * fewer requests, for a smoke run.
  *
  * Prints a table and writes bench/results/ledger.json.
  */

@@ -388,8 +388,9 @@ function measureArrays(box: Padding | undefined): { share: NativeOptions['margin
 
 /**
  * The placement layout's native fields: on when a placement row is given or output_size is original
- * or subject; without output_size its canvas is the image's size (output_size=original). It frames the subject itself, so crop and scale are refused beside it; max_width and
- * max_height bound a canvas it makes, so they need output_size original or subject.
+ * or subject; without output_size its canvas is the image's size (output_size=original). It frames
+ * the subject itself, so crop and scale are refused beside it; max_width and max_height bound a
+ * canvas it makes, so they need output_size original or subject.
  */
 function placementOf(
   parsed: ParsedOptions,

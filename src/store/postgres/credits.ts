@@ -177,12 +177,17 @@ export class PostgresCredits implements CreditStore {
     // Only safe integers are account ids: another id is no account.
     const ids = [...new Set(items.map((i) => i.accountId).filter((id) => Number.isSafeInteger(id)))];
     await this.#learnSignUps(ids);
+    const cycles = new Map<number, Cycle>();
+    for (const id of ids) {
+      const createdAt = this.#signUps.get(id);
+      if (createdAt !== undefined) cycles.set(id, cycleAt(new Date(createdAt), new Date(now)));
+    }
     const outcomes: Settled<ReserveResult>[] = new Array(items.length);
     const sent: Array<{ at: number; item: ReserveItem; cycle: Cycle }> = [];
     items.forEach((item, at) => {
-      const createdAt = this.#signUps.get(item.accountId);
-      if (createdAt === undefined) outcomes[at] = { error: notFound(item.accountId) };
-      else sent.push({ at, item, cycle: cycleAt(new Date(createdAt), new Date(now)) });
+      const cycle = cycles.get(item.accountId);
+      if (cycle === undefined) outcomes[at] = { error: notFound(item.accountId) };
+      else sent.push({ at, item, cycle });
     });
     if (sent.length === 0) return outcomes;
     const plans = Object.values(this.plans);

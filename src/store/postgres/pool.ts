@@ -116,7 +116,7 @@ export async function retryingStatement<T>(run: () => Promise<T>): Promise<T> {
  * account, locked by a charge that waits for those usage rows, would close a deadlock.
  * reserve-group.ts takes the same lock.
  */
-export const ACCOUNT_LOCK = 'FOR NO KEY UPDATE';
+const ACCOUNT_LOCK = 'FOR NO KEY UPDATE';
 
 /** The account row; locked (ACCOUNT_LOCK) until the transaction ends when `forUpdate`. */
 export async function accountRow(q: Queryable, id: number, forUpdate = false): Promise<AccountRow | undefined> {
